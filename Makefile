@@ -1,0 +1,67 @@
+# kube-proxy-sync: see README.md. Long recipes live in hack/*.sh.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := build
+
+include hack/versions.mk
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=$(VERSION)
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
+NODES ?= 3
+export NODES
+
+.PHONY: build dist test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
+	cluster-up cluster-down demo bench bench-small fuzz clean
+
+build: ## bin/kube-proxy-sync for this machine
+	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
+
+dist: ## static linux/amd64 and linux/arm64 builds, also as the role's binary modules
+	hack/dist.sh
+
+test: ## everything CI runs: lint, unit, e2e against the local control plane, molecule, small bench
+	hack/test.sh
+
+test-unit: ## fast hermetic tests
+	go test -short -count=1 ./...
+
+test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-up first)
+	hack/e2e.sh
+
+lint: lint-go lint-ansible
+
+lint-go:
+	hack/lint-go.sh
+
+lint-ansible: venv
+	hack/lint-ansible.sh
+
+venv: ## pinned ansible-core, ansible-lint, molecule, yamllint in .venv
+	hack/venv.sh
+
+molecule: venv dist ## molecule default scenario against the local cluster
+	hack/molecule.sh default
+
+molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)
+	hack/molecule.sh kind
+
+cluster-up: ## build (once) and start etcd, apiserver, controller-manager, scheduler, kwok; NODES=n fake nodes
+	hack/cluster-up.sh
+
+cluster-down:
+	hack/cluster-down.sh
+
+demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix
+	hack/demo.sh
+
+bench: build ## benchmarks at 10, 1000, 5000 nodes (see bench/README.md)
+	hack/bench.sh
+
+bench-small: build ## one small round, part of make test
+	BENCH_SMALL=1 hack/bench.sh
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	hack/fuzz.sh
+
+clean: cluster-down
+	rm -rf bin dist .cache .venv roles/kube_proxy_sync/library/kube_proxy_sync_*

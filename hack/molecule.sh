@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run a molecule scenario of the kube_proxy_sync role from the pinned venv:
+#   hack/molecule.sh [default|kind] [molecule test options...]
+# default: against the local control plane (hack/cluster-up.sh); keeps the
+#          cluster unless KUBE_PROXY_SYNC_MOLECULE_DESTROY=true.
+# kind:    against a throw-away kind cluster; skipped (exit 0, with a message)
+#          when kind or a Docker engine is not available.
+# Set MOLECULE_COMMAND=converge|verify|... to run one step instead of `test`.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+scenario="${1:-default}"
+shift || true
+[[ -f "molecule/${scenario}/molecule.yml" ]] || die "no molecule scenario '${scenario}' (molecule/*/molecule.yml)"
+[[ -x "${VENV_DIR}/bin/molecule" ]] || die "no ${VENV_DIR}: run make venv (hack/venv.sh) first"
+for arch in amd64 arm64; do
+  [[ -x "roles/kube_proxy_sync/library/kube_proxy_sync_linux_${arch}" ]] ||
+    die "roles/kube_proxy_sync/library/kube_proxy_sync_linux_${arch} is missing: run make dist"
+done
+
+if [[ "${scenario}" == kind ]]; then
+  if ! command -v kind >/dev/null 2>&1; then
+    log "SKIP molecule scenario kind: the kind CLI is not installed (https://kind.sigs.k8s.io); nothing was run"
+    exit 0
+  fi
+  if ! docker info >/dev/null 2>&1; then
+    log "SKIP molecule scenario kind: no Docker engine answers 'docker info'; nothing was run"
+    exit 0
+  fi
+fi
+
+export PATH="${VENV_DIR}/bin:${PATH}"
+# Keep Ansible's and molecule's state inside the checkout's cache directory.
+export ANSIBLE_HOME="${CACHE_DIR}/ansible"
+export ANSIBLE_LOCAL_TEMP="${ANSIBLE_HOME}/tmp"
+export XDG_CACHE_HOME="${CACHE_DIR}/xdg"
+export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
+export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
+mkdir -p "${ANSIBLE_LOCAL_TEMP}" "${XDG_CACHE_HOME}"
+# kubectl for the scenarios' own checks: the one hack/build-tools.sh built, else PATH's.
+if [[ -z "${KPS_KUBECTL:-}" ]]; then
+  if [[ -x "${TOOLS_BIN}/kubectl" ]]; then KPS_KUBECTL="${TOOLS_BIN}/kubectl"; else KPS_KUBECTL="$(command -v kubectl || echo kubectl)"; fi
+fi
+export KPS_KUBECTL
+
+command="${MOLECULE_COMMAND:-test}"
+log "molecule ${command} -s ${scenario}"
+exec molecule "${command}" -s "${scenario}" "$@"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# What `make test` and CI run: lint, unit tests, then the e2e tests, molecule
+# and a small benchmark against a real local control plane, which is brought
+# down at the end even when something failed.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+export E2E_REQUIRED=1
+
+step() { printf '\n==== %s\n' "$*" >&2; }
+
+step "go lint"
+hack/lint-go.sh
+step "unit tests"
+go test -short -count=1 ./...
+step "build the binary and the role's modules"
+make --no-print-directory build
+hack/dist.sh
+step "ansible lint"
+hack/venv.sh
+hack/lint-ansible.sh
+
+step "local control plane"
+if [[ -z "${KUBECONFIG:-}" ]]; then
+  trap 'step "cluster down"; hack/cluster-down.sh' EXIT
+  hack/cluster-up.sh
+fi
+step "e2e tests"
+hack/e2e.sh
+if [[ -x hack/bench.sh ]]; then
+  step "benchmark, small"
+  BENCH_SMALL=1 hack/bench.sh
+fi
+step "molecule default scenario"
+hack/molecule.sh default
+step "all green"

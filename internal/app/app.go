@@ -1,0 +1,226 @@
+// Package app is the command: flags or an Ansible args file in, one result
+// on stdout, logs on stderr, and the exit code.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+)
+
+// version is set at build time (-ldflags -X).
+var version = "dev"
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitChanged = 2 // only with --detailed-exitcode
+)
+
+// Streams are where the command reads and writes.
+type Streams struct {
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// Main runs the command with the process's arguments and signals.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// client-go logs through klog; our logs and errors already say what matters
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	return Run(ctx, Streams{Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:], Deps{Clock: clock.RealClock{}})
+}
+
+// Deps lets tests inject the clock and a ready client.
+type Deps struct {
+	Clock clock.Clock
+	// Client, when set, is used instead of one built from the kubeconfig.
+	Client *kube.Client
+}
+
+const usage = `kube-proxy-sync keeps kube-proxy's ConfigMap in sync and restarts the
+kube-proxy DaemonSet only when the configuration really changed.
+
+It captures the ConfigMap, applies the desired configuration through the
+API, compares the data (not just the resourceVersion), and only then does a
+rollout restart (respecting maxUnavailable) and waits for it. It also sets
+the readiness probe path kube-proxy's version needs (/livez from 1.28 on).
+
+Usage:
+  kube-proxy-sync [flags]
+  kube-proxy-sync ARGS_FILE     (as an Ansible binary module)
+
+Examples:
+  # point kube-proxy at a new API server endpoint; restart only if that changed it
+  kube-proxy-sync --server https://lb.example.internal:6443
+
+  # MetalLB needs strict ARP in IPVS mode
+  kube-proxy-sync --set mode=ipvs --set ipvs.strictARP=true
+
+  # what would change, without changing anything
+  kube-proxy-sync --set conntrack.maxPerCore=0 --check --diff
+
+  # in CI: exit 2 when something changed, JSON result on stdout
+  kube-proxy-sync --server https://10.0.0.1:6443 --output json --detailed-exitcode
+
+Exit codes: 0 success (nothing changed with --detailed-exitcode), 1 failure,
+2 changed (only with --detailed-exitcode).
+
+Flags:
+`
+
+// Run is the whole command, in-process.
+func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
+	o := NewOptions()
+	if len(args) == 1 && !strings.HasPrefix(args[0], "-") {
+		o.module = true
+		o.Output = "json"
+		if err := LoadArgsFile(args[0], o); err != nil {
+			return fail(streams, o, nil, err)
+		}
+	} else {
+		fs := pflag.NewFlagSet("kube-proxy-sync", pflag.ContinueOnError)
+		fs.SetOutput(streams.ErrOut)
+		o.AddFlags(fs)
+		fs.Usage = func() {
+			fmt.Fprint(streams.ErrOut, usage)
+			fs.PrintDefaults()
+		}
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, pflag.ErrHelp) {
+				return ExitOK
+			}
+			if o.Output != "json" && wantsJSON(args) {
+				o.Output = "json" // the error came before --output was read
+			}
+			return fail(streams, o, nil, fmt.Errorf("%w (see --help)", err))
+		}
+		if fs.NArg() > 0 {
+			return fail(streams, o, nil, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args()))
+		}
+		if o.ShowVersion {
+			fmt.Fprintf(streams.Out, "kube-proxy-sync %s\n", version)
+			return ExitOK
+		}
+	}
+	if err := o.Complete(); err != nil {
+		return fail(streams, o, nil, err)
+	}
+	if err := o.Validate(); err != nil {
+		return fail(streams, o, nil, err)
+	}
+	log := newLogger(streams.ErrOut, o)
+
+	client := deps.Client
+	if client == nil {
+		var err error
+		client, err = kube.New(kube.Options{
+			Kubeconfig: o.Kubeconfig, Context: o.Context, Retries: o.Retries,
+			RequestTimeout: o.RequestTimeout, Log: log,
+		})
+		if err != nil {
+			return fail(streams, o, nil, err)
+		}
+	}
+	s := sync.New(o.syncOptions(), sync.Deps{
+		Kube: client.Kube, Clock: deps.Clock, Log: log,
+		Audit: audit.Log{Path: o.AuditLog}, Server: client.Server, Requests: client.Requests.Count,
+	})
+	res, err := s.Run(ctx)
+	if err != nil {
+		return fail(streams, o, res, err)
+	}
+	print(streams.Out, o, res, nil)
+	if o.DetailedExitCode && res.Changed {
+		return ExitChanged
+	}
+	return ExitOK
+}
+
+func wantsJSON(args []string) bool {
+	for i, a := range args {
+		if a == "--output=json" || a == "-ojson" || (a == "--output" || a == "-o") && i+1 < len(args) && args[i+1] == "json" {
+			return true
+		}
+	}
+	return false
+}
+
+func newLogger(w io.Writer, o *Options) *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(w)
+	lvl, _ := logrus.ParseLevel(o.LogLevel) // validated
+	l.SetLevel(lvl)
+	if o.LogFormat == "json" {
+		l.SetFormatter(&logrus.JSONFormatter{})
+	}
+	return logrus.NewEntry(l)
+}
+
+func fail(streams Streams, o *Options, res *sync.Result, err error) int {
+	print(streams.Out, o, res, err)
+	if o.Output != "json" {
+		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	}
+	return ExitFailed
+}
+
+// moduleResult is the one JSON object on stdout: Ansible's module result,
+// also printed by --output json.
+type moduleResult struct {
+	Changed      bool                  `json:"changed"`
+	Failed       bool                  `json:"failed"`
+	Msg          string                `json:"msg"`
+	AnsibleFacts map[string]sync.Facts `json:"ansible_facts"`
+	Diff         *sync.Diff            `json:"diff,omitempty"`
+}
+
+func print(w io.Writer, o *Options, res *sync.Result, err error) {
+	if res == nil {
+		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}}}
+	}
+	msg := res.Msg
+	if err != nil {
+		msg = err.Error()
+	}
+	if o.Output == "json" {
+		out := moduleResult{
+			Changed: res.Changed, Failed: err != nil, Msg: msg,
+			AnsibleFacts: map[string]sync.Facts{"kube_proxy_sync": res.Facts},
+			Diff:         res.Diff,
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	if err != nil {
+		return
+	}
+	f := res.Facts
+	fmt.Fprintln(w, msg)
+	fmt.Fprintf(w, "  configmap resourceVersion: %s -> %s\n", f.ResourceVersionBefore, f.ResourceVersionAfter)
+	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s (changed: %t)\n", f.KubeProxyVersion, f.ProbePath, f.ProbeChanged)
+	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
+	fmt.Fprintf(w, "  api requests: %d, audit id: %s\n", f.APIRequests, f.AuditID)
+	if res.Diff != nil {
+		fmt.Fprintf(w, "--- %s\n%s+++ %s\n%s", res.Diff.BeforeHeader, res.Diff.Before, res.Diff.AfterHeader, res.Diff.After)
+	}
+}

@@ -1,0 +1,186 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+)
+
+func TestParseArgs(t *testing.T) {
+	cases := []struct {
+		name  string
+		json  string
+		check func(t *testing.T, o *Options)
+		err   string
+	}{
+		{name: "ansible internals accepted", json: `{"server":"https://10.0.0.1:6443","_ansible_check_mode":true,"_ansible_diff":true,"_ansible_verbosity":3,"_ansible_module_name":"kube_proxy_sync"}`,
+			check: func(t *testing.T, o *Options) {
+				assert.True(t, o.Check)
+				assert.True(t, o.Diff)
+				assert.Equal(t, "https://10.0.0.1:6443", o.Server)
+			}},
+		{name: "set dict with typed values", json: `{"set":{"ipvs.strictARP":true,"conntrack.maxPerCore":0,"mode":"ipvs","nodePortAddresses":["10.0.0.0/8"]}}`,
+			check: func(t *testing.T, o *Options) {
+				assert.Equal(t, []string{"conntrack.maxPerCore=0", "ipvs.strictARP=true", "mode=ipvs", "nodePortAddresses=10.0.0.0/8"}, o.Set)
+			}},
+		{name: "timeout as duration", json: `{"timeout":"90s"}`, check: func(t *testing.T, o *Options) { assert.Equal(t, 90*time.Second, o.Timeout) }},
+		{name: "timeout as seconds", json: `{"timeout":120}`, check: func(t *testing.T, o *Options) { assert.Equal(t, 2*time.Minute, o.Timeout) }},
+		{name: "retries as templated string", json: `{"retries":"7"}`, check: func(t *testing.T, o *Options) { assert.Equal(t, 7, o.Retries) }},
+		{name: "nulls are unset", json: `{"server":null,"namespace":null}`, check: func(t *testing.T, o *Options) { assert.Equal(t, "kube-system", o.Namespace) }},
+		{name: "unknown key", json: `{"serverr":"x"}`, err: "unsupported module args: serverr"},
+		{name: "not json", json: `server=x`, err: "not a JSON object"},
+		{name: "not an object", json: `["server"]`, err: "not a JSON object"},
+		{name: "json null", json: `null`, err: "not a JSON object"},
+		{name: "wrong type string", json: `{"server":5}`, err: "module arg server: want a string, got a number"},
+		{name: "wrong type set", json: `{"set":"mode=ipvs"}`, err: "want a dict"},
+		{name: "wrong set value", json: `{"set":{"mode":{"a":1}}}`, err: "mode: want a string"},
+		{name: "wrong type retries", json: `{"retries":true}`, err: "want a whole number"},
+		{name: "bad duration", json: `{"timeout":"soon"}`, err: "want a duration"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			err := ParseArgs([]byte(tc.json), o)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			tc.check(t, o)
+		})
+	}
+}
+
+func seed() (*corev1.ConfigMap, *appsv1.DaemonSet) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "1"},
+		Data: map[string]string{
+			"config.conf":     "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n",
+			"kubeconfig.conf": "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n",
+		},
+	}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "1"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6"},
+		}}}},
+	}
+	return cm, ds
+}
+
+type runResult struct {
+	code   int
+	stdout string
+	stderr string
+	client *fake.Clientset
+}
+
+func run(t *testing.T, args ...string) runResult {
+	t.Helper()
+	cm, ds := seed()
+	client := fake.NewClientset(cm, ds)
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut}, args, Deps{
+		Clock:  clocktesting.NewFakeClock(time.Unix(0, 0)),
+		Client: &kube.Client{Kube: client, Requests: &kube.Counter{}},
+	})
+	return runResult{code, out.String(), errOut.String(), client}
+}
+
+func writes(c *fake.Clientset) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	manifest := filepath.Join(t.TempDir(), "cm.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: kube-proxy\n"), 0o600))
+	cases := map[string][]string{
+		"unknown set field":   {"--set", "ipvs.strictArp=true"},
+		"bad bool":            {"--set", "ipvs.strictARP=maybe"},
+		"bad server":          {"--server", "10.0.0.1:6443"},
+		"server with path":    {"--server", "https://10.0.0.1:6443/api"},
+		"bad probe path":      {"--probe-path", "/readyz"},
+		"bad restart":         {"--restart", "sometimes"},
+		"negative timeout":    {"--timeout", "-1s"},
+		"absurd timeout":      {"--timeout", "1000h"},
+		"bad version":         {"--kube-proxy-version", "latest"},
+		"bad output":          {"--output", "yaml"},
+		"bad namespace":       {"--namespace", "Kube_System"},
+		"wrong manifest kind": {"--manifest", manifest},
+		"missing manifest":    {"--manifest", "does-not-exist.yaml"},
+		"unknown flag":        {"--serverr", "x"},
+		"stray argument":      {"--check", "extra"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, append([]string{"--output", "json"}, args...)...)
+			assert.Equal(t, ExitFailed, r.code)
+			assert.Empty(t, r.client.Actions(), "nothing may touch the cluster")
+			if name == "bad output" {
+				assert.Contains(t, r.stderr, `--output "yaml"`)
+				return
+			}
+			var res moduleResult
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "stdout must stay valid JSON: %q", r.stdout)
+			assert.True(t, res.Failed)
+			assert.NotEmpty(t, res.Msg)
+		})
+	}
+}
+
+func TestModuleModeRoundTrip(t *testing.T) {
+	args := filepath.Join(t.TempDir(), "args")
+	require.NoError(t, os.WriteFile(args, []byte(`{"server":"https://10.0.0.9:6443","probe_path":"none","_ansible_check_mode":true,"_ansible_diff":true}`), 0o600))
+	r := run(t, args)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.True(t, res.Changed)
+	assert.False(t, res.Failed)
+	facts := res.AnsibleFacts["kube_proxy_sync"]
+	assert.True(t, facts.CheckMode)
+	assert.True(t, facts.ConfigMapChanged)
+	assert.Equal(t, []string{"kubeconfig.conf:clusters[0].cluster.server"}, facts.ChangedKeys)
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.After, "https://10.0.0.9:6443")
+	assert.Zero(t, writes(r.client), "check mode writes nothing")
+}
+
+func TestDetailedExitCode(t *testing.T) {
+	r := run(t, "--server", "https://10.0.0.9:6443", "--probe-path", "none", "--restart", "never", "--detailed-exitcode")
+	assert.Equal(t, ExitChanged, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "configmap kube-system/kube-proxy changed")
+	r = run(t, "--probe-path", "none", "--restart", "never", "--detailed-exitcode")
+	assert.Equal(t, ExitOK, r.code, r.stderr)
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	r := run(t, "--help")
+	assert.Equal(t, ExitOK, r.code)
+	assert.Contains(t, r.stderr, "Examples:")
+	assert.Contains(t, r.stderr, "--probe-path")
+	r = run(t, "--version")
+	assert.Equal(t, ExitOK, r.code)
+	assert.Contains(t, r.stdout, "kube-proxy-sync ")
+}

@@ -1,0 +1,215 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// moduleArgs maps the Ansible module's argument names onto Options.
+var moduleArgs = map[string]func(o *Options, v interface{}) error{
+	"kubeconfig":         str(func(o *Options) *string { return &o.Kubeconfig }),
+	"context":            str(func(o *Options) *string { return &o.Context }),
+	"namespace":          str(func(o *Options) *string { return &o.Namespace }),
+	"configmap":          str(func(o *Options) *string { return &o.ConfigMap }),
+	"daemonset":          str(func(o *Options) *string { return &o.DaemonSet }),
+	"container":          str(func(o *Options) *string { return &o.Container }),
+	"server":             str(func(o *Options) *string { return &o.Server }),
+	"manifest":           str(func(o *Options) *string { return &o.Manifest }),
+	"probe_path":         str(func(o *Options) *string { return &o.ProbePath }),
+	"kube_proxy_version": str(func(o *Options) *string { return &o.KubeProxyVersion }),
+	"restart":            str(func(o *Options) *string { return &o.Restart }),
+	"audit_log":          str(func(o *Options) *string { return &o.AuditLog }),
+	"log_level":          str(func(o *Options) *string { return &o.LogLevel }),
+	"timeout":            duration(func(o *Options) *time.Duration { return &o.Timeout }),
+	"request_timeout":    duration(func(o *Options) *time.Duration { return &o.RequestTimeout }),
+	"retries":            integer(func(o *Options) *int { return &o.Retries }),
+	"set":                setArg,
+}
+
+// LoadArgsFile reads the JSON args file Ansible hands a binary module.
+// Ansible's own `_ansible_*` keys are accepted; `_ansible_check_mode` and
+// `_ansible_diff` turn on check and diff mode.
+func LoadArgsFile(path string, o *Options) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read module args file: %w", err)
+	}
+	return ParseArgs(raw, o)
+}
+
+// ParseArgs applies module args (a JSON object) to o.
+func ParseArgs(raw []byte, o *Options) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var args map[string]interface{}
+	if err := dec.Decode(&args); err != nil {
+		return fmt.Errorf("module args are not a JSON object: %w", err)
+	}
+	if args == nil {
+		return fmt.Errorf("module args are not a JSON object")
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var unknown []string
+	for _, k := range keys {
+		v := args[k]
+		switch {
+		case k == "_ansible_check_mode":
+			o.Check = truthy(v)
+		case k == "_ansible_diff":
+			o.Diff = truthy(v)
+		case strings.HasPrefix(k, "_ansible_"):
+		case v == nil:
+			// Ansible passes unset options as null
+		default:
+			set, ok := moduleArgs[k]
+			if !ok {
+				unknown = append(unknown, k)
+				continue
+			}
+			if err := set(o, v); err != nil {
+				return fmt.Errorf("module arg %s: %w", k, err)
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unsupported module args: %s (supported: %s)", strings.Join(unknown, ", "), strings.Join(ModuleArgNames(), ", "))
+	}
+	return nil
+}
+
+// ModuleArgNames lists the public module args.
+func ModuleArgNames() []string {
+	names := make([]string, 0, len(moduleArgs))
+	for k := range moduleArgs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func truthy(v interface{}) bool {
+	b, ok := v.(bool)
+	return ok && b
+}
+
+func str(field func(*Options) *string) func(*Options, interface{}) error {
+	return func(o *Options, v interface{}) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string, got %s", jsonType(v))
+		}
+		*field(o) = s
+		return nil
+	}
+}
+
+func integer(field func(*Options) *int) func(*Options, interface{}) error {
+	return func(o *Options, v interface{}) error {
+		var text string
+		switch t := v.(type) {
+		case json.Number:
+			text = t.String()
+		case string: // templated values arrive as strings
+			text = t
+		default:
+			return fmt.Errorf("want a whole number, got %s", jsonType(v))
+		}
+		n, err := strconv.Atoi(text)
+		if err != nil {
+			return fmt.Errorf("want a whole number, got %q", text)
+		}
+		*field(o) = n
+		return nil
+	}
+}
+
+// duration takes "5m", "90s", or a number of seconds.
+func duration(field func(*Options) *time.Duration) func(*Options, interface{}) error {
+	return func(o *Options, v interface{}) error {
+		var text string
+		switch t := v.(type) {
+		case json.Number:
+			text = t.String() + "s"
+		case string:
+			text = t
+			if _, err := strconv.ParseFloat(t, 64); err == nil {
+				text += "s"
+			}
+		default:
+			return fmt.Errorf("want a duration like 5m or a number of seconds, got %s", jsonType(v))
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return fmt.Errorf("want a duration like 5m or a number of seconds, got %q", text)
+		}
+		*field(o) = d
+		return nil
+	}
+}
+
+// setArg takes a dict of dotted paths to scalar values.
+func setArg(o *Options, v interface{}) error {
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return fmt.Errorf("want a dict of field paths to values, e.g. {\"ipvs.strictARP\": true}, got %s", jsonType(v))
+	}
+	paths := make([]string, 0, len(m))
+	for k := range m {
+		paths = append(paths, k)
+	}
+	sort.Strings(paths)
+	o.Set = o.Set[:0]
+	for _, p := range paths {
+		var text string
+		switch t := m[p].(type) {
+		case string:
+			text = t
+		case bool:
+			text = strconv.FormatBool(t)
+		case json.Number:
+			text = t.String()
+		case []interface{}:
+			items := make([]string, 0, len(t))
+			for _, it := range t {
+				s, ok := it.(string)
+				if !ok {
+					return fmt.Errorf("%s: want a list of strings", p)
+				}
+				items = append(items, s)
+			}
+			text = strings.Join(items, ",")
+		default:
+			return fmt.Errorf("%s: want a string, number, boolean or list of strings, got %s", p, jsonType(t))
+		}
+		o.Set = append(o.Set, p+"="+text)
+	}
+	return nil
+}
+
+func jsonType(v interface{}) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []interface{}:
+		return "a list"
+	case map[string]interface{}:
+		return "a dict"
+	}
+	return fmt.Sprintf("%T", v)
+}

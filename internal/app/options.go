@@ -1,0 +1,176 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+)
+
+// Options are everything a run can be told, from flags or an Ansible args file.
+type Options struct {
+	Kubeconfig       string
+	Context          string
+	Namespace        string
+	ConfigMap        string
+	DaemonSet        string
+	Container        string
+	Server           string
+	Set              []string
+	Manifest         string
+	ProbePath        string
+	KubeProxyVersion string
+	Restart          string
+	Timeout          time.Duration
+	RequestTimeout   time.Duration
+	Retries          int
+	Check            bool
+	Diff             bool
+	AuditLog         string
+	Output           string
+	DetailedExitCode bool
+	LogLevel         string
+	LogFormat        string
+	ShowVersion      bool
+
+	// filled by Complete
+	settings []kpconfig.Setting
+	spec     configmap.Spec
+	module   bool
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Namespace:      "kube-system",
+		ConfigMap:      "kube-proxy",
+		DaemonSet:      "kube-proxy",
+		Container:      "kube-proxy",
+		ProbePath:      probe.Auto,
+		Restart:        sync.RestartAuto,
+		Timeout:        5 * time.Minute,
+		RequestTimeout: 20 * time.Second,
+		Retries:        5,
+		Output:         "text",
+		LogLevel:       "info",
+		LogFormat:      "text",
+	}
+}
+
+// AddFlags binds the options to a flag set.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to the kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context to use (default: its current context)")
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace, "namespace of the ConfigMap and DaemonSet")
+	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "name of kube-proxy's ConfigMap")
+	fs.StringVar(&o.DaemonSet, "daemonset", o.DaemonSet, "name of kube-proxy's DaemonSet")
+	fs.StringVar(&o.Container, "container", o.Container, "name of the kube-proxy container in the DaemonSet")
+	fs.StringVar(&o.Server, "server", o.Server, "API server URL to set in kubeconfig.conf (what kubespray's sed task does), e.g. https://10.0.0.1:6443")
+	fs.StringArrayVar(&o.Set, "set", o.Set, "KubeProxyConfiguration field to set in config.conf, as dotted.path=value; repeatable (e.g. --set mode=ipvs --set ipvs.strictARP=true)")
+	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data is applied with server-side apply (field manager kube-proxy-sync)")
+	fs.StringVar(&o.ProbePath, "probe-path", o.ProbePath, "readiness probe path: auto (/livez for kube-proxy >= 1.28, /healthz before), /livez, /healthz, or none (leave the probe alone)")
+	fs.StringVar(&o.KubeProxyVersion, "kube-proxy-version", o.KubeProxyVersion, "kube-proxy version to assume (default: from the image tag, else the API server's)")
+	fs.StringVar(&o.Restart, "restart", o.Restart, "restart policy: auto (only when the config changed or a restart is owed), always, never")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the rollout")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of one API request attempt")
+	fs.IntVar(&o.Retries, "retries", o.Retries, "retries of an API request after a connection error, 429 or 5xx")
+	fs.BoolVar(&o.Check, "check", o.Check, "dry run: compute and report, write nothing")
+	fs.BoolVar(&o.Diff, "diff", o.Diff, "show the ConfigMap data before and after (credentials redacted)")
+	fs.StringVar(&o.AuditLog, "audit-log", o.AuditLog, "append a JSON line per run that changed or failed to this file (mode 0600)")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "result format on stdout: text or json")
+	fs.BoolVar(&o.DetailedExitCode, "detailed-exitcode", o.DetailedExitCode, "exit 0 when nothing changed, 2 when something changed, 1 on error")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level on stderr: debug, info, warn, error")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format on stderr: text or json")
+	fs.BoolVar(&o.ShowVersion, "version", o.ShowVersion, "print the version and exit")
+}
+
+// Complete parses what the flags carry as text.
+func (o *Options) Complete() error {
+	o.settings = o.settings[:0]
+	for _, s := range o.Set {
+		st, err := kpconfig.ParseSetting(s)
+		if err != nil {
+			return err
+		}
+		o.settings = append(o.settings, st)
+	}
+	o.spec = configmap.Spec{Server: o.Server, Settings: o.settings}
+	return nil
+}
+
+// Validate rejects bad input before anything touches the cluster.
+func (o *Options) Validate() error {
+	for flag, name := range map[string]string{"namespace": o.Namespace, "configmap": o.ConfigMap, "daemonset": o.DaemonSet} {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("--%s %q: %s", flag, name, strings.Join(errs, "; "))
+		}
+	}
+	if o.Container == "" {
+		return fmt.Errorf("--container must not be empty")
+	}
+	if o.Server != "" {
+		if err := configmap.ValidateServer(o.Server); err != nil {
+			return err
+		}
+	}
+	for _, s := range o.settings {
+		if _, err := s.Validate(); err != nil {
+			return err
+		}
+	}
+	if o.Manifest != "" {
+		m, err := configmap.LoadManifest(o.Manifest, o.Namespace, o.ConfigMap)
+		if err != nil {
+			return err
+		}
+		o.spec.Manifest = m
+	}
+	if !slices.Contains(probe.Modes, o.ProbePath) {
+		return fmt.Errorf("--probe-path %q: want one of %s", o.ProbePath, strings.Join(probe.Modes, ", "))
+	}
+	if o.KubeProxyVersion != "" {
+		if _, err := utilversion.ParseGeneric(o.KubeProxyVersion); err != nil {
+			return fmt.Errorf("--kube-proxy-version %q: want a version like v1.33.1", o.KubeProxyVersion)
+		}
+	}
+	if !slices.Contains([]string{sync.RestartAuto, sync.RestartAlways, sync.RestartNever}, o.Restart) {
+		return fmt.Errorf("--restart %q: want auto, always or never", o.Restart)
+	}
+	if o.Timeout <= 0 || o.Timeout > 24*time.Hour {
+		return fmt.Errorf("--timeout %s: want more than 0 and at most 24h", o.Timeout)
+	}
+	if o.RequestTimeout <= 0 || o.RequestTimeout > 10*time.Minute {
+		return fmt.Errorf("--request-timeout %s: want more than 0 and at most 10m", o.RequestTimeout)
+	}
+	if o.Retries < 0 || o.Retries > 20 {
+		return fmt.Errorf("--retries %d: want 0 to 20", o.Retries)
+	}
+	if o.Output != "text" && o.Output != "json" {
+		return fmt.Errorf("--output %q: want text or json", o.Output)
+	}
+	if _, err := logrus.ParseLevel(o.LogLevel); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", o.LogFormat)
+	}
+	return nil
+}
+
+func (o *Options) syncOptions() sync.Options {
+	return sync.Options{
+		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
+		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
+		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
+	}
+}

@@ -1,0 +1,76 @@
+// Package audit appends one JSON line per event to an audit log, fsynced, so
+// that the intent of a restart is on disk before the restart is sent.
+package audit
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Record is one line of the audit log. Data values are never recorded, only
+// which keys changed, so no credential can end up here.
+type Record struct {
+	Time                  time.Time `json:"time"`
+	AuditID               string    `json:"audit_id"`
+	Phase                 string    `json:"phase"` // intent | outcome
+	Server                string    `json:"server"`
+	Object                string    `json:"object"`
+	DaemonSet             string    `json:"daemonset"`
+	ResourceVersionBefore string    `json:"resource_version_before"`
+	ResourceVersionAfter  string    `json:"resource_version_after"`
+	ChangedKeys           []string  `json:"changed_keys"`
+	Restart               bool      `json:"restart"`
+	RestartReason         string    `json:"restart_reason,omitempty"`
+	ProbePath             string    `json:"probe_path,omitempty"`
+	CheckMode             bool      `json:"check_mode"`
+	Outcome               string    `json:"outcome,omitempty"` // succeeded | failed
+	Error                 string    `json:"error,omitempty"`
+	Rollout               any       `json:"rollout,omitempty"`
+}
+
+// NewID returns a random id that ties a run's records, facts and Events together.
+func NewID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Log appends records to a file; the zero value (no path) discards them.
+type Log struct {
+	Path string
+}
+
+// Append writes one record and fsyncs it. The file is created 0600.
+func (l Log) Append(r Record) error {
+	if l.Path == "" {
+		return nil
+	}
+	if dir := filepath.Dir(l.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("audit log %s: %w", l.Path, err)
+		}
+	}
+	f, err := os.OpenFile(l.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit log %s: %w (check the directory exists and is writable, or change --audit-log)", l.Path, err)
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("encode audit record: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write audit log %s: %w", l.Path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync audit log %s: %w", l.Path, err)
+	}
+	return f.Close()
+}

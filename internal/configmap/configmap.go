@@ -1,0 +1,288 @@
+// Package configmap captures the kube-proxy ConfigMap, computes the desired
+// data from the user's input, and writes it only when the data differs.
+package configmap
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/yamledit"
+)
+
+const (
+	// ConfigKey holds the KubeProxyConfiguration.
+	ConfigKey = "config.conf"
+	// KubeconfigKey holds the kubeconfig kube-proxy talks to the API with.
+	KubeconfigKey = "kubeconfig.conf"
+	// FieldManager is the name our writes are recorded under.
+	FieldManager = "kube-proxy-sync"
+)
+
+// Snapshot is what we know about the ConfigMap at one moment.
+type Snapshot struct {
+	ResourceVersion string
+	Hash            string
+	Data            map[string]string
+	BinaryData      map[string][]byte
+}
+
+// NewSnapshot records a ConfigMap.
+func NewSnapshot(cm *corev1.ConfigMap) Snapshot {
+	return Snapshot{
+		ResourceVersion: cm.ResourceVersion,
+		Hash:            Hash(cm.Data, cm.BinaryData),
+		Data:            cm.Data,
+		BinaryData:      cm.BinaryData,
+	}
+}
+
+// Hash is a stable digest of a ConfigMap's content (data and binaryData);
+// metadata (labels, annotations, resourceVersion) does not count.
+func Hash(data map[string]string, binary map[string][]byte) string {
+	// encoding/json sorts map keys, so this is canonical
+	b, _ := json.Marshal(struct {
+		D map[string]string `json:"d"`
+		B map[string][]byte `json:"b,omitempty"`
+	}{data, binary})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Spec is the user's desired configuration.
+type Spec struct {
+	// Server, when set, replaces the server of every cluster in kubeconfig.conf.
+	Server string
+	// Settings are KubeProxyConfiguration fields to set in config.conf.
+	Settings []kpconfig.Setting
+	// Manifest, when set, is a whole ConfigMap whose data is applied.
+	Manifest *corev1.ConfigMap
+}
+
+// Empty reports whether the spec asks for no change to the ConfigMap.
+func (s Spec) Empty() bool {
+	return s.Server == "" && len(s.Settings) == 0 && s.Manifest == nil
+}
+
+// ValidateServer checks a desired API server URL.
+func ValidateServer(server string) error {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("server %q: want a URL like https://10.0.0.1:6443 (scheme, host, optional port, no path)", server)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("server %q: port must be 1-65535", server)
+		}
+	}
+	return nil
+}
+
+// LoadManifest reads a ConfigMap manifest and checks it names the object we manage.
+func LoadManifest(path, namespace, name string) (*corev1.ConfigMap, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
+		return nil, fmt.Errorf("manifest %s is not a valid ConfigMap: %w", path, err)
+	}
+	if cm.Kind != "ConfigMap" || cm.APIVersion != "v1" {
+		return nil, fmt.Errorf("manifest %s is %s %s, want apiVersion v1, kind ConfigMap", path, cm.APIVersion, cm.Kind)
+	}
+	if cm.Name != name || (cm.Namespace != "" && cm.Namespace != namespace) {
+		return nil, fmt.Errorf("manifest %s is ConfigMap %s/%s, want %s/%s (check --namespace/--configmap)", path, cm.Namespace, cm.Name, namespace, name)
+	}
+	if len(cm.Data) == 0 && len(cm.BinaryData) == 0 {
+		return nil, fmt.Errorf("manifest %s has no data", path)
+	}
+	return &cm, nil
+}
+
+// Desired computes the data the ConfigMap should hold, and the keys that
+// differ from current ("config.conf:mode", "kubeconfig.conf:clusters[0].cluster.server").
+// It does no I/O; with an empty result list the data is current.
+func Desired(current map[string]string, spec Spec) (map[string]string, []string, error) {
+	data := make(map[string]string, len(current))
+	for k, v := range current {
+		data[k] = v
+	}
+	var changed []string
+	if spec.Manifest != nil {
+		for k, v := range spec.Manifest.Data {
+			if cur, ok := data[k]; !ok || cur != v {
+				changed = append(changed, k)
+				data[k] = v
+			}
+		}
+	}
+	if len(spec.Settings) > 0 {
+		text, ok := data[ConfigKey]
+		if !ok {
+			return nil, nil, fmt.Errorf("configmap has no %q key to apply settings to", ConfigKey)
+		}
+		out, paths, err := kpconfig.Apply(text, spec.Settings)
+		if err != nil {
+			return nil, nil, err
+		}
+		data[ConfigKey] = out
+		for _, p := range paths {
+			changed = append(changed, ConfigKey+":"+p)
+		}
+	} else if text, ok := data[ConfigKey]; ok {
+		if _, err := kpconfig.Decode(text); err != nil {
+			return nil, nil, err
+		}
+	}
+	if spec.Server != "" {
+		text, ok := data[KubeconfigKey]
+		if !ok {
+			return nil, nil, fmt.Errorf("configmap has no %q key to set the server in", KubeconfigKey)
+		}
+		out, paths, err := setServer(text, spec.Server)
+		if err != nil {
+			return nil, nil, err
+		}
+		data[KubeconfigKey] = out
+		for _, p := range paths {
+			changed = append(changed, KubeconfigKey+":"+p)
+		}
+	}
+	sort.Strings(changed)
+	return data, dedupe(changed), nil
+}
+
+func setServer(text, server string) (string, []string, error) {
+	if _, err := clientcmd.Load([]byte(text)); err != nil {
+		return "", nil, fmt.Errorf("%s is not a valid kubeconfig: %w", KubeconfigKey, err)
+	}
+	doc, err := yamledit.Parse(text)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", KubeconfigKey, err)
+	}
+	clusters := yamledit.Lookup(doc.Root(), "clusters")
+	if clusters == nil || len(clusters.Content) == 0 {
+		return "", nil, fmt.Errorf("%s has no clusters to set the server of", KubeconfigKey)
+	}
+	var changed []string
+	for i, item := range clusters.Content {
+		c := yamledit.Lookup(item, "cluster")
+		if c == nil {
+			return "", nil, fmt.Errorf("%s: clusters[%d] has no cluster", KubeconfigKey, i)
+		}
+		did, err := yamledit.Set(c, []string{"server"}, yamledit.Str(server))
+		if err != nil {
+			return "", nil, fmt.Errorf("%s: clusters[%d]: %w", KubeconfigKey, i, err)
+		}
+		if did {
+			changed = append(changed, fmt.Sprintf("clusters[%d].cluster.server", i))
+		}
+	}
+	if len(changed) == 0 {
+		return text, nil, nil
+	}
+	out, err := doc.String()
+	if err != nil {
+		return "", nil, err
+	}
+	return out, changed, nil
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Client reads and writes one ConfigMap.
+type Client struct {
+	Kube      kubernetes.Interface
+	Namespace string
+	Name      string
+}
+
+// Get captures the ConfigMap.
+func (c Client) Get(ctx context.Context) (*corev1.ConfigMap, error) {
+	cm, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, c.explain("get", err)
+	}
+	return cm, nil
+}
+
+// Update writes data with the captured resourceVersion as precondition, so a
+// concurrent writer makes it fail with a conflict instead of being overwritten.
+func (c Client) Update(ctx context.Context, cm *corev1.ConfigMap, data map[string]string) (*corev1.ConfigMap, error) {
+	next := cm.DeepCopy()
+	next.Data = data
+	out, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, c.explain("update", err)
+	}
+	return out, nil
+}
+
+// Apply writes the given keys with server-side apply, taking ownership of them.
+func (c Client) Apply(ctx context.Context, data map[string]string, keys []string) (*corev1.ConfigMap, error) {
+	owned := make(map[string]string, len(keys))
+	for _, k := range keys {
+		owned[k] = data[k]
+	}
+	ac := corev1ac.ConfigMap(c.Name, c.Namespace).WithData(owned)
+	out, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return nil, c.explain("apply", err)
+	}
+	return out, nil
+}
+
+func (c Client) explain(verb string, err error) error {
+	what := fmt.Sprintf("%s configmap %q", verb, c.Namespace+"/"+c.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: not found: check --namespace/--configmap, or that kube-proxy is deployed (kubeadm creates it): %w", what, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s: forbidden: the kubeconfig user needs %s on configmaps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, verb, err)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+var secretLine = regexp.MustCompile(`(?m)^(\s*-?\s*"?(token|client-key-data|client-certificate-data|certificate-authority-data|password|id-token|refresh-token|access-token)"?\s*:\s*)\S.*$`)
+
+// Redact hides credentials in ConfigMap text (tokens, keys, certificates)
+// so it can go into diffs, logs and the audit log.
+func Redact(text string) string {
+	return secretLine.ReplaceAllString(text, "${1}REDACTED")
+}
+
+// RedactData redacts every value of a data map.
+func RedactData(data map[string]string) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		out[k] = Redact(v)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package kpconfig
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const base = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+# kubeadm writes comments too
+healthzBindAddress: 0.0.0.0:10256
+mode: iptables
+ipvs:
+  strictARP: false
+conntrack:
+  maxPerCore: 32768
+`
+
+func TestApply(t *testing.T) {
+	cases := []struct {
+		name     string
+		settings []string
+		changed  []string
+		contains []string
+		err      string
+	}{
+		{name: "same values change nothing", settings: []string{"mode=iptables", "ipvs.strictARP=false", "conntrack.maxPerCore=32768"}},
+		{name: "bool", settings: []string{"ipvs.strictARP=true"}, changed: []string{"ipvs.strictARP"}, contains: []string{"strictARP: true", "# kubeadm writes comments too"}},
+		{name: "mode", settings: []string{"mode=ipvs"}, changed: []string{"mode"}, contains: []string{"mode: ipvs"}},
+		{name: "pointer int", settings: []string{"conntrack.maxPerCore=0"}, changed: []string{"conntrack.maxPerCore"}, contains: []string{"maxPerCore: 0"}},
+		{name: "new nested field", settings: []string{"ipvs.scheduler=rr"}, changed: []string{"ipvs.scheduler"}, contains: []string{"scheduler: rr"}},
+		{name: "new object", settings: []string{"nftables.masqueradeAll=true"}, changed: []string{"nftables.masqueradeAll"}, contains: []string{"nftables:\n  masqueradeAll: true"}},
+		{name: "duration", settings: []string{"ipvs.syncPeriod=30s"}, changed: []string{"ipvs.syncPeriod"}, contains: []string{"syncPeriod: 30s"}},
+		{name: "string list", settings: []string{"nodePortAddresses=10.0.0.0/8,192.168.0.0/16"}, changed: []string{"nodePortAddresses"}, contains: []string{"- 10.0.0.0/8"}},
+		{name: "feature gate map", settings: []string{"featureGates.Foo=true"}, changed: []string{"featureGates.Foo"}, contains: []string{"Foo: true"}},
+		{name: "unknown field", settings: []string{"ipvs.strictArp=true"}, err: `unknown field "strictArp"`},
+		{name: "unknown top field", settings: []string{"nope=1"}, err: `unknown field "nope"`},
+		{name: "bool type", settings: []string{"ipvs.strictARP=maybe"}, err: "want true or false"},
+		{name: "int type", settings: []string{"conntrack.maxPerCore=many"}, err: "want a whole number"},
+		{name: "int overflow", settings: []string{"conntrack.maxPerCore=99999999999"}, err: "want a whole number"},
+		{name: "duration type", settings: []string{"ipvs.syncPeriod=soon"}, err: "want a duration"},
+		{name: "object is not a value", settings: []string{"ipvs=true"}, err: "is an object"},
+		{name: "descend into scalar", settings: []string{"mode.x=1"}, err: "is not an object"},
+		{name: "bad mode", settings: []string{"mode=userspace"}, err: "unknown proxy mode"},
+		{name: "kind is not a setting", settings: []string{"kind=Other"}, err: `unknown field "kind"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var settings []Setting
+			for _, s := range tc.settings {
+				st, err := ParseSetting(s)
+				require.NoError(t, err)
+				settings = append(settings, st)
+			}
+			out, changed, err := Apply(base, settings)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.changed, changed)
+			if len(tc.changed) == 0 {
+				assert.Equal(t, base, out, "unchanged input comes back byte for byte")
+			}
+			for _, c := range tc.contains {
+				assert.Contains(t, out, c)
+			}
+			_, err = Decode(out)
+			assert.NoError(t, err)
+		})
+	}
+}
+
+func TestParseSetting(t *testing.T) {
+	for _, bad := range []string{"", "mode", "=ipvs", " =x"} {
+		_, err := ParseSetting(bad)
+		assert.Error(t, err, bad)
+	}
+	s, err := ParseSetting("clusterCIDR=10.0.0.0/8=x")
+	require.NoError(t, err)
+	assert.Equal(t, Setting{Path: "clusterCIDR", Value: "10.0.0.0/8=x"}, s)
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for name, text := range map[string]string{
+		"not yaml":      "{{{",
+		"wrong kind":    "apiVersion: v1\nkind: ConfigMap\n",
+		"unknown field": "kind: KubeProxyConfiguration\nbogus: 1\n",
+		"wrong type":    "kind: KubeProxyConfiguration\nipvs:\n  strictARP: maybe\n",
+	} {
+		_, err := Decode(text)
+		assert.Error(t, err, name)
+	}
+}
+
+func TestHealthzEndpoint(t *testing.T) {
+	cases := map[string]struct {
+		addr string
+		port int
+		host string
+		err  bool
+	}{
+		"default":        {"", 10256, "", false},
+		"all interfaces": {"0.0.0.0:10256", 10256, "", false},
+		"custom port":    {"0.0.0.0:12345", 12345, "", false},
+		"loopback":       {"127.0.0.1:10256", 10256, "127.0.0.1", false},
+		"ipv6":           {"[::]:10256", 10256, "", false},
+		"ip only":        {"0.0.0.0", 10256, "", false},
+		"bad port":       {"0.0.0.0:http", 0, "", true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			text := "kind: KubeProxyConfiguration\n"
+			if tc.addr != "" {
+				text += "healthzBindAddress: \"" + tc.addr + "\"\n"
+			}
+			port, host, err := HealthzEndpoint(text)
+			if tc.err {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.port, port)
+			assert.Equal(t, tc.host, host)
+		})
+	}
+}

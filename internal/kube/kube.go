@@ -1,0 +1,202 @@
+// Package kube builds the Kubernetes client: kubeconfig loading the kubectl
+// way, a retrying transport for network jitter, and a request counter.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options select the cluster and shape retries.
+type Options struct {
+	Kubeconfig string
+	Context    string
+	// Retries is how many times a request is retried after a connection
+	// error, 429 or 5xx (not 501).
+	Retries int
+	// RetryWaitMin and RetryWaitMax bound the jittered exponential backoff.
+	RetryWaitMin time.Duration
+	RetryWaitMax time.Duration
+	// RequestTimeout bounds one HTTP request (not a watch).
+	RequestTimeout time.Duration
+	Log            *logrus.Entry
+}
+
+// Client is a clientset plus what the run reports about it.
+type Client struct {
+	Kube     kubernetes.Interface
+	Config   *rest.Config
+	Server   string
+	Requests *Counter
+}
+
+// LoadConfig resolves the kubeconfig like kubectl does: --kubeconfig,
+// KUBECONFIG, ~/.kube/config, then in-cluster.
+func LoadConfig(o Options) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w (pass --kubeconfig, set KUBECONFIG, or run inside the cluster)", err)
+	}
+	return cfg, nil
+}
+
+// New builds the client.
+func New(o Options) (*Client, error) {
+	cfg, err := LoadConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	return NewForConfig(cfg, o)
+}
+
+// NewForConfig builds the client for a rest.Config.
+func NewForConfig(cfg *rest.Config, o Options) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	counter := &Counter{}
+	cfg.UserAgent = "kube-proxy-sync"
+	// our own transport retries; client-go's rate limiter would only add waits
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.Timeout = 0 // watches must not be cut; RequestTimeout applies per request below
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return NewRetryingTransport(counter.Wrap(rt), o)
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build kubernetes client: %w", err)
+	}
+	return &Client{Kube: cs, Config: cfg, Server: cfg.Host, Requests: counter}, nil
+}
+
+// Counter counts HTTP requests that reach the wire, retries included.
+type Counter struct{ n atomic.Int64 }
+
+// Count is the number of requests so far.
+func (c *Counter) Count() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.n.Load()
+}
+
+// Wrap counts every request rt sends.
+func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		c.n.Add(1)
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// NewRetryingTransport retries requests over rt on connection errors, 429
+// and 5xx other than 501, at most o.Retries times, with jittered exponential
+// backoff that honours Retry-After.
+func NewRetryingTransport(rt http.RoundTripper, o Options) http.RoundTripper {
+	c := retryablehttp.NewClient()
+	// each attempt gets its own timeout, so a blackholed attempt is retried
+	c.HTTPClient = &http.Client{Transport: &timeoutTransport{inner: rt, timeout: o.RequestTimeout}}
+	c.RetryMax = o.Retries
+	c.RetryWaitMin, c.RetryWaitMax = o.RetryWaitMin, o.RetryWaitMax
+	if c.RetryWaitMin <= 0 {
+		c.RetryWaitMin = 250 * time.Millisecond
+	}
+	if c.RetryWaitMax <= 0 {
+		c.RetryWaitMax = 8 * time.Second
+	}
+	c.Backoff = Backoff
+	c.CheckRetry = CheckRetry
+	c.Logger = nil
+	if o.Log != nil {
+		log := o.Log
+		c.RequestLogHook = func(_ retryablehttp.Logger, r *http.Request, attempt int) {
+			if attempt > 0 {
+				log.Warnf("retrying %s %s (attempt %d of %d)", r.Method, r.URL.Path, attempt+1, c.RetryMax+1)
+			}
+		}
+	}
+	// hand the last response or error back to client-go instead of a generic "giving up" error
+	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	return &retryablehttp.RoundTripper{Client: c}
+}
+
+// CheckRetry is retryablehttp's default policy (connection errors, 429, 5xx
+// but 501) that also stops when the caller's context ends.
+func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+}
+
+// Backoff waits min*2^attempt with full jitter, capped at max; a 429 or 503
+// with Retry-After waits what the server asked (capped at max).
+func Backoff(min, max time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return minDuration(time.Duration(s)*time.Second, max)
+		}
+	}
+	ceiling := float64(min) * math.Pow(2, float64(attempt))
+	if ceiling > float64(max) || math.IsInf(ceiling, 0) {
+		ceiling = float64(max)
+	}
+	// full jitter, but never below min
+	return min + time.Duration(rand.Float64()*(ceiling-float64(min)))
+}
+
+func minDuration(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// timeoutTransport bounds each non-watch attempt so a blackholed connection
+// fails within the retry budget instead of hanging.
+type timeoutTransport struct {
+	inner   http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *timeoutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.timeout <= 0 || r.URL.Query().Get("watch") == "true" {
+		return t.inner.RoundTrip(r)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
+	resp, err := t.inner.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

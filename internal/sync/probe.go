@@ -1,0 +1,101 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+)
+
+type probePlan struct {
+	container string
+	version   string
+	path      string
+	// probe is the readiness probe to set, nil when the current one is right
+	// or the probe is not managed.
+	probe *corev1.Probe
+}
+
+// findContainer picks the kube-proxy container of the DaemonSet.
+func findContainer(ds *appsv1.DaemonSet, name string) (*corev1.Container, error) {
+	cs := ds.Spec.Template.Spec.Containers
+	var names []string
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i], nil
+		}
+		names = append(names, cs[i].Name)
+	}
+	return nil, fmt.Errorf("daemonset %s/%s has no container %q (it has: %s); pass --container", ds.Namespace, ds.Name, name, strings.Join(names, ", "))
+}
+
+// planProbe finds kube-proxy's version and the readiness probe it should have.
+func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[string]string) (probePlan, error) {
+	c, err := findContainer(ds, s.o.Container)
+	if err != nil {
+		return probePlan{}, err
+	}
+	plan := probePlan{container: c.Name}
+	v := s.kubeProxyVersion(ctx, c.Image)
+	if v != nil {
+		plan.version = "v" + v.String()
+	}
+	switch s.o.ProbePath {
+	case probe.None:
+		if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+			plan.path = c.ReadinessProbe.HTTPGet.Path
+		}
+		return plan, nil
+	case probe.Auto:
+		if v == nil {
+			return probePlan{}, fmt.Errorf("cannot tell the kube-proxy version from image %q or the API server; pass --kube-proxy-version or --probe-path", c.Image)
+		}
+		plan.path = probe.PathFor(v)
+	default:
+		plan.path = s.o.ProbePath
+	}
+	port, host := kpconfig.DefaultHealthzPort, ""
+	if text, ok := data[configmap.ConfigKey]; ok {
+		if port, host, err = kpconfig.HealthzEndpoint(text); err != nil {
+			return probePlan{}, err
+		}
+	}
+	if !probe.Matches(c.ReadinessProbe, plan.path, port, host) {
+		plan.probe = probe.Desired(c.ReadinessProbe, plan.path, port, host)
+	}
+	return plan, nil
+}
+
+// kubeProxyVersion: --kube-proxy-version, else the image tag, else (only
+// when the probe path depends on it) the API server's version.
+func (s *Syncer) kubeProxyVersion(ctx context.Context, image string) *version.Version {
+	if s.o.KubeProxyVersion != "" {
+		return version.MustParseGeneric(s.o.KubeProxyVersion) // validated before
+	}
+	v, err := probe.ImageVersion(image)
+	if err == nil {
+		return v
+	}
+	if s.o.ProbePath != probe.Auto {
+		return nil
+	}
+	s.d.Log.Warnf("%v; using the API server's version instead", err)
+	info, err := s.d.Kube.Discovery().ServerVersion()
+	if err != nil {
+		s.d.Log.Warnf("get API server version: %v", err)
+		return nil
+	}
+	v, err = version.ParseGeneric(info.GitVersion)
+	if err != nil {
+		s.d.Log.Warnf("API server version %q: %v", info.GitVersion, err)
+		return nil
+	}
+	return v
+}

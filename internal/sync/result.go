@@ -1,0 +1,48 @@
+package sync
+
+import "github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+
+// Restart reasons reported in the facts.
+const (
+	ReasonConfigChanged = "config-changed"
+	ReasonPending       = "pending"
+	ReasonProbeChanged  = "probe-changed"
+	ReasonForced        = "forced"
+)
+
+// Facts are what later playbook tasks branch on (ansible_facts.kube_proxy_sync).
+// The names are a public contract: add, never rename.
+type Facts struct {
+	ConfigMapChanged       bool           `json:"configmap_changed"`
+	ResourceVersionBefore  string         `json:"resource_version_before"`
+	ResourceVersionAfter   string         `json:"resource_version_after"`
+	ResourceVersionChanged bool           `json:"resource_version_changed"`
+	ChangedKeys            []string       `json:"changed_keys"`
+	RestartRequired        bool           `json:"restart_required"`
+	Restarted              bool           `json:"restarted"`
+	RestartReason          string         `json:"restart_reason"`
+	ProbePath              string         `json:"probe_path"`
+	ProbeChanged           bool           `json:"probe_changed"`
+	KubeProxyVersion       string         `json:"kube_proxy_version"`
+	Rollout                rollout.Status `json:"rollout"`
+	CheckMode              bool           `json:"check_mode"`
+	AuditID                string         `json:"audit_id"`
+	APIRequests            int64          `json:"api_requests"`
+}
+
+// Diff is Ansible's diff: the ConfigMap data before and after, redacted.
+type Diff struct {
+	Before       string `json:"before"`
+	After        string `json:"after"`
+	BeforeHeader string `json:"before_header"`
+	AfterHeader  string `json:"after_header"`
+}
+
+// Result is the outcome of one run, complete as far as the run got even when
+// it failed.
+type Result struct {
+	Changed bool
+	Msg     string
+	Facts   Facts
+	Diff    *Diff
+}

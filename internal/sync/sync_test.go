@@ -1,0 +1,363 @@
+package sync
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8sversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+const seedConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+bindAddress: 0.0.0.0
+clientConnection:
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+healthzBindAddress: 0.0.0.0:10256
+mode: iptables
+ipvs:
+  strictARP: false
+`
+
+const seedKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+    server: https://127.0.0.1:6443
+  name: default
+contexts:
+- context:
+    cluster: default
+    namespace: default
+    user: default
+  name: default
+current-context: default
+users:
+- name: default
+  user:
+    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+`
+
+func seedConfigMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "100"},
+		Data:       map[string]string{"config.conf": seedConfig, "kubeconfig.conf": seedKubeconfig},
+	}
+}
+
+// seedDaemonSet is already in the state a previous run left: stamped with
+// the seed data's hash and the right probe, rolled out.
+func seedDaemonSet(image string) *appsv1.DaemonSet {
+	cm := seedConfigMap()
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "200", Generation: 1,
+			Annotations: map[string]string{rollout.HashAnnotation: configmap.Hash(cm.Data, nil)},
+		},
+		Spec: appsv1.DaemonSetSpec{
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "kube-proxy", Image: image,
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/livez", Port: intstr.FromInt32(10256), Scheme: corev1.URISchemeHTTP,
+				}}},
+			}}}},
+		},
+		Status: appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
+	}
+}
+
+type fixture struct {
+	client *fake.Clientset
+	clock  *clocktesting.FakeClock
+	audit  string
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	return &fixture{
+		client: fake.NewClientset(objs...),
+		clock:  clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
+		audit:  filepath.Join(t.TempDir(), "audit.jsonl"),
+	}
+}
+
+func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
+	t.Helper()
+	o.Namespace, o.ConfigMap, o.DaemonSet, o.Container = "kube-system", "kube-proxy", "kube-proxy", "kube-proxy"
+	if o.ProbePath == "" {
+		o.ProbePath = "auto"
+	}
+	if o.Restart == "" {
+		o.Restart = RestartAuto
+	}
+	if o.Timeout == 0 {
+		o.Timeout = time.Minute
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	f.client.ClearActions()
+	return New(o, Deps{Kube: f.client, Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}}).Run(context.Background())
+}
+
+// writes returns the mutating actions, as "verb resource".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+func (f *fixture) daemonSet(t *testing.T) *appsv1.DaemonSet {
+	ds, err := f.client.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	return ds
+}
+
+func TestUnchangedConfigWritesNothing(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://127.0.0.1:6443", Settings: []kpconfig.Setting{{Path: "mode", Value: "iptables"}}}})
+	require.NoError(t, err)
+	assert.Empty(t, f.writes(), "an unchanged run must not write")
+	assert.False(t, res.Changed)
+	assert.False(t, res.Facts.ConfigMapChanged)
+	assert.False(t, res.Facts.Restarted)
+	assert.Equal(t, "100", res.Facts.ResourceVersionAfter)
+	_, statErr := os.Stat(f.audit)
+	assert.True(t, os.IsNotExist(statErr), "no audit record for a run that changed nothing")
+}
+
+func TestServerChangeRestartsWithOnePatch(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes())
+	assert.True(t, res.Changed)
+	assert.True(t, res.Facts.ConfigMapChanged)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+	assert.Equal(t, []string{"kubeconfig.conf:clusters[0].cluster.server"}, res.Facts.ChangedKeys)
+
+	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data["kubeconfig.conf"], "server: https://10.0.0.1:6443")
+	assert.Equal(t, seedConfig, cm.Data["config.conf"], "untouched keys stay byte for byte")
+	ds := f.daemonSet(t)
+	assert.Equal(t, configmap.Hash(cm.Data, nil), ds.Annotations[rollout.HashAnnotation])
+	assert.Equal(t, f.clock.Now().Format(time.RFC3339), ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+
+	lines := readAudit(t, f.audit)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "intent", lines[0].Phase)
+	assert.Equal(t, "outcome", lines[1].Phase)
+	assert.Equal(t, "succeeded", lines[1].Outcome)
+	assert.Equal(t, res.Facts.AuditID, lines[1].AuditID)
+}
+
+func TestRelabelOnlyDoesNotRestart(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	gets := 0
+	// someone relabels the ConfigMap while we run: the second capture sees a new resourceVersion, same data
+	f.client.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		cm := seedConfigMap()
+		if gets > 1 {
+			cm.ResourceVersion = "101"
+			cm.Labels = map[string]string{"relabelled": "yes"}
+		}
+		return true, cm, nil
+	})
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.ResourceVersionChanged)
+	assert.False(t, res.Facts.ConfigMapChanged)
+	assert.False(t, res.Facts.Restarted)
+	assert.Empty(t, f.writes())
+}
+
+func TestCheckModeWritesNothing(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
+	f := newFixture(t, seedConfigMap(), ds)
+	res, err := f.run(t, Options{Check: true, Diff: true, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "ipvs.strictARP", Value: "true"}}}})
+	require.NoError(t, err)
+	assert.Empty(t, f.writes())
+	assert.True(t, res.Changed)
+	assert.True(t, res.Facts.ConfigMapChanged)
+	assert.True(t, res.Facts.RestartRequired)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+	assert.True(t, res.Facts.ProbeChanged)
+	assert.False(t, res.Facts.Restarted)
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.Before, "strictARP: false")
+	assert.Contains(t, res.Diff.After, "strictARP: true")
+}
+
+func TestPendingHashRestarts(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	ds.Annotations[rollout.HashAnnotation] = "stale"
+	f := newFixture(t, seedConfigMap(), ds)
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	assert.Equal(t, []string{"patch daemonsets", "create events"}, f.writes())
+	assert.Equal(t, configmap.Hash(seedConfigMap().Data, nil), f.daemonSet(t).Annotations[rollout.HashAnnotation])
+}
+
+func TestFirstRunAdoptsWithoutRestart(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	delete(ds.Annotations, rollout.HashAnnotation)
+	f := newFixture(t, seedConfigMap(), ds)
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	assert.False(t, res.Facts.Restarted)
+	assert.False(t, res.Changed)
+	assert.Equal(t, []string{"patch daemonsets"}, f.writes())
+	got := f.daemonSet(t)
+	assert.Equal(t, configmap.Hash(seedConfigMap().Data, nil), got.Annotations[rollout.HashAnnotation])
+	assert.Empty(t, got.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+}
+
+func TestFirstRunWithChangeOwesRestartBeforeWriting(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	delete(ds.Annotations, rollout.HashAnnotation)
+	f := newFixture(t, seedConfigMap(), ds)
+	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
+	require.NoError(t, err)
+	// the old hash is stamped before the ConfigMap write, so a crash in between leaves a restart owed
+	assert.Equal(t, []string{"patch daemonsets", "update configmaps", "patch daemonsets", "create events", "create events"}, f.writes())
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+}
+
+func TestRestartPolicies(t *testing.T) {
+	t.Run("always restarts unchanged config", func(t *testing.T) {
+		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+		res, err := f.run(t, Options{Restart: RestartAlways})
+		require.NoError(t, err)
+		assert.True(t, res.Facts.Restarted)
+		assert.Equal(t, ReasonForced, res.Facts.RestartReason)
+	})
+	t.Run("never leaves the restart owed", func(t *testing.T) {
+		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+		res, err := f.run(t, Options{Restart: RestartNever, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"update configmaps", "create events"}, f.writes())
+		assert.True(t, res.Facts.RestartRequired)
+		assert.False(t, res.Facts.Restarted)
+		// the next auto run pays the debt
+		res, err = f.run(t, Options{})
+		require.NoError(t, err)
+		assert.True(t, res.Facts.Restarted)
+		assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	})
+}
+
+func TestProbeFix(t *testing.T) {
+	cases := []struct {
+		name, image string
+		current     string
+		want        string
+		changed     bool
+	}{
+		{"1.33 with /healthz gets /livez", "registry.k8s.io/kube-proxy:v1.33.1", "/healthz", "/livez", true},
+		{"1.33 with /livez stays", "registry.k8s.io/kube-proxy:v1.33.1", "/livez", "/livez", false},
+		{"1.27 eks build keeps /healthz", "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/kube-proxy:v1.27.16-eksbuild.1", "/healthz", "/healthz", false},
+		{"1.27 with /livez goes back to /healthz", "registry.k8s.io/kube-proxy:v1.27.16", "/livez", "/healthz", true},
+		{"tag and digest", "registry.k8s.io/kube-proxy:v1.30.0@sha256:0000000000000000000000000000000000000000000000000000000000000000", "/healthz", "/livez", true},
+		{"digest only falls back to the API server (fake: v1.29)", "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000", "/healthz", "/livez", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := seedDaemonSet(tc.image)
+			ds.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = tc.current
+			f := newFixture(t, seedConfigMap(), ds)
+			f.client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &k8sversion.Info{GitVersion: "v1.29.3"}
+			res, err := f.run(t, Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, res.Facts.ProbePath)
+			assert.Equal(t, tc.changed, res.Facts.ProbeChanged)
+			got := f.daemonSet(t).Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet
+			assert.Equal(t, tc.want, got.Path)
+			assert.Equal(t, "10256", got.Port.String())
+			if tc.changed {
+				assert.Equal(t, ReasonProbeChanged, res.Facts.RestartReason)
+				assert.Equal(t, []string{"patch daemonsets", "create events"}, f.writes())
+			} else {
+				assert.Empty(t, f.writes())
+			}
+		})
+	}
+}
+
+func TestBadConfigChangesNothing(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["config.conf"] = "kind: KubeProxyConfiguration\nmode: [not, a, string]\n"
+	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	_, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config.conf is not a valid KubeProxyConfiguration")
+	assert.Empty(t, f.writes())
+}
+
+func TestSecretsNeverInDiff(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["kubeconfig.conf"] = strings.Replace(seedKubeconfig, "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "token: s3cr3t-t0ken\n    client-key-data: UFJJVkFURSBLRVk=", 1)
+	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, Options{Diff: true, Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.NoError(t, err)
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	auditLog, err := os.ReadFile(f.audit)
+	require.NoError(t, err)
+	for _, secret := range []string{"s3cr3t-t0ken", "UFJJVkFURSBLRVk="} {
+		assert.NotContains(t, string(b), secret)
+		assert.NotContains(t, string(auditLog), secret)
+	}
+	assert.Contains(t, res.Diff.After, "token: REDACTED")
+}
+
+func readAudit(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	var out []audit.Record
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r audit.Record
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+// Package yamledit changes single values inside a YAML document while keeping
+// the rest of it (key order, comments) as it was, so that a one-field change
+// in a ConfigMap shows as a one-line diff.
+package yamledit
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Doc is a parsed YAML document.
+type Doc struct {
+	root *yaml.Node
+}
+
+// Parse reads one YAML document whose top level is a mapping.
+func Parse(text string) (*Doc, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &n); err != nil {
+		return nil, err
+	}
+	if n.Kind != yaml.DocumentNode || len(n.Content) != 1 || n.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("not a YAML mapping")
+	}
+	return &Doc{root: n.Content[0]}, nil
+}
+
+// Root is the top-level mapping.
+func (d *Doc) Root() *yaml.Node { return d.root }
+
+// String renders the document with two-space indentation.
+func (d *Doc) String() (string, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(d.root); err != nil {
+		return "", err
+	}
+	if err := enc.Close(); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+// Lookup returns the value node under the mapping key path, or nil.
+func Lookup(m *yaml.Node, path ...string) *yaml.Node {
+	cur := m
+	for _, key := range path {
+		if cur == nil || cur.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(cur.Content); i += 2 {
+			if cur.Content[i].Value == key {
+				next = cur.Content[i+1]
+				break
+			}
+		}
+		cur = next
+	}
+	return cur
+}
+
+// Set puts value at the mapping key path under m, creating missing mappings.
+// It reports whether the document changed: a value that decodes to the same
+// data as the one already there (e.g. `false` and `"false"` are different,
+// `15m` and `15m` are not) leaves the document untouched.
+func Set(m *yaml.Node, path []string, value *yaml.Node) (bool, error) {
+	cur := m
+	for i, key := range path {
+		if cur.Kind != yaml.MappingNode {
+			return false, fmt.Errorf("%q is not a mapping", key)
+		}
+		idx := -1
+		for j := 0; j+1 < len(cur.Content); j += 2 {
+			if cur.Content[j].Value == key {
+				idx = j + 1
+				break
+			}
+		}
+		last := i == len(path)-1
+		if idx < 0 {
+			next := value
+			if !last {
+				next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			}
+			cur.Content = append(cur.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, next)
+			if last {
+				return true, nil
+			}
+			cur = next
+			continue
+		}
+		if last {
+			if Equal(cur.Content[idx], value) {
+				return false, nil
+			}
+			cur.Content[idx] = value
+			return true, nil
+		}
+		if cur.Content[idx].Kind != yaml.MappingNode {
+			// null or empty: replace with a mapping we can descend into
+			if cur.Content[idx].Tag == "!!null" {
+				cur.Content[idx] = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			} else {
+				return false, fmt.Errorf("%q is not a mapping", key)
+			}
+		}
+		cur = cur.Content[idx]
+	}
+	return false, nil
+}
+
+// Equal reports whether two nodes decode to the same data.
+func Equal(a, b *yaml.Node) bool {
+	var av, bv interface{}
+	if err := a.Decode(&av); err != nil {
+		return false
+	}
+	if err := b.Decode(&bv); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(av, bv)
+}
+
+// Str is a plain string scalar.
+func Str(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+}

@@ -1,0 +1,469 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// Namespace holds the seed objects, as on a kubeadm cluster.
+	Namespace = "kube-system"
+	// Name of the seed ConfigMap, DaemonSet and ServiceAccount.
+	Name = "kube-proxy"
+	// PodSelector selects the seed DaemonSet's pods.
+	PodSelector = "k8s-app=kube-proxy"
+
+	modulePath = "github.com/kube-proxy-sync/kube-proxy-sync"
+	// templateGenerationAnnotation is kept by the API server itself; Reset
+	// leaves it alone.
+	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+)
+
+// Cluster is a connection to the cluster under test.
+type Cluster struct {
+	Client         kubernetes.Interface
+	RestConfig     *rest.Config
+	KubeconfigPath string
+	Namespace      string
+	// RepoRoot is the directory holding the project's go.mod.
+	RepoRoot string
+}
+
+// Connect returns a client for $KUBECONFIG if it is set, else for the local
+// cluster's kubeconfig (.cache/cluster/kubeconfig). When no cluster answers,
+// the test is skipped with a hint to run `make cluster-up`, or fails when
+// CI=true or E2E_REQUIRED=1.
+func Connect(t testing.TB) *Cluster {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("find the repository root: %v", err)
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	path := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if path == "" {
+		path = filepath.Join(root, ".cache", "cluster", "kubeconfig")
+		rules.ExplicitPath = path
+		if _, err := os.Stat(path); err != nil {
+			unavailable(t, fmt.Sprintf("no kubeconfig at %s and KUBECONFIG is not set", path))
+		}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		unavailable(t, fmt.Sprintf("load kubeconfig %s: %v", path, err))
+	}
+	// Tests list and watch every node's pod; the client's default 5 QPS
+	// would make that the slowest part of a 1000-node test.
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("create client for %s: %v", path, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		unavailable(t, fmt.Sprintf("cluster of %s is not ready: %v %s", path, err, bytes.TrimSpace(body)))
+	}
+	return &Cluster{Client: client, RestConfig: cfg, KubeconfigPath: path, Namespace: Namespace, RepoRoot: root}
+}
+
+func unavailable(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
+		t.Fatalf("e2e cluster required (CI=true or E2E_REQUIRED=1) but unavailable: %s", reason)
+	}
+	t.Skipf("no e2e cluster: %s; run `make cluster-up` or set KUBECONFIG", reason)
+}
+
+// repoRoot walks up from the working directory to the project's go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(data), "module "+modulePath+"\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod of module " + modulePath + " above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func (c *Cluster) ctx(t testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ConfigMap returns the current kube-system/kube-proxy ConfigMap.
+func (c *Cluster) ConfigMap(t testing.TB) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Get(c.ctx(t, 30*time.Second), Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get configmap %s/%s: %v", c.Namespace, Name, err)
+	}
+	return cm
+}
+
+// DaemonSet returns the current kube-system/kube-proxy DaemonSet.
+func (c *Cluster) DaemonSet(t testing.TB) *appsv1.DaemonSet {
+	t.Helper()
+	ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(c.ctx(t, 30*time.Second), Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get daemonset %s/%s: %v", c.Namespace, Name, err)
+	}
+	return ds
+}
+
+// SeedConfigMap returns the ConfigMap of test/manifests.
+func (c *Cluster) SeedConfigMap(t testing.TB) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	c.readManifest(t, "kube-proxy-configmap.yaml", cm)
+	cm.Namespace = c.Namespace
+	return cm
+}
+
+// SeedDaemonSet returns the DaemonSet of test/manifests.
+func (c *Cluster) SeedDaemonSet(t testing.TB) *appsv1.DaemonSet {
+	t.Helper()
+	ds := &appsv1.DaemonSet{}
+	c.readManifest(t, "kube-proxy-daemonset.yaml", ds)
+	ds.Namespace = c.Namespace
+	return ds
+}
+
+func (c *Cluster) readManifest(t testing.TB, name string, into runtime.Object) {
+	t.Helper()
+	path := filepath.Join(c.RepoRoot, "test", "manifests", name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read seed manifest: %v", err)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		t.Fatalf("decode seed manifest %s: %v", path, err)
+	}
+}
+
+// Reset puts the seed objects back exactly as test/manifests has them and
+// waits until every kube-proxy pod is updated, Ready and alone on its node.
+// Objects already equal to the manifests are left alone, so their pods keep
+// running; a DaemonSet whose spec differs is deleted (its pods first) and
+// created again, which is much faster on 1000 nodes than a rolling update
+// at maxUnavailable 1.
+func (c *Cluster) Reset(t testing.TB) {
+	t.Helper()
+	ctx := c.ctx(t, c.rolloutTimeout(t)+2*time.Minute)
+	c.resetServiceAccount(ctx, t)
+	c.resetConfigMap(ctx, t)
+	c.resetDaemonSet(ctx, t)
+	c.WaitRolloutComplete(t, c.rolloutTimeout(t))
+	c.waitPodsSettled(ctx, t)
+}
+
+func (c *Cluster) resetServiceAccount(ctx context.Context, t testing.TB) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{}
+	c.readManifest(t, "kube-proxy-serviceaccount.yaml", sa)
+	_, err := c.Client.CoreV1().ServiceAccounts(c.Namespace).Create(ctx, sa, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create serviceaccount %s/%s: %v", c.Namespace, Name, err)
+	}
+}
+
+func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
+	t.Helper()
+	seed := c.SeedConfigMap(t)
+	cms := c.Client.CoreV1().ConfigMaps(c.Namespace)
+	cur, err := cms.Get(ctx, Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatalf("get configmap %s/%s: %v", c.Namespace, Name, err)
+	case equalMaps(cur.Data, seed.Data) && len(cur.BinaryData) == 0 &&
+		equalMaps(cur.Labels, seed.Labels) && equalMaps(cur.Annotations, seed.Annotations):
+		return
+	default:
+		// Delete and create, so that no field manager or annotation of an
+		// earlier test survives.
+		err := cms.Delete(ctx, Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("delete configmap %s/%s: %v", c.Namespace, Name, err)
+		}
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cms.Create(ctx, seed, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return false, nil // the deletion is not through yet
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("create configmap %s/%s from test/manifests: %v", c.Namespace, Name, err)
+	}
+}
+
+func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB) {
+	t.Helper()
+	seed := c.SeedDaemonSet(t)
+	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
+	cur, err := dss.Get(ctx, Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c.createDaemonSet(ctx, t, seed)
+		return
+	}
+	if err != nil {
+		t.Fatalf("get daemonset %s/%s: %v", c.Namespace, Name, err)
+	}
+
+	want := cur.DeepCopy()
+	want.Spec = seed.Spec
+	want.Labels = seed.Labels
+	want.Annotations = map[string]string{}
+	for k, v := range seed.Annotations {
+		want.Annotations[k] = v
+	}
+	if v, ok := cur.Annotations[templateGenerationAnnotation]; ok {
+		want.Annotations[templateGenerationAnnotation] = v
+	}
+	// A dry run lets the API server default the seed spec; an unchanged
+	// generation then means the spec already equals the manifest.
+	dry, err := dss.Update(ctx, want, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("dry-run update of daemonset %s/%s: %v", c.Namespace, Name, err)
+	}
+	switch {
+	case dry.Generation != cur.Generation:
+		t.Logf("daemonset %s/%s spec differs from test/manifests: deleting and creating it", c.Namespace, Name)
+		c.deleteDaemonSet(ctx, t, cur)
+		c.createDaemonSet(ctx, t, seed)
+	case !equalMaps(cur.Labels, want.Labels) || !equalMaps(cur.Annotations, want.Annotations):
+		if _, err := dss.Update(ctx, want, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("update daemonset %s/%s metadata: %v", c.Namespace, Name, err)
+		}
+	}
+}
+
+func (c *Cluster) deleteDaemonSet(ctx context.Context, t testing.TB, cur *appsv1.DaemonSet) {
+	t.Helper()
+	fg := metav1.DeletePropagationForeground
+	err := c.Client.AppsV1().DaemonSets(c.Namespace).Delete(ctx, Name, metav1.DeleteOptions{
+		PropagationPolicy: &fg,
+		Preconditions:     &metav1.Preconditions{UID: &cur.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete daemonset %s/%s: %v", c.Namespace, Name, err)
+	}
+	// Foreground deletion: the DaemonSet is gone once its pods are.
+	_, err = c.watchDaemonSet(ctx, func(ev watch.Event) (bool, error) {
+		return ev.Type == watch.Deleted, nil
+	}, true)
+	if err != nil {
+		t.Fatalf("wait for daemonset %s/%s and its pods to be deleted: %v", c.Namespace, Name, err)
+	}
+}
+
+func (c *Cluster) createDaemonSet(ctx context.Context, t testing.TB, seed *appsv1.DaemonSet) {
+	t.Helper()
+	if _, err := c.Client.AppsV1().DaemonSets(c.Namespace).Create(ctx, seed, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create daemonset %s/%s from test/manifests: %v", c.Namespace, Name, err)
+	}
+}
+
+// watchDaemonSet watches the kube-proxy DaemonSet until cond holds. With
+// goneIsDone, a DaemonSet that does not exist (any more) also ends the wait.
+func (c *Cluster) watchDaemonSet(ctx context.Context, cond watchtools.ConditionFunc, goneIsDone bool) (*appsv1.DaemonSet, error) {
+	sel := fields.OneTermEqualSelector("metadata.name", Name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return c.Client.AppsV1().DaemonSets(c.Namespace).List(ctx, opts)
+		},
+		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return c.Client.AppsV1().DaemonSets(c.Namespace).Watch(ctx, opts)
+		},
+	}
+	precondition := func(store cache.Store) (bool, error) {
+		_, exists, err := store.GetByKey(c.Namespace + "/" + Name)
+		if err != nil {
+			return false, err
+		}
+		if !exists && !goneIsDone {
+			return false, fmt.Errorf("daemonset %s/%s not found", c.Namespace, Name)
+		}
+		return !exists, nil
+	}
+	ev, err := watchtools.UntilWithSync(ctx, lw, &appsv1.DaemonSet{}, precondition, cond)
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	ds, _ := ev.Object.(*appsv1.DaemonSet)
+	return ds, nil
+}
+
+// RolloutComplete reports what `kubectl rollout status` checks: the
+// controller has seen the latest spec, and every scheduled pod is updated
+// and available.
+func RolloutComplete(ds *appsv1.DaemonSet) bool {
+	s := ds.Status
+	return s.ObservedGeneration >= ds.Generation &&
+		s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
+		s.NumberAvailable == s.DesiredNumberScheduled
+}
+
+// WaitRolloutComplete watches the kube-proxy DaemonSet until its rollout is
+// complete (see RolloutComplete) and returns it; it fails the test after
+// timeout.
+func (c *Cluster) WaitRolloutComplete(t testing.TB, timeout time.Duration) *appsv1.DaemonSet {
+	t.Helper()
+	ctx := c.ctx(t, timeout)
+	var last *appsv1.DaemonSet
+	ds, err := c.watchDaemonSet(ctx, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, fmt.Errorf("daemonset %s/%s was deleted", c.Namespace, Name)
+		}
+		ds, ok := ev.Object.(*appsv1.DaemonSet)
+		if !ok {
+			return false, nil
+		}
+		last = ds
+		return RolloutComplete(ds), nil
+	}, false)
+	if err != nil {
+		status := "never seen"
+		if last != nil {
+			s := last.Status
+			status = fmt.Sprintf("generation %d observed %d, desired %d updated %d available %d ready %d",
+				last.Generation, s.ObservedGeneration, s.DesiredNumberScheduled,
+				s.UpdatedNumberScheduled, s.NumberAvailable, s.NumberReady)
+		}
+		t.Fatalf("daemonset %s/%s rollout not complete within %s (%s): %v", c.Namespace, Name, timeout, status, err)
+	}
+	return ds
+}
+
+// waitPodsSettled waits until the DaemonSet's pods are exactly its desired
+// count, one per node, all Ready and none terminating, so that a test
+// starts from a quiet state.
+func (c *Cluster) waitPodsSettled(ctx context.Context, t testing.TB) {
+	t.Helper()
+	var problem string
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(ctx, Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: PodSelector})
+		if err != nil {
+			return false, err
+		}
+		perNode := map[string]int{}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			switch {
+			case p.DeletionTimestamp != nil:
+				problem = fmt.Sprintf("pod %s is terminating", p.Name)
+				return false, nil
+			case !podReady(p):
+				problem = fmt.Sprintf("pod %s on node %q is not Ready", p.Name, p.Spec.NodeName)
+				return false, nil
+			}
+			perNode[p.Spec.NodeName]++
+		}
+		if want := int(ds.Status.DesiredNumberScheduled); len(pods.Items) != want || len(perNode) != want {
+			problem = fmt.Sprintf("%d pods on %d nodes, want %d", len(pods.Items), len(perNode), want)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-proxy pods did not settle: %s: %v", problem, err)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// rolloutTimeout scales with the cluster: a few minutes, plus time for a
+// slow rollout on many nodes.
+func (c *Cluster) rolloutTimeout(t testing.TB) time.Duration {
+	t.Helper()
+	nodes, err := c.Client.CoreV1().Nodes().List(c.ctx(t, time.Minute), metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatalf("list nodes: %v", err)
+	}
+	return 3*time.Minute + time.Duration(len(nodes.Items))*200*time.Millisecond
+}
+
+// PodUIDs maps node name to the UID of the kube-proxy pod on it. Pods
+// that are terminating are left out; two live pods on one node fail the test.
+func (c *Cluster) PodUIDs(t testing.TB) map[string]types.UID {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
+	if err != nil {
+		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
+	}
+	uids := make(map[string]types.UID, len(pods.Items))
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+			continue
+		}
+		if other, ok := uids[p.Spec.NodeName]; ok {
+			t.Fatalf("two live kube-proxy pods on node %q: %s and %s", p.Spec.NodeName, other, p.UID)
+		}
+		uids[p.Spec.NodeName] = p.UID
+	}
+	return uids
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

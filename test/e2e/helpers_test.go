@@ -1,0 +1,135 @@
+//go:build e2e
+
+// Package e2e runs kube-proxy-sync against a real API server: the local
+// control plane (make cluster-up) or any cluster given by KUBECONFIG.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+type result struct {
+	Code    int
+	Changed bool                    `json:"changed"`
+	Failed  bool                    `json:"failed"`
+	Msg     string                  `json:"msg"`
+	Facts   map[string]kpsync.Facts `json:"ansible_facts"`
+	Diff    map[string]string       `json:"diff"`
+	Stderr  string
+}
+
+func (r result) facts() kpsync.Facts { return r.Facts["kube_proxy_sync"] }
+
+// runSync runs the command in-process against the cluster, JSON output.
+func runSync(t *testing.T, c *cluster.Cluster, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append([]string{"--kubeconfig", c.KubeconfigPath, "--output", "json", "--timeout", "3m"}, args...)
+	code := app.Run(context.Background(), app.Streams{Out: &out, ErrOut: &errOut}, args, app.Deps{Clock: clock.RealClock{}})
+	var r result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "stdout: %s\nstderr: %s", out.String(), errOut.String())
+	r.Code, r.Stderr = code, errOut.String()
+	return r
+}
+
+// podHistory records, per node, every kube-proxy pod UID that appeared
+// while it ran: a node whose pod was replaced once shows two.
+type podHistory struct {
+	mu   sync.Mutex
+	uids map[string]map[types.UID]bool
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func watchPods(t *testing.T, c *cluster.Cluster) *podHistory {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &podHistory{uids: map[string]map[types.UID]bool{}, stop: cancel, done: make(chan struct{})}
+	list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+	require.NoError(t, err)
+	for i := range list.Items {
+		h.add(&list.Items[i])
+	}
+	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	go func() {
+		defer close(h.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
+					h.add(p)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { h.Stop() })
+	return h
+}
+
+func (h *podHistory) add(p *corev1.Pod) {
+	if p.Spec.NodeName == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.uids[p.Spec.NodeName] == nil {
+		h.uids[p.Spec.NodeName] = map[types.UID]bool{}
+	}
+	h.uids[p.Spec.NodeName][p.UID] = true
+}
+
+// Stop ends the watch and returns how many pods each node had.
+func (h *podHistory) Stop() map[string]int {
+	h.stop()
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for node, uids := range h.uids {
+		out[node] = len(uids)
+	}
+	return out
+}
+
+// kubectl finds the kubectl that make cluster-up built, else the one on PATH.
+func kubectl(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	if p := filepath.Join(c.RepoRoot, ".cache", "bin", "kubectl"); fileExists(p) {
+		return p
+	}
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("no kubectl: run make cluster-up, which builds one")
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

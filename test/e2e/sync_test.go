@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// A changed server replaces every kube-proxy pod exactly once and waits for
+// the rollout; an immediate rerun changes nothing.
+func TestServerChangeRollsOnceThenRerunIsNoop(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	// adopt first, so this test sees only the server change
+	r := runSync(t, c, "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg)
+	before := c.PodUIDs(t)
+	require.NotEmpty(t, before)
+
+	history := watchPods(t, c)
+	r = runSync(t, c, "--server", "https://10.96.0.1:6443", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	perNode := history.Stop()
+
+	f := r.facts()
+	assert.True(t, r.Changed)
+	assert.True(t, f.ConfigMapChanged)
+	assert.True(t, f.Restarted)
+	assert.Equal(t, kpsync.ReasonConfigChanged, f.RestartReason)
+	assert.Equal(t, []string{"kubeconfig.conf:clusters[0].cluster.server"}, f.ChangedKeys)
+	assert.Equal(t, int32(len(before)), f.Rollout.Updated)
+	assert.Equal(t, int32(len(before)), f.Rollout.Available)
+
+	after := c.PodUIDs(t)
+	cluster.AssertAllReplaced(t, before, after)
+	for node, n := range perNode {
+		assert.Equal(t, 2, n, "node %s: want its pod replaced exactly once (old + new UID)", node)
+	}
+	assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "server: https://10.96.0.1:6443")
+	ds := c.DaemonSet(t)
+	assert.NotEmpty(t, ds.Annotations[rollout.HashAnnotation])
+
+	// the rerun: same input, nothing to do
+	rv := c.ConfigMap(t).ResourceVersion
+	r = runSync(t, c, "--server", "https://10.96.0.1:6443", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg)
+	assert.False(t, r.Changed)
+	assert.False(t, r.facts().Restarted)
+	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "a no-op run must not bump the resourceVersion")
+	assert.LessOrEqual(t, r.facts().APIRequests, int64(5), "no-change run API requests")
+	cluster.AssertNoneReplaced(t, after, c.PodUIDs(t))
+}
+
+// A 1.33 image gets the /livez readiness probe; that rolls the pods once.
+func TestProbeFixOn133Image(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Contains(t, c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image, ":v1.33.")
+	before := c.PodUIDs(t)
+
+	r := runSync(t, c) // probe-path auto
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	f := r.facts()
+	assert.True(t, f.ProbeChanged)
+	assert.True(t, f.Restarted)
+	assert.Equal(t, "/livez", f.ProbePath)
+	assert.Equal(t, "v1.33.6", f.KubeProxyVersion)
+	assert.Equal(t, kpsync.ReasonProbeChanged, f.RestartReason)
+
+	probe := c.DaemonSet(t).Spec.Template.Spec.Containers[0].ReadinessProbe
+	require.NotNil(t, probe)
+	require.NotNil(t, probe.HTTPGet)
+	assert.Equal(t, "/livez", probe.HTTPGet.Path)
+	assert.Equal(t, "10256", probe.HTTPGet.Port.String())
+	cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
+
+	r = runSync(t, c)
+	require.Equal(t, 0, r.Code, r.Msg)
+	assert.False(t, r.Changed, "the probe is right now")
+}
+
+// Check mode computes everything and writes nothing.
+func TestCheckModeChangesNothing(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	before := c.PodUIDs(t)
+
+	r := runSync(t, c, "--check", "--diff", "--server", "https://10.96.0.1:6443", "--set", "mode=ipvs", "--set", "ipvs.strictARP=true")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.Changed)
+	assert.True(t, r.facts().CheckMode)
+	assert.True(t, r.facts().RestartRequired)
+	assert.False(t, r.facts().Restarted)
+	assert.Contains(t, r.Diff["after"], "strictARP: true")
+
+	assert.Equal(t, cm.ResourceVersion, c.ConfigMap(t).ResourceVersion)
+	got := c.DaemonSet(t)
+	assert.Equal(t, ds.Generation, got.Generation)
+	assert.Equal(t, ds.ResourceVersion, got.ResourceVersion)
+	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
+}
+
+// Bad input fails before any write.
+func TestBadInputLeavesClusterUntouched(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	for name, args := range map[string][]string{
+		"unknown field":      {"--set", "ipvs.strictArp=true"},
+		"wrong type":         {"--set", "ipvs.strictARP=maybe"},
+		"missing configmap":  {"--configmap", "no-such-configmap", "--server", "https://10.96.0.1:6443"},
+		"missing daemonset":  {"--daemonset", "no-such-daemonset", "--server", "https://10.96.0.1:6443"},
+		"no such container":  {"--container", "nope", "--server", "https://10.96.0.1:6443"},
+		"invalid server url": {"--server", "not a url"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := runSync(t, c, args...)
+			assert.Equal(t, 1, r.Code)
+			assert.True(t, r.Failed)
+			assert.NotEmpty(t, r.Msg)
+			assert.Equal(t, cm.ResourceVersion, c.ConfigMap(t).ResourceVersion)
+			assert.Equal(t, ds.Generation, c.DaemonSet(t).Generation)
+		})
+	}
+}
