@@ -48,7 +48,7 @@ else
     name="$(basename "${dir}")"
     log "deleting cluster '${name}'"
     KWOK_WORKDIR="${KWOK_WORKDIR}" "${TOOLS_BIN}/kwokctl" --name "${name}" \
-      delete cluster --kubeconfig= 9>&- ||
+      delete cluster --kubeconfig="${KWOK_WORKDIR}/kubeconfig" 9>&- ||
       log "kwokctl delete cluster '${name}' failed; ending its processes directly"
   done
 fi

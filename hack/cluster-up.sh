@@ -102,7 +102,7 @@ EOF
     create cluster
     --runtime binary
     --config "${KWOK_WORKDIR}/kwokctl.yaml"
-    --kubeconfig=
+    --kubeconfig= # do not add a context to the user's kubeconfig
     --timeout 5m
     --etcd-binary "${TOOLS_BIN}/etcd"
     --kube-apiserver-binary "${TOOLS_BIN}/kube-apiserver"
@@ -121,7 +121,7 @@ EOF
 if [[ -d "${KWOK_CLUSTER_DIR}" ]]; then
   if [[ "$(cat "${options_file}" 2>/dev/null)" != "${options}" ]]; then
     log "cluster '${CLUSTER_NAME}' was created with other options or binaries; recreating it"
-    kwokctl delete cluster --kubeconfig= || true
+    kwokctl delete cluster --kubeconfig="${KWOK_WORKDIR}/kubeconfig" || true
     create_cluster
   elif cluster_ready; then
     log "cluster '${CLUSTER_NAME}' is already running and ready; reusing it"
@@ -129,7 +129,7 @@ if [[ -d "${KWOK_CLUSTER_DIR}" ]]; then
     log "cluster '${CLUSTER_NAME}' exists but is not ready; starting it"
     if ! kwokctl start cluster || ! wait_ready 60; then
       log "could not start it; recreating it"
-      kwokctl delete cluster --kubeconfig= || true
+      kwokctl delete cluster --kubeconfig="${KWOK_WORKDIR}/kubeconfig" || true
       create_cluster
     fi
   fi
@@ -151,14 +151,23 @@ log "scaling kwok nodes to ${NODES}"
 kwokctl scale node --replicas "${NODES}" \
   --param '.nodeIPs = ["127.1.0.1"]' --param '.podCIDRs = ["10.0.0.0/24"]' >&2 ||
   die "kwokctl scale node --replicas ${NODES} failed"
-if ((NODES > 0)); then
-  node_timeout=$((60 + NODES / 10))
-  log "waiting for ${NODES} nodes to be Ready (timeout ${node_timeout}s)"
-  kubectl wait --for=condition=Ready node -l type=kwok --timeout="${node_timeout}s" >/dev/null || {
+# ready_nodes: how many kwok nodes have condition Ready=True. One list call:
+# `kubectl wait` on 1000 nodes watches them one by one and takes minutes.
+ready_nodes() {
+  kubectl get nodes -l type=kwok --request-timeout=30s \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -c '^True$' || true
+}
+node_timeout=$((60 + NODES / 10))
+log "waiting for ${NODES} nodes to be Ready (timeout ${node_timeout}s)"
+deadline=$((SECONDS + node_timeout))
+until [[ "$(ready_nodes)" == "${NODES}" ]]; do
+  if ((SECONDS >= deadline)); then
     dump_logs
-    die "kwok nodes did not become Ready within ${node_timeout}s"
-  }
-fi
+    die "only $(ready_nodes) of ${NODES} kwok nodes are Ready after ${node_timeout}s"
+  fi
+  sleep 1
+done
 
 log "applying seed objects from test/manifests (existing ones are kept)"
 # DaemonSets last: their pods need the ServiceAccount and ConfigMap.

@@ -143,6 +143,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 	s := sync.New(o.syncOptions(), sync.Deps{
 		Kube: client.Kube, Clock: deps.Clock, Log: log,
 		Audit: audit.Log{Path: o.AuditLog}, Server: client.Server, Requests: client.Requests.Count,
+		Step: testPause(streams.ErrOut, os.Getenv(TestPauseEnv)),
 	})
 	res, err := s.Run(ctx)
 	if err != nil {
@@ -153,6 +154,25 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 		return ExitChanged
 	}
 	return ExitOK
+}
+
+// TestPauseEnv names a step boundary (see sync.Step*) at which the run
+// announces itself on stderr and blocks until it is killed or interrupted.
+// Crash-safety tests use it to SIGKILL the binary at an exact point; it is
+// not a user feature.
+const TestPauseEnv = "KUBE_PROXY_SYNC_TEST_PAUSE_AT"
+
+func testPause(w io.Writer, at string) func(context.Context, string) {
+	if at == "" {
+		return nil
+	}
+	return func(ctx context.Context, step string) {
+		if step != at {
+			return
+		}
+		fmt.Fprintf(w, "kube-proxy-sync: test hook: paused at %s\n", step)
+		<-ctx.Done()
+	}
 }
 
 func wantsJSON(args []string) bool {

@@ -93,6 +93,8 @@ type Client struct {
 	Log       *logrus.Entry
 	// ProgressEvery limits progress lines on stderr.
 	ProgressEvery time.Duration
+	// Midway, when set, is called once while a rollout is part done.
+	Midway func()
 }
 
 // Get reads the DaemonSet.
@@ -172,6 +174,7 @@ func (c Client) Wait(ctx context.Context, generation int64) (Status, error) {
 	}
 	var last Status
 	var lastLog time.Time
+	midway := c.Midway
 	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.DaemonSet{}, nil, func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
 			return false, fmt.Errorf("daemonset %s/%s was deleted during the rollout", c.Namespace, c.Name)
@@ -186,7 +189,12 @@ func (c Client) Wait(ctx context.Context, generation int64) (Status, error) {
 			lastLog = c.Clock.Now()
 		}
 		last = st
-		return Complete(ds, generation), nil
+		done := Complete(ds, generation)
+		if !done && midway != nil && ds.Status.ObservedGeneration >= generation && st.Updated > 0 {
+			midway()
+			midway = nil
+		}
+		return done, nil
 	})
 	last.Duration = c.Clock.Since(start).Seconds()
 	if err != nil {

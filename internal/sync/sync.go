@@ -52,7 +52,18 @@ type Deps struct {
 	Audit    audit.Log
 	Server   string
 	Requests func() int64
+	// Step, when set, is called at each step boundary (StepConfigMapWritten,
+	// StepDaemonSetPatched, StepWaiting); crash tests block there and kill
+	// the process.
+	Step func(ctx context.Context, step string)
 }
+
+// Step boundaries passed to Deps.Step.
+const (
+	StepConfigMapWritten = "after-configmap-write"
+	StepDaemonSetPatched = "after-daemonset-patch"
+	StepWaiting          = "during-wait"
+)
 
 // Syncer runs the flow once.
 type Syncer struct {
@@ -127,6 +138,7 @@ func (s *Syncer) run(ctx context.Context) error {
 		if err := s.writeConfigMap(ctx, cm, desired, keys); err != nil {
 			return err
 		}
+		s.step(ctx, StepConfigMapWritten)
 	}
 	if !s.o.Check {
 		cm, err = s.cms.Get(ctx)
@@ -151,6 +163,7 @@ func (s *Syncer) run(ctx context.Context) error {
 
 	// 5. wait for the rollout
 	if f.Restarted {
+		s.step(ctx, StepDaemonSetPatched)
 		if err := s.wait(ctx, ds); err != nil {
 			return err
 		}
@@ -293,9 +306,16 @@ func (s *Syncer) restart(ctx context.Context, ds *appsv1.DaemonSet, hash string,
 func (s *Syncer) wait(ctx context.Context, ds *appsv1.DaemonSet) error {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
+	s.dss.Midway = func() { s.step(ctx, StepWaiting) }
 	st, err := s.dss.Wait(ctx, ds.Generation)
 	s.res.Facts.Rollout = st
 	return err
+}
+
+func (s *Syncer) step(ctx context.Context, name string) {
+	if s.d.Step != nil {
+		s.d.Step(ctx, name)
+	}
 }
 
 func (s *Syncer) requests() int64 {
