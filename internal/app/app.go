@@ -51,7 +51,7 @@ func Main() int {
 
 // Deps lets tests inject the clock and a ready client.
 type Deps struct {
-	Clock clock.Clock
+	Clock clock.WithTicker
 	// Client, when set, is used instead of one built from the kubeconfig.
 	Client *kube.Client
 }

@@ -13,23 +13,31 @@ import (
 
 // moduleArgs maps the Ansible module's argument names onto Options.
 var moduleArgs = map[string]func(o *Options, v interface{}) error{
-	"kubeconfig":         str(func(o *Options) *string { return &o.Kubeconfig }),
-	"context":            str(func(o *Options) *string { return &o.Context }),
-	"namespace":          str(func(o *Options) *string { return &o.Namespace }),
-	"configmap":          str(func(o *Options) *string { return &o.ConfigMap }),
-	"daemonset":          str(func(o *Options) *string { return &o.DaemonSet }),
-	"container":          str(func(o *Options) *string { return &o.Container }),
-	"server":             str(func(o *Options) *string { return &o.Server }),
-	"manifest":           str(func(o *Options) *string { return &o.Manifest }),
-	"probe_path":         str(func(o *Options) *string { return &o.ProbePath }),
-	"kube_proxy_version": str(func(o *Options) *string { return &o.KubeProxyVersion }),
-	"restart":            str(func(o *Options) *string { return &o.Restart }),
-	"audit_log":          str(func(o *Options) *string { return &o.AuditLog }),
-	"log_level":          str(func(o *Options) *string { return &o.LogLevel }),
-	"timeout":            duration(func(o *Options) *time.Duration { return &o.Timeout }),
-	"request_timeout":    duration(func(o *Options) *time.Duration { return &o.RequestTimeout }),
-	"retries":            integer(func(o *Options) *int { return &o.Retries }),
-	"set":                setArg,
+	"kubeconfig":          str(func(o *Options) *string { return &o.Kubeconfig }),
+	"context":             str(func(o *Options) *string { return &o.Context }),
+	"namespace":           str(func(o *Options) *string { return &o.Namespace }),
+	"configmap":           str(func(o *Options) *string { return &o.ConfigMap }),
+	"daemonset":           str(func(o *Options) *string { return &o.DaemonSet }),
+	"container":           str(func(o *Options) *string { return &o.Container }),
+	"server":              str(func(o *Options) *string { return &o.Server }),
+	"manifest":            str(func(o *Options) *string { return &o.Manifest }),
+	"probe_path":          str(func(o *Options) *string { return &o.ProbePath }),
+	"kube_proxy_version":  str(func(o *Options) *string { return &o.KubeProxyVersion }),
+	"restart":             str(func(o *Options) *string { return &o.Restart }),
+	"audit_log":           str(func(o *Options) *string { return &o.AuditLog }),
+	"log_level":           str(func(o *Options) *string { return &o.LogLevel }),
+	"timeout":             duration(func(o *Options) *time.Duration { return &o.Timeout }),
+	"request_timeout":     duration(func(o *Options) *time.Duration { return &o.RequestTimeout }),
+	"retries":             integer(func(o *Options) *int { return &o.Retries }),
+	"lock_timeout":        duration(func(o *Options) *time.Duration { return &o.LockTimeout }),
+	"not_ready_tolerance": duration(func(o *Options) *time.Duration { return &o.NotReadyTolerance }),
+	"strategy":            str(func(o *Options) *string { return &o.Strategy }),
+	"canary_nodes":        integer(func(o *Options) *int { return &o.CanaryNodes }),
+	"batch_size":          batch,
+	"verify":              boolean(func(o *Options) *bool { return &o.Verify }),
+	"rollback_on_failure": boolean(func(o *Options) *bool { return &o.RollbackOnFailure }),
+	"skip_unschedulable":  boolean(func(o *Options) *bool { return &o.SkipUnschedulable }),
+	"set":                 setArg,
 }
 
 // LoadArgsFile reads the JSON args file Ansible hands a binary module.
@@ -131,6 +139,37 @@ func integer(field func(*Options) *int) func(*Options, interface{}) error {
 		*field(o) = n
 		return nil
 	}
+}
+
+func boolean(field func(*Options) *bool) func(*Options, interface{}) error {
+	return func(o *Options, v interface{}) error {
+		switch t := v.(type) {
+		case bool:
+			*field(o) = t
+		case string: // templated values arrive as strings
+			b, err := strconv.ParseBool(t)
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", t)
+			}
+			*field(o) = b
+		default:
+			return fmt.Errorf("want true or false, got %s", jsonType(v))
+		}
+		return nil
+	}
+}
+
+// batch takes 5, "5" or "10%".
+func batch(o *Options, v interface{}) error {
+	switch t := v.(type) {
+	case json.Number:
+		o.BatchSize = t.String()
+	case string:
+		o.BatchSize = t
+	default:
+		return fmt.Errorf("want a number of nodes or a percentage like \"10%%\", got %s", jsonType(v))
+	}
+	return nil
 }
 
 // duration takes "5m", "90s", or a number of seconds.

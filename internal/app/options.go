@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,35 +14,44 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
 
 // Options are everything a run can be told, from flags or an Ansible args file.
 type Options struct {
-	Kubeconfig       string
-	Context          string
-	Namespace        string
-	ConfigMap        string
-	DaemonSet        string
-	Container        string
-	Server           string
-	Set              []string
-	Manifest         string
-	ProbePath        string
-	KubeProxyVersion string
-	Restart          string
-	Timeout          time.Duration
-	RequestTimeout   time.Duration
-	Retries          int
-	Check            bool
-	Diff             bool
-	AuditLog         string
-	Output           string
-	DetailedExitCode bool
-	LogLevel         string
-	LogFormat        string
-	ShowVersion      bool
+	Kubeconfig        string
+	Context           string
+	Namespace         string
+	ConfigMap         string
+	DaemonSet         string
+	Container         string
+	Server            string
+	Set               []string
+	Manifest          string
+	ProbePath         string
+	KubeProxyVersion  string
+	Restart           string
+	Timeout           time.Duration
+	RequestTimeout    time.Duration
+	Retries           int
+	Check             bool
+	Diff              bool
+	AuditLog          string
+	Output            string
+	DetailedExitCode  bool
+	LogLevel          string
+	LogFormat         string
+	ShowVersion       bool
+	LockTimeout       time.Duration
+	Strategy          string
+	CanaryNodes       int
+	BatchSize         string
+	Verify            bool
+	RollbackOnFailure bool
+	NotReadyTolerance time.Duration
+	SkipUnschedulable bool
 
 	// filled by Complete
 	settings []kpconfig.Setting
@@ -52,18 +62,22 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Namespace:      "kube-system",
-		ConfigMap:      "kube-proxy",
-		DaemonSet:      "kube-proxy",
-		Container:      "kube-proxy",
-		ProbePath:      probe.Auto,
-		Restart:        sync.RestartAuto,
-		Timeout:        5 * time.Minute,
-		RequestTimeout: 20 * time.Second,
-		Retries:        5,
-		Output:         "text",
-		LogLevel:       "info",
-		LogFormat:      "text",
+		Namespace:         "kube-system",
+		ConfigMap:         "kube-proxy",
+		DaemonSet:         "kube-proxy",
+		Container:         "kube-proxy",
+		ProbePath:         probe.Auto,
+		Restart:           sync.RestartAuto,
+		Timeout:           5 * time.Minute,
+		RequestTimeout:    20 * time.Second,
+		Retries:           5,
+		Output:            "text",
+		LogLevel:          "info",
+		LogFormat:         "text",
+		LockTimeout:       5 * time.Minute,
+		Strategy:          sync.StrategyRolling,
+		CanaryNodes:       1,
+		NotReadyTolerance: nodes.DefaultPolicy.NotReadyTolerance,
 	}
 }
 
@@ -91,6 +105,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DetailedExitCode, "detailed-exitcode", o.DetailedExitCode, "exit 0 when nothing changed, 2 when something changed, 1 on error")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format on stderr: text or json")
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "rollout strategy: rolling (the DaemonSet controller, within its maxUnavailable) or canary (--canary-nodes first, then batches of --batch-size)")
+	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first")
+	fs.StringVar(&o.BatchSize, "batch-size", o.BatchSize, "with --strategy canary: nodes restarted at once after the canary, N or P% of the live nodes (default: the DaemonSet's maxUnavailable)")
+	fs.BoolVar(&o.Verify, "verify", o.Verify, "after the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new template")
+	fs.BoolVar(&o.RollbackOnFailure, "rollback-on-failure", o.RollbackOnFailure, "if the rollout (or canary) fails, restore the ConfigMap data and restart once more; the run still exits 1")
+	fs.DurationVar(&o.NotReadyTolerance, "not-ready-tolerance", o.NotReadyTolerance, "a node NotReady for longer than this counts as going away: its pod neither blocks nor fails the rollout")
+	fs.BoolVar(&o.SkipUnschedulable, "skip-unschedulable", o.SkipUnschedulable, "treat cordoned nodes as going away too")
+	fs.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long to wait for another run's lease (kube-system/kube-proxy-sync) before failing with \"locked\"")
 	fs.BoolVar(&o.ShowVersion, "version", o.ShowVersion, "print the version and exit")
 }
 
@@ -155,6 +177,23 @@ func (o *Options) Validate() error {
 	if o.Retries < 0 || o.Retries > 20 {
 		return fmt.Errorf("--retries %d: want 0 to 20", o.Retries)
 	}
+	if o.Strategy != sync.StrategyRolling && o.Strategy != sync.StrategyCanary {
+		return fmt.Errorf("--strategy %q: want rolling or canary", o.Strategy)
+	}
+	if o.CanaryNodes < 0 || o.CanaryNodes > 10000 {
+		return fmt.Errorf("--canary-nodes %d: want 0 to 10000", o.CanaryNodes)
+	}
+	if o.BatchSize != "" {
+		if err := validateBatchSize(o.BatchSize); err != nil {
+			return err
+		}
+	}
+	if o.NotReadyTolerance < 0 || o.NotReadyTolerance > 7*24*time.Hour {
+		return fmt.Errorf("--not-ready-tolerance %s: want 0 to 168h", o.NotReadyTolerance)
+	}
+	if o.LockTimeout < 0 || o.LockTimeout > 24*time.Hour {
+		return fmt.Errorf("--lock-timeout %s: want 0 to 24h", o.LockTimeout)
+	}
 	if o.Output != "text" && o.Output != "json" {
 		return fmt.Errorf("--output %q: want text or json", o.Output)
 	}
@@ -172,5 +211,18 @@ func (o *Options) syncOptions() sync.Options {
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
+		LockTimeout: o.LockTimeout, Strategy: o.Strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
+		Verify: o.Verify, RollbackOnFailure: o.RollbackOnFailure,
+		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},
 	}
+}
+
+// validateBatchSize accepts a positive whole number or a percentage 1-100%.
+func validateBatchSize(v string) error {
+	num, pct := strings.CutSuffix(v, "%")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || (pct && n > 100) {
+		return fmt.Errorf("--batch-size %q: want a positive number of nodes like 5, or a percentage like 10%%", v)
+	}
+	return nil
 }

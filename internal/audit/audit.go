@@ -31,6 +31,8 @@ type Record struct {
 	Outcome               string    `json:"outcome,omitempty"` // succeeded | failed
 	Error                 string    `json:"error,omitempty"`
 	Rollout               any       `json:"rollout,omitempty"`
+	RolledBack            bool      `json:"rolled_back,omitempty"`
+	RollbackReason        string    `json:"rollback_reason,omitempty"`
 }
 
 // NewID returns a random id that ties a run's records, facts and Events together.

@@ -13,14 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/clock"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
 
 const (
@@ -29,6 +27,9 @@ const (
 	HashAnnotation = "kube-proxy-sync.io/config-hash"
 	// RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+	// StrategyAnnotation keeps the DaemonSet's own updateStrategy while a
+	// canary rollout has it switched to OnDelete; any later run restores it.
+	StrategyAnnotation = "kube-proxy-sync.io/original-update-strategy"
 )
 
 // Change is one PATCH of the DaemonSet: any of the hash stamp, the restart,
@@ -41,10 +42,17 @@ type Change struct {
 	RestartAt       *time.Time
 	Container       string
 	Probe           *corev1.Probe
+	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
+	RemoveProbe bool
+	// Strategy replaces spec.updateStrategy; SaveStrategy/ClearStrategy
+	// record or drop the original in StrategyAnnotation.
+	Strategy      *appsv1.DaemonSetUpdateStrategy
+	SaveStrategy  string
+	ClearStrategy bool
 }
 
 // Restarts reports whether the change makes the DaemonSet roll its pods.
-func (c Change) Restarts() bool { return c.RestartAt != nil || c.Probe != nil }
+func (c Change) Restarts() bool { return c.RestartAt != nil || c.Probe != nil || c.RemoveProbe }
 
 // Patch renders the strategic merge patch.
 func (c Change) Patch() ([]byte, error) {
@@ -52,14 +60,42 @@ func (c Change) Patch() ([]byte, error) {
 	if c.ResourceVersion != "" {
 		meta["resourceVersion"] = c.ResourceVersion
 	}
+	annotations := map[string]interface{}{}
 	if c.Hash != "" {
-		meta["annotations"] = map[string]string{HashAnnotation: c.Hash}
+		annotations[HashAnnotation] = c.Hash
+	}
+	if c.SaveStrategy != "" {
+		annotations[StrategyAnnotation] = c.SaveStrategy
+	}
+	if c.ClearStrategy {
+		annotations[StrategyAnnotation] = nil
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
 	}
 	patch := map[string]interface{}{"metadata": meta}
+	spec := map[string]interface{}{}
+	if c.Strategy != nil {
+		// the whole strategy, so OnDelete leaves no rollingUpdate behind
+		st := map[string]interface{}{"type": c.Strategy.Type, "rollingUpdate": nil}
+		if c.Strategy.RollingUpdate != nil {
+			ru, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.Strategy.RollingUpdate)
+			if err != nil {
+				return nil, err
+			}
+			st["rollingUpdate"] = ru
+		}
+		spec["updateStrategy"] = st
+	}
 	tmpl := map[string]interface{}{}
 	if c.RestartAt != nil {
 		tmpl["metadata"] = map[string]interface{}{
 			"annotations": map[string]string{RestartedAtAnnotation: c.RestartAt.UTC().Format(time.RFC3339)},
+		}
+	}
+	if c.RemoveProbe {
+		tmpl["spec"] = map[string]interface{}{
+			"containers": []interface{}{map[string]interface{}{"name": c.Container, "readinessProbe": nil}},
 		}
 	}
 	if c.Probe != nil {
@@ -79,9 +115,17 @@ func (c Change) Patch() ([]byte, error) {
 		}
 	}
 	if len(tmpl) > 0 {
-		patch["spec"] = map[string]interface{}{"template": tmpl}
+		spec["template"] = tmpl
+	}
+	if len(spec) > 0 {
+		patch["spec"] = spec
 	}
 	return json.Marshal(patch)
+}
+
+// Empty reports whether the change would patch nothing.
+func (c Change) Empty() bool {
+	return c.Hash == "" && !c.Restarts() && c.Strategy == nil && c.SaveStrategy == "" && !c.ClearStrategy
 }
 
 // Client patches and watches one DaemonSet.
@@ -89,12 +133,10 @@ type Client struct {
 	Kube      kubernetes.Interface
 	Namespace string
 	Name      string
-	Clock     clock.PassiveClock
+	Clock     clock.WithTicker
 	Log       *logrus.Entry
 	// ProgressEvery limits progress lines on stderr.
 	ProgressEvery time.Duration
-	// Midway, when set, is called once while a rollout is part done.
-	Midway func()
 }
 
 // Get reads the DaemonSet.
@@ -136,6 +178,19 @@ type Status struct {
 	Updated   int32   `json:"updated"`
 	Available int32   `json:"available"`
 	Duration  float64 `json:"duration_seconds"`
+	// Strategy is how the pods were rolled: rolling (the DaemonSet
+	// controller, within maxUnavailable) or canary (kube-proxy-sync deletes
+	// pods itself, canary nodes first, then in batches).
+	Strategy string `json:"strategy,omitempty"`
+	// SkippedNodes are going away; their pods neither blocked nor failed the run.
+	SkippedNodes []nodes.Skipped `json:"skipped_nodes"`
+	// UnreadyBefore are live nodes whose pod was not Ready before the
+	// restart: failures there are not the restart's doing.
+	UnreadyBefore []string `json:"unready_before"`
+	// CanaryNodes were restarted first.
+	CanaryNodes []string `json:"canary_nodes,omitempty"`
+	// MaxUnavailable is the most live nodes seen without a Ready pod at once.
+	MaxUnavailable int `json:"max_unavailable_seen"`
 }
 
 // StatusOf reads a DaemonSet's rollout status.
@@ -154,52 +209,4 @@ func Complete(ds *appsv1.DaemonSet, generation int64) bool {
 	return s.ObservedGeneration >= generation &&
 		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled &&
 		s.NumberAvailable >= s.DesiredNumberScheduled
-}
-
-// Wait watches the DaemonSet until the rollout of generation completes or
-// ctx ends, logging progress.
-func (c Client) Wait(ctx context.Context, generation int64) (Status, error) {
-	start := c.Clock.Now()
-	sel := fields.OneTermEqualSelector("metadata.name", c.Name).String()
-	dsClient := c.Kube.AppsV1().DaemonSets(c.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return dsClient.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return dsClient.Watch(ctx, o)
-		},
-	}
-	var last Status
-	var lastLog time.Time
-	midway := c.Midway
-	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.DaemonSet{}, nil, func(ev watch.Event) (bool, error) {
-		if ev.Type == watch.Deleted {
-			return false, fmt.Errorf("daemonset %s/%s was deleted during the rollout", c.Namespace, c.Name)
-		}
-		ds, ok := ev.Object.(*appsv1.DaemonSet)
-		if !ok {
-			return false, nil
-		}
-		st := StatusOf(ds)
-		if st != last && (c.Clock.Since(lastLog) >= c.ProgressEvery || Complete(ds, generation)) {
-			c.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d", c.Namespace, c.Name, st.Updated, st.Desired, st.Available, st.Desired)
-			lastLog = c.Clock.Now()
-		}
-		last = st
-		done := Complete(ds, generation)
-		if !done && midway != nil && ds.Status.ObservedGeneration >= generation && st.Updated > 0 {
-			midway()
-			midway = nil
-		}
-		return done, nil
-	})
-	last.Duration = c.Clock.Since(start).Seconds()
-	if err != nil {
-		return last, fmt.Errorf("wait for daemonset %s/%s rollout (updated %d/%d, available %d/%d): %w; check the kube-proxy pods with kubectl -n %s get pods -l k8s-app=kube-proxy, or raise --timeout",
-			c.Namespace, c.Name, last.Updated, last.Desired, last.Available, last.Desired, err, c.Namespace)
-	}
-	return last, nil
 }

@@ -99,3 +99,12 @@ func (s *Syncer) kubeProxyVersion(ctx context.Context, image string) *version.Ve
 	}
 	return v
 }
+
+// containerProbe is a container's readiness probe, nil if none.
+func containerProbe(ds *appsv1.DaemonSet, name string) *corev1.Probe {
+	c, err := findContainer(ds, name)
+	if err != nil || c.ReadinessProbe == nil {
+		return nil
+	}
+	return c.ReadinessProbe.DeepCopy()
+}

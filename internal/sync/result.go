@@ -25,6 +25,8 @@ type Facts struct {
 	ProbeChanged           bool           `json:"probe_changed"`
 	KubeProxyVersion       string         `json:"kube_proxy_version"`
 	Rollout                rollout.Status `json:"rollout"`
+	RolledBack             bool           `json:"rolled_back"`
+	RollbackReason         string         `json:"rollback_reason"`
 	CheckMode              bool           `json:"check_mode"`
 	AuditID                string         `json:"audit_id"`
 	APIRequests            int64          `json:"api_requests"`

@@ -5,7 +5,9 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -19,6 +21,8 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -28,6 +32,15 @@ const (
 	RestartAlways = "always"
 	RestartNever  = "never"
 )
+
+// Rollout strategies.
+const (
+	StrategyRolling = "rolling"
+	StrategyCanary  = "canary"
+)
+
+// LeaseName is the coordination.k8s.io Lease that serialises runs.
+const LeaseName = "kube-proxy-sync"
 
 // Options is what the user asked for, already validated.
 type Options struct {
@@ -42,12 +55,21 @@ type Options struct {
 	Timeout          time.Duration
 	Check            bool
 	Diff             bool
+	LockTimeout      time.Duration
+	Nodes            nodes.Policy
+	Strategy         string
+	CanaryNodes      int
+	// BatchSize is "N" or "P%" of the live nodes; empty means the
+	// DaemonSet's own maxUnavailable.
+	BatchSize         string
+	Verify            bool
+	RollbackOnFailure bool
 }
 
 // Deps are passed in, so tests can use a fake clientset and clock.
 type Deps struct {
 	Kube     kubernetes.Interface
-	Clock    clock.Clock
+	Clock    clock.WithTicker
 	Log      *logrus.Entry
 	Audit    audit.Log
 	Server   string
@@ -67,23 +89,26 @@ const (
 
 // Syncer runs the flow once.
 type Syncer struct {
-	o   Options
-	d   Deps
-	cms configmap.Client
-	dss rollout.Client
-	res *Result
-	// desired is the ConfigMap data this run converges to.
-	desired map[string]string
+	o     Options
+	d     Deps
+	cms   configmap.Client
+	dss   rollout.Client
+	lease *lock.Lease
+	res   *Result
 }
 
 // New prepares a run.
 func New(o Options, d Deps) *Syncer {
+	id := audit.NewID()
+	host, _ := os.Hostname()
 	return &Syncer{
 		o:   o,
 		d:   d,
 		cms: configmap.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.ConfigMap},
 		dss: rollout.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log, ProgressEvery: 2 * time.Second},
-		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: audit.NewID(), ChangedKeys: []string{}}},
+		lease: &lock.Lease{Kube: d.Kube, Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
+			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},
+		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}}},
 	}
 }
 
@@ -91,6 +116,9 @@ func New(o Options, d Deps) *Syncer {
 // as far as the run got, also when it returns an error.
 func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("interrupted: %w; what was written stays consistent: a restart not finished is owed and the next run completes it", err)
+	}
 	s.report(ctx, err)
 	s.res.Facts.APIRequests = s.requests()
 	if err != nil {
@@ -101,78 +129,146 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 
 // run is the whole algorithm, top to bottom.
 func (s *Syncer) run(ctx context.Context) error {
-	f := &s.res.Facts
-
-	// 1. capture the ConfigMap and the DaemonSet
-	cm, err := s.cms.Get(ctx)
+	// 1. capture the ConfigMap and the DaemonSet, compute everything; bad
+	// input fails here, before anything is written
+	p, err := s.plan(ctx)
 	if err != nil {
 		return err
 	}
-	before := configmap.NewSnapshot(cm)
-	f.ResourceVersionBefore, f.ResourceVersionAfter = before.ResourceVersion, before.ResourceVersion
-	ds, err := s.dss.Get(ctx)
-	if err != nil {
-		return err
-	}
-
-	// 2. compute everything before the first write: bad input changes nothing
-	desired, keys, err := configmap.Desired(cm.Data, s.o.Spec)
-	if err != nil {
-		return fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, s.o.ConfigMap, err)
-	}
-	s.desired = desired
-	probePlan, err := s.planProbe(ctx, ds, desired)
-	if err != nil {
-		return err
-	}
-	f.ChangedKeys = keys
-	f.ProbePath, f.KubeProxyVersion = probePlan.path, probePlan.version
-	s.diff(before.Data, desired)
-
-	// 3. write the ConfigMap only if its data differs, then capture it again
-	after := before
-	if len(keys) > 0 && !s.o.Check {
-		if ds, err = s.oweRestart(ctx, ds, before.Hash); err != nil {
+	// 2. writes happen under a Lease, on a fresh capture: a run that waited
+	// for another may find there is nothing left to do
+	if !s.o.Check && p.writes() {
+		release, err := s.lease.Acquire(ctx, s.o.LockTimeout)
+		if err != nil {
 			return err
 		}
-		if err := s.writeConfigMap(ctx, cm, desired, keys); err != nil {
+		defer release()
+		if p, err = s.plan(ctx); err != nil {
+			return err
+		}
+		if p.ds, err = s.restoreStrategy(ctx, p.ds); err != nil {
+			return err
+		}
+	}
+	f := &s.res.Facts
+	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
+	s.diff(p.before.Data, p.desired)
+
+	// 3. write the ConfigMap only if its data differs, then capture it again
+	after := p.before
+	if len(p.keys) > 0 && !s.o.Check {
+		if p.ds, err = s.oweRestart(ctx, p.ds, p.before.Hash); err != nil {
+			return err
+		}
+		if err := s.writeConfigMap(ctx, p.cm, p.desired, p.keys); err != nil {
 			return err
 		}
 		s.step(ctx, StepConfigMapWritten)
 	}
 	if !s.o.Check {
-		cm, err = s.cms.Get(ctx)
+		cm, err := s.cms.Get(ctx)
 		if err != nil {
 			return err
 		}
 		after = configmap.NewSnapshot(cm)
 	}
 	f.ResourceVersionAfter = after.ResourceVersion
-	f.ResourceVersionChanged = after.ResourceVersion != before.ResourceVersion
-	f.ConfigMapChanged = after.Hash != before.Hash || (s.o.Check && len(keys) > 0)
+	f.ResourceVersionChanged = after.ResourceVersion != p.before.ResourceVersion
+	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
 
 	// 4. restart at most once, in one PATCH with the probe and the hash
 	target := after.Hash
 	if s.o.Check {
-		target = configmap.Hash(desired, cm.BinaryData) // what a real run would stamp
+		target = p.target // what a real run would stamp
 	}
-	ds, err = s.restart(ctx, ds, target, probePlan)
+	fleet, err := s.restart(ctx, p, target)
 	if err != nil {
 		return err
 	}
 
-	// 5. wait for the rollout
-	if f.Restarted {
-		s.step(ctx, StepDaemonSetPatched)
-		if err := s.wait(ctx, ds); err != nil {
-			return err
+	// 5. roll and wait, node-aware; undo the change if asked and it failed
+	if fleet == nil {
+		f.Rollout = rollout.StatusOf(p.ds)
+		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
+	} else if err := s.roll(ctx, p, fleet); err != nil {
+		if s.o.RollbackOnFailure {
+			return s.rollback(ctx, p, err)
 		}
-	} else {
-		f.Rollout = rollout.StatusOf(ds)
+		return err
 	}
 	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged
 	s.res.Msg = s.summary()
 	return nil
+}
+
+// plan is everything one capture tells us.
+type plan struct {
+	cm      *corev1.ConfigMap
+	ds      *appsv1.DaemonSet
+	before  configmap.Snapshot
+	desired map[string]string
+	keys    []string
+	// target is the hash the data will have once written.
+	target string
+	probe  probePlan
+	// reason and adopt: what the DaemonSet needs given target
+	reason string
+	adopt  bool
+}
+
+// writes reports whether the run has anything to write.
+func (p plan) writes() bool {
+	_, canaryLeftover := p.ds.Annotations[rollout.StrategyAnnotation]
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.probe != nil || canaryLeftover
+}
+
+func (s *Syncer) plan(ctx context.Context) (plan, error) {
+	var p plan
+	cm, err := s.cms.Get(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.cm, p.before = cm, configmap.NewSnapshot(cm)
+	f := &s.res.Facts
+	f.ResourceVersionBefore, f.ResourceVersionAfter = p.before.ResourceVersion, p.before.ResourceVersion
+	if p.ds, err = s.dss.Get(ctx); err != nil {
+		return p, err
+	}
+	if p.desired, p.keys, err = configmap.Desired(cm.Data, s.o.Spec); err != nil {
+		return p, fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, s.o.ConfigMap, err)
+	}
+	if p.probe, err = s.planProbe(ctx, p.ds, p.desired); err != nil {
+		return p, err
+	}
+	p.target = p.before.Hash
+	if len(p.keys) > 0 {
+		p.target = configmap.Hash(p.desired, cm.BinaryData)
+	}
+	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target)
+	if (p.reason != "" || p.probe.probe != nil) && s.o.Strategy == StrategyRolling &&
+		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
+		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", s.o.Namespace, s.o.DaemonSet)
+	}
+	return p, nil
+}
+
+// decide says whether and why to restart, given the DaemonSet as it is now
+// and the hash of the data its pods should run with.
+func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string) (reason string, adopt bool) {
+	stamped, ok := ds.Annotations[rollout.HashAnnotation]
+	switch {
+	case policy == RestartAlways:
+		return ReasonForced, false
+	case ok && stamped == hash:
+		// pods were already restarted for exactly this data (maybe by a
+		// concurrent run that won the race): never twice for one change
+		return "", false
+	case configChanged:
+		return ReasonConfigChanged, false
+	case ok:
+		return ReasonPending, false
+	}
+	return "", true
 }
 
 // oweRestart stamps the pre-change hash on a DaemonSet we have never
@@ -227,28 +323,13 @@ func topKeys(keys []string) []string {
 	return out
 }
 
-// decide says whether and why to restart, given the DaemonSet as it is now.
-func (s *Syncer) decide(ds *appsv1.DaemonSet, hash string) (reason string, adopt bool) {
-	stamped, ok := ds.Annotations[rollout.HashAnnotation]
-	switch {
-	case s.o.Restart == RestartAlways:
-		return ReasonForced, false
-	case ok && stamped == hash:
-		// pods were already restarted for exactly this data (maybe by a
-		// concurrent run that won the race): never twice for one change
-		return "", false
-	case s.res.Facts.ConfigMapChanged:
-		return ReasonConfigChanged, false
-	case ok && stamped != hash:
-		return ReasonPending, false
-	case !ok:
-		return "", true
-	}
-	return "", false
-}
-
-func (s *Syncer) restart(ctx context.Context, ds *appsv1.DaemonSet, hash string, plan probePlan) (*appsv1.DaemonSet, error) {
+// restart decides and sends the one PATCH (hash, restart, probe, and for a
+// canary the switch to OnDelete). When pods are to roll it returns the fleet
+// as observed just before the PATCH.
+func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, error) {
 	f := &s.res.Facts
+	ds := p.ds
+	var fleet *rollout.Fleet
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -258,24 +339,23 @@ func (s *Syncer) restart(ctx context.Context, ds *appsv1.DaemonSet, hash string,
 				return err
 			}
 			ds = latest
-			if plan, err = s.planProbe(ctx, ds, s.desired); err != nil {
+			if p.probe, err = s.planProbe(ctx, ds, p.desired); err != nil {
 				return err
 			}
 		}
 		first = false
-		reason, adopt := s.decide(ds, hash)
-		f.RestartRequired = reason != ""
-		f.RestartReason = reason
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: plan.container}
+		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash)
+		f.RestartRequired, f.RestartReason = reason != "", reason
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
 		if s.o.Restart != RestartNever {
-			if reason != "" || adopt || plan.probe != nil {
+			if reason != "" || adopt || p.probe.probe != nil {
 				ch.Hash = hash
 			}
 			if reason != "" {
 				now := s.d.Clock.Now()
 				ch.RestartAt = &now
 			}
-			ch.Probe = plan.probe
+			ch.Probe = p.probe.probe
 		}
 		f.ProbeChanged = ch.Probe != nil
 		if !f.RestartRequired && ch.Probe != nil {
@@ -285,6 +365,15 @@ func (s *Syncer) restart(ctx context.Context, ds *appsv1.DaemonSet, hash string,
 			return nil
 		}
 		if ch.Restarts() {
+			var err error
+			if fleet, err = s.observe(ctx, ds); err != nil {
+				return err
+			}
+			if s.o.Strategy == StrategyCanary {
+				if err := canaryStrategy(&ch, ds); err != nil {
+					return err
+				}
+			}
 			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
 				return err
 			}
@@ -300,16 +389,29 @@ func (s *Syncer) restart(ctx context.Context, ds *appsv1.DaemonSet, hash string,
 		}
 		return nil
 	})
-	return ds, err
+	if err != nil || !f.Restarted {
+		return nil, err
+	}
+	fleet.SetGeneration(ds.Generation)
+	return fleet, nil
 }
 
-func (s *Syncer) wait(ctx context.Context, ds *appsv1.DaemonSet) error {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	s.dss.Midway = func() { s.step(ctx, StepWaiting) }
-	st, err := s.dss.Wait(ctx, ds.Generation)
-	s.res.Facts.Rollout = st
-	return err
+// observe surveys the nodes and lists the pods, before the restart.
+func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet) (*rollout.Fleet, error) {
+	skipped, err := nodes.Survey(ctx, s.d.Kube, s.d.Clock.Now(), s.o.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	fleet, err := s.dss.Observe(ctx, ds, skipped)
+	if err != nil {
+		return nil, err
+	}
+	r := &s.res.Facts.Rollout
+	r.SkippedNodes, r.UnreadyBefore = nodes.List(skipped), fleet.UnreadyLive()
+	if len(skipped) > 0 {
+		s.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), r.SkippedNodes)
+	}
+	return fleet, nil
 }
 
 func (s *Syncer) step(ctx context.Context, name string) {
@@ -349,7 +451,11 @@ func (s *Syncer) summary() string {
 	}
 	switch {
 	case f.Restarted:
-		parts = append(parts, fmt.Sprintf("restarted daemonset %s/%s (%s): %d/%d updated and available", s.o.Namespace, s.o.DaemonSet, f.RestartReason, f.Rollout.Updated, f.Rollout.Desired))
+		msg := fmt.Sprintf("restarted daemonset %s/%s (%s): %d/%d updated and available", s.o.Namespace, s.o.DaemonSet, f.RestartReason, f.Rollout.Available, f.Rollout.Desired)
+		if n := len(f.Rollout.SkippedNodes); n > 0 {
+			msg += fmt.Sprintf(", %d node(s) going away skipped", n)
+		}
+		parts = append(parts, msg)
 	case f.RestartRequired && s.o.Check:
 		parts = append(parts, fmt.Sprintf("would restart daemonset %s/%s (%s)", s.o.Namespace, s.o.DaemonSet, f.RestartReason))
 	case f.RestartRequired:
@@ -372,6 +478,7 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 	}
 	if phase == "outcome" {
 		r.Outcome, r.Rollout = "succeeded", f.Rollout
+		r.RolledBack, r.RollbackReason = f.RolledBack, f.RollbackReason
 		if runErr != nil {
 			r.Outcome, r.Error = "failed", runErr.Error()
 		}

@@ -119,16 +119,24 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
+	if o.Strategy == "" {
+		o.Strategy = StrategyRolling
+	}
+	o.LockTimeout = time.Second
 	f.client.ClearActions()
 	return New(o, Deps{Kube: f.client, Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}}).Run(context.Background())
 }
 
-// writes returns the mutating actions, as "verb resource".
+// writes returns the mutating actions, as "verb resource", leaving out the
+// Lease (internal/lock has its own tests).
 func (f *fixture) writes() []string {
 	var out []string
 	for _, a := range f.client.Actions() {
 		switch a.GetVerb() {
 		case "get", "list", "watch":
+			continue
+		}
+		if a.GetResource().Resource == "leases" {
 			continue
 		}
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
@@ -173,6 +181,10 @@ func TestServerChangeRestartsWithOnePatch(t *testing.T) {
 	ds := f.daemonSet(t)
 	assert.Equal(t, configmap.Hash(cm.Data, nil), ds.Annotations[rollout.HashAnnotation])
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+
+	lease, err := f.client.CoordinationV1().Leases("kube-system").Get(context.Background(), LeaseName, metav1.GetOptions{})
+	require.NoError(t, err, "a change run takes the lease")
+	assert.Nil(t, lease.Spec.HolderIdentity, "and releases it")
 
 	lines := readAudit(t, f.audit)
 	require.Len(t, lines, 2)

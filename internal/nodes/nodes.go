@@ -1,0 +1,112 @@
+// Package nodes tells which nodes are live and which are going away, so a
+// rollout neither waits for nor fails on pods of nodes that are leaving.
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+)
+
+// Reasons a node is skipped. Live nodes have none.
+const (
+	Live          = ""
+	ToBeDeleted   = "to-be-deleted" // cluster-autoscaler is about to delete it
+	Deleting      = "deleting"      // has a deletionTimestamp
+	Unknown       = "unknown"       // Ready=Unknown: the kubelet stopped posting status
+	NotReady      = "not-ready"     // Ready=False for longer than the tolerance
+	Unschedulable = "unschedulable" // cordoned, when the policy skips those
+	Gone          = "deleted"       // the node object disappeared during the run
+)
+
+// ToBeDeletedTaint is cluster-autoscaler's taint on nodes it will delete.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// Policy tunes the classification.
+type Policy struct {
+	// NotReadyTolerance is how long Ready=False may last before a node is
+	// treated as going away (a kubelet restart is brief).
+	NotReadyTolerance time.Duration
+	// SkipUnschedulable skips cordoned nodes too.
+	SkipUnschedulable bool
+}
+
+// DefaultPolicy: 15 minutes of NotReady, cordoned nodes stay live.
+var DefaultPolicy = Policy{NotReadyTolerance: 15 * time.Minute}
+
+// Classify returns why a node is skipped, or Live.
+func Classify(n *corev1.Node, now time.Time, p Policy) string {
+	if n.DeletionTimestamp != nil {
+		return Deleting
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == ToBeDeletedTaint {
+			return ToBeDeleted
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		switch c.Status {
+		case corev1.ConditionUnknown:
+			return Unknown
+		case corev1.ConditionFalse:
+			if now.Sub(c.LastTransitionTime.Time) >= p.NotReadyTolerance {
+				return NotReady
+			}
+		}
+	}
+	if p.SkipUnschedulable && n.Spec.Unschedulable {
+		return Unschedulable
+	}
+	return Live
+}
+
+// Skipped is a node left out of the rollout, as reported in the facts.
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Survey lists all nodes page by page and returns only the skipped ones
+// (name -> reason): a 5000-node cluster costs a few list pages, and no Node
+// object outlives its page.
+func Survey(ctx context.Context, kube kubernetes.Interface, now time.Time, p Policy) (map[string]string, error) {
+	skipped := map[string]string{}
+	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return kube.CoreV1().Nodes().List(ctx, o)
+	})
+	pg.PageSize = 500
+	err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		if r := Classify(n, now, p); r != Live {
+			skipped[n.Name] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
+	}
+	return skipped, nil
+}
+
+// List turns a skip map into the sorted facts list.
+func List(skipped map[string]string) []Skipped {
+	out := make([]Skipped, 0, len(skipped))
+	for name, reason := range skipped {
+		out = append(out, Skipped{Name: name, Reason: reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

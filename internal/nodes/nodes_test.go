@@ -1,0 +1,91 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func node(name string, mod func(n *corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+	}}}
+	if mod != nil {
+		mod(n)
+	}
+	return n
+}
+
+func ready(status corev1.ConditionStatus, since time.Time) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Status.Conditions[1].Status = status
+		n.Status.Conditions[1].LastTransitionTime = metav1.NewTime(since)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	now := clock.Now()
+	deleted := metav1.NewTime(now.Add(-time.Minute))
+	cases := []struct {
+		name   string
+		node   *corev1.Node
+		policy Policy
+		want   string
+	}{
+		{"ready", node("a", nil), DefaultPolicy, Live},
+		{"autoscaler taint", node("a", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Value: "1700000000", Effect: corev1.TaintEffectNoSchedule}}
+		}), DefaultPolicy, ToBeDeleted},
+		{"other taint stays live", node("a", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}
+		}), DefaultPolicy, Live},
+		{"deletion timestamp wins", node("a", func(n *corev1.Node) {
+			n.DeletionTimestamp = &deleted
+			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint}}
+		}), DefaultPolicy, Deleting},
+		{"ready unknown", node("a", ready(corev1.ConditionUnknown, now)), DefaultPolicy, Unknown},
+		{"not ready briefly stays live", node("a", ready(corev1.ConditionFalse, now.Add(-14*time.Minute))), DefaultPolicy, Live},
+		{"not ready past tolerance", node("a", ready(corev1.ConditionFalse, now.Add(-15*time.Minute))), DefaultPolicy, NotReady},
+		{"tolerance is configurable", node("a", ready(corev1.ConditionFalse, now.Add(-2*time.Minute))), Policy{NotReadyTolerance: time.Minute}, NotReady},
+		{"cordoned stays live by default", node("a", func(n *corev1.Node) { n.Spec.Unschedulable = true }), DefaultPolicy, Live},
+		{"cordoned skipped when asked", node("a", func(n *corev1.Node) { n.Spec.Unschedulable = true }), Policy{NotReadyTolerance: time.Hour, SkipUnschedulable: true}, Unschedulable},
+		{"no ready condition yet is live", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, DefaultPolicy, Live},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Classify(tc.node, now, tc.policy))
+		})
+	}
+	// time passing turns a NotReady node into a skipped one
+	n := node("a", ready(corev1.ConditionFalse, now))
+	assert.Equal(t, Live, Classify(n, clock.Now(), DefaultPolicy))
+	clock.Step(16 * time.Minute)
+	assert.Equal(t, NotReady, Classify(n, clock.Now(), DefaultPolicy))
+}
+
+func TestSurveyPagesAndKeepsOnlySkipped(t *testing.T) {
+	var objs []runtime.Object
+	for i := 0; i < 1200; i++ {
+		var mod func(*corev1.Node)
+		if i%400 == 7 {
+			mod = func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint}} }
+		}
+		objs = append(objs, node(fmt.Sprintf("node-%04d", i), mod))
+	}
+	client := fake.NewClientset(objs...)
+	skipped, err := Survey(context.Background(), client, time.Now(), DefaultPolicy)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"node-0007": ToBeDeleted, "node-0407": ToBeDeleted, "node-0807": ToBeDeleted}, skipped)
+	assert.Equal(t, []Skipped{{"node-0007", ToBeDeleted}, {"node-0407", ToBeDeleted}, {"node-0807", ToBeDeleted}}, List(skipped))
+}

@@ -1,0 +1,358 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+)
+
+// templateGenerationLabel is set by the DaemonSet controller on every pod:
+// the DaemonSet generation whose template the pod was made from.
+const templateGenerationLabel = "pod-template-generation"
+
+type podState struct {
+	name     string
+	node     string
+	gen      int64
+	ready    bool
+	deleting bool
+}
+
+// Fleet is what we know of the DaemonSet's pods, per node. It keeps a few
+// fields per pod, never the Pod objects.
+type Fleet struct {
+	selector string
+	// Generation is the DaemonSet generation pods must be made from to count as updated.
+	Generation int64
+	// Skipped nodes are going away: their pods never block nor fail the rollout.
+	Skipped map[string]string
+	pods    map[types.UID]podState
+	byNode  map[string]map[types.UID]bool
+	// expected are the nodes that had a pod when the fleet was observed.
+	expected        map[string]bool
+	resourceVersion string
+	// kept up to date per event, over live expected nodes
+	notDone map[string]bool
+	unready map[string]bool
+}
+
+// Observe lists the DaemonSet's pods page by page, before the restart, so
+// that every later change is seen by the watch that follows.
+func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[string]string) (*Fleet, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("daemonset %s/%s selector: %w", c.Namespace, c.Name, err)
+	}
+	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
+		expected: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	pods := c.Kube.CoreV1().Pods(c.Namespace)
+	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = f.selector
+		list, err := pods.List(ctx, o)
+		if err == nil {
+			f.resourceVersion = list.ResourceVersion
+		}
+		return list, err
+	})
+	pg.PageSize = 500
+	err = pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if p, ok := obj.(*corev1.Pod); ok {
+			f.upsert(p)
+			if p.Spec.NodeName != "" {
+				f.expected[p.Spec.NodeName] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	f.SetGeneration(ds.Generation)
+	return f, nil
+}
+
+// SetGeneration sets the generation pods must come from (after the restart PATCH).
+func (f *Fleet) SetGeneration(gen int64) {
+	f.Generation = gen
+	for n := range f.expected {
+		f.touch(n)
+	}
+}
+
+// Skip marks a node as going away.
+func (f *Fleet) Skip(node, reason string) {
+	f.Skipped[node] = reason
+	f.touch(node)
+}
+
+// touch recomputes one node's bookkeeping.
+func (f *Fleet) touch(node string) {
+	_, skip := f.Skipped[node]
+	if !f.expected[node] || skip {
+		delete(f.notDone, node)
+		delete(f.unready, node)
+		return
+	}
+	setIf(f.notDone, node, !f.Done(node))
+	setIf(f.unready, node, !f.Ready(node))
+}
+
+func setIf(m map[string]bool, k string, v bool) {
+	if v {
+		m[k] = true
+	} else {
+		delete(m, k)
+	}
+}
+
+func (f *Fleet) upsert(p *corev1.Pod) {
+	if p.Spec.NodeName == "" {
+		return
+	}
+	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
+	f.pods[p.UID] = podState{name: p.Name, node: p.Spec.NodeName, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil}
+	if f.byNode[p.Spec.NodeName] == nil {
+		f.byNode[p.Spec.NodeName] = map[types.UID]bool{}
+	}
+	f.byNode[p.Spec.NodeName][p.UID] = true
+	f.touch(p.Spec.NodeName)
+}
+
+func (f *Fleet) remove(uid types.UID) {
+	if p, ok := f.pods[uid]; ok {
+		delete(f.byNode[p.node], uid)
+		delete(f.pods, uid)
+		f.touch(p.node)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Done reports whether a node runs only updated pods and one of them is Ready.
+func (f *Fleet) Done(node string) bool {
+	ready := false
+	for uid := range f.byNode[node] {
+		p := f.pods[uid]
+		if p.deleting {
+			continue
+		}
+		if p.gen < f.Generation {
+			return false
+		}
+		ready = ready || p.ready
+	}
+	return ready
+}
+
+// Ready reports whether a node has a Ready pod, of any template.
+func (f *Fleet) Ready(node string) bool {
+	for uid := range f.byNode[node] {
+		if p := f.pods[uid]; p.ready && !p.deleting {
+			return true
+		}
+	}
+	return false
+}
+
+// OldPod returns the UID and name of a pod on node from an older template, if any.
+func (f *Fleet) OldPod(node string) (types.UID, string, bool) {
+	for uid := range f.byNode[node] {
+		if p := f.pods[uid]; !p.deleting && p.gen < f.Generation {
+			return uid, p.name, true
+		}
+	}
+	return "", "", false
+}
+
+// Live lists the expected nodes that are not skipped, sorted.
+func (f *Fleet) Live() []string {
+	var out []string
+	for n := range f.expected {
+		if _, skip := f.Skipped[n]; !skip {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Pending lists the live nodes not done yet, sorted.
+func (f *Fleet) Pending() []string { return sortedKeys(f.notDone) }
+
+// PendingCount is len(Pending()), without the sort.
+func (f *Fleet) PendingCount() int { return len(f.notDone) }
+
+// UnreadyLive lists live nodes whose pod is not Ready (before a restart:
+// problems the restart must not be blamed for).
+func (f *Fleet) UnreadyLive() []string { return sortedKeys(f.unready) }
+
+// Unavailable counts live nodes without a Ready pod right now.
+func (f *Fleet) Unavailable() int { return len(f.unready) }
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Status summarises the fleet like DaemonSet status, over nodes that had a pod.
+func (f *Fleet) Status() Status {
+	st := Status{Desired: int32(len(f.expected))}
+	for n := range f.expected {
+		updated := true
+		for uid := range f.byNode[n] {
+			if p := f.pods[uid]; !p.deleting && p.gen < f.Generation {
+				updated = false
+			}
+		}
+		if updated && len(f.byNode[n]) > 0 {
+			st.Updated++
+		}
+		if f.Done(n) {
+			st.Available++
+		}
+	}
+	st.SkippedNodes = nodes.List(f.Skipped)
+	return st
+}
+
+// describe names pending nodes and their pods for an error message.
+func (f *Fleet) describe(pending []string) string {
+	var parts []string
+	for i, n := range pending {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(pending)-10))
+			break
+		}
+		var pods []string
+		for uid := range f.byNode[n] {
+			p := f.pods[uid]
+			state := "not ready"
+			switch {
+			case p.deleting:
+				state = "terminating"
+			case p.gen < f.Generation:
+				state = "old template"
+			case p.ready:
+				state = "ready"
+			}
+			pods = append(pods, p.name+" "+state)
+		}
+		if len(pods) == 0 {
+			pods = append(pods, "no pod")
+		}
+		sort.Strings(pods)
+		parts = append(parts, fmt.Sprintf("%s (%s)", n, strings.Join(pods, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Track watches the pods from where Observe left off, calling step after
+// every change until step reports done or fails. When the rollout makes no
+// progress for recheck, pending nodes are looked at again: one that started
+// to go away meanwhile is skipped instead of waited for.
+func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, recheck time.Duration, step func() (bool, error)) error {
+	if done, err := step(); done || err != nil {
+		return err
+	}
+	pods := c.Kube.CoreV1().Pods(c.Namespace)
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, f.resourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = f.selector
+			return pods.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	defer w.Stop()
+	ticker := c.Clock.NewTicker(recheck)
+	defer ticker.Stop()
+	lastPending := -1
+	for {
+		select {
+		case <-ctx.Done():
+			return c.stuck(f, ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return c.stuck(f, fmt.Errorf("pod watch closed"))
+			}
+			switch ev.Type {
+			case watch.Error:
+				return fmt.Errorf("watch pods of daemonset %s/%s: %v", c.Namespace, c.Name, apierrors.FromObject(ev.Object))
+			case watch.Deleted:
+				if p, ok := ev.Object.(*corev1.Pod); ok {
+					f.remove(p.UID)
+				}
+			case watch.Added, watch.Modified:
+				if p, ok := ev.Object.(*corev1.Pod); ok {
+					f.upsert(p)
+				}
+			}
+		case <-ticker.C():
+			if n := f.PendingCount(); n == lastPending {
+				c.recheck(ctx, f, f.Pending(), policy)
+			} else {
+				lastPending = n
+			}
+		}
+		if done, err := step(); done || err != nil {
+			return err
+		}
+	}
+}
+
+// recheck classifies the pending nodes again (a few GETs, not a list).
+func (c Client) recheck(ctx context.Context, f *Fleet, pending []string, policy nodes.Policy) {
+	for i, name := range pending {
+		if i == 50 {
+			return
+		}
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		reason := ""
+		switch {
+		case apierrors.IsNotFound(err):
+			reason = nodes.Gone
+		case err != nil:
+			c.Log.Warnf("recheck node %s: %v", name, err)
+			continue
+		default:
+			reason = nodes.Classify(n, c.Clock.Now(), policy)
+		}
+		if reason != nodes.Live {
+			c.Log.Infof("node %s is %s now: no longer waiting for its kube-proxy pod", name, reason)
+			f.Skip(name, reason)
+		}
+	}
+}
+
+func (c Client) stuck(f *Fleet, cause error) error {
+	pending := f.Pending()
+	return fmt.Errorf("kube-proxy pods on %d live node(s) did not come back: %s: %w", len(pending), f.describe(pending), cause)
+}
