@@ -11,6 +11,7 @@
 #
 # Usage: hack/build-tools.sh [--force]
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TOOLS_DIR="${REPO_ROOT}/hack/tools"

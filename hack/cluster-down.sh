@@ -4,6 +4,7 @@
 # .cache/bin is left, and ends any that is. Safe to run twice or when
 # nothing runs. The built binaries in .cache/bin are kept.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KWOK_WORKDIR="${CLUSTER_DIR}/kwok"
@@ -48,7 +49,7 @@ else
     name="$(basename "${dir}")"
     log "deleting cluster '${name}'"
     KWOK_WORKDIR="${KWOK_WORKDIR}" "${TOOLS_BIN}/kwokctl" --name "${name}" \
-      delete cluster --kubeconfig="${KWOK_WORKDIR}/kubeconfig" 9>&- ||
+      delete cluster --kubeconfig="${CLUSTER_DIR}/kwok/kubeconfig" 9>&- ||
       log "kwokctl delete cluster '${name}' failed; ending its processes directly"
   done
 fi

@@ -17,6 +17,7 @@
 #
 # The admin kubeconfig is written to .cache/cluster/kubeconfig.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODES="${NODES:-3}"
@@ -48,7 +49,18 @@ dump_logs() {
 cluster_ready() {
   [[ -f "${KWOK_CLUSTER_DIR}/kubeconfig.yaml" ]] &&
     "${TOOLS_BIN}/kubectl" --kubeconfig "${KWOK_CLUSTER_DIR}/kubeconfig.yaml" \
-      --request-timeout=5s get --raw /readyz >/dev/null 2>&1
+      --request-timeout=10s get --raw /readyz >/dev/null 2>&1
+}
+
+# components_running: any process of kwokctl's PID files is alive.
+components_running() {
+  local f pid
+  for f in "${KWOK_CLUSTER_DIR}"/pids/*.pid; do
+    [[ -f "${f}" ]] || continue
+    pid="$(<"${f}")"
+    [[ "${pid}" =~ ^[0-9]+$ ]] && kill -0 "${pid}" 2>/dev/null && return 0
+  done
+  return 1
 }
 
 # wait_ready SECONDS: polls /readyz until it answers ok or the deadline passes.
@@ -80,7 +92,8 @@ fi
 "${REPO_ROOT}/hack/build-tools.sh"
 
 # The options a running cluster was created with; a change recreates it.
-options="kubernetes=${KUBERNETES_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION}"
+# bump harness= when the cluster configuration below changes: running clusters get recreated
+options="kubernetes=${KUBERNETES_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION} harness=2"
 options+=" disable-qps-limits=${DISABLE_QPS_LIMITS}"
 for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
   options+=" ${bin}=$(cat "${TOOLS_BIN}/${bin}.stamp")"
@@ -97,6 +110,16 @@ kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
   kubectlBinary: ${TOOLS_BIN}/kubectl
+# kwok manages only nodes annotated kwok.x-k8s.io/node=fake (kwokctl's own
+# nodes are), so a test can take a node away from it: its kubelet "stops",
+# its status goes stale and its pods never start.
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
 EOF
   local args=(
     create cluster
@@ -125,8 +148,11 @@ if [[ -d "${KWOK_CLUSTER_DIR}" ]]; then
     create_cluster
   elif cluster_ready; then
     log "cluster '${CLUSTER_NAME}' is already running and ready; reusing it"
+  elif components_running; then
+    # Running but slow (e.g. a busy machine): never recreate a live cluster.
+    log "cluster '${CLUSTER_NAME}' is running but not ready yet; waiting for it"
   else
-    log "cluster '${CLUSTER_NAME}' exists but is not ready; starting it"
+    log "cluster '${CLUSTER_NAME}' exists but is stopped; starting it"
     if ! kwokctl start cluster || ! wait_ready 60; then
       log "could not start it; recreating it"
       kwokctl delete cluster --kubeconfig="${KWOK_WORKDIR}/kubeconfig" || true
@@ -171,8 +197,11 @@ done
 
 log "applying seed objects from test/manifests (existing ones are kept)"
 # DaemonSets last: their pods need the ServiceAccount and ConfigMap.
-mapfile -t manifests < <(ls "${REPO_ROOT}"/test/manifests/*.yaml | grep -v daemonset
-  ls "${REPO_ROOT}"/test/manifests/*daemonset*.yaml)
+manifests=()
+for manifest in "${REPO_ROOT}"/test/manifests/*.yaml; do
+  [[ "${manifest}" == *daemonset* ]] || manifests+=("${manifest}")
+done
+manifests+=("${REPO_ROOT}"/test/manifests/*daemonset*.yaml)
 for manifest in "${manifests[@]}"; do
   if kubectl get -f "${manifest}" -o name >/dev/null 2>&1; then
     log "  kept    $(kubectl get -f "${manifest}" -o name)"
@@ -189,12 +218,12 @@ ds_wait() {
 }
 # The DaemonSet controller may not have counted every node yet, so wait for
 # the counts first; rollout status then checks the rollout itself.
-ds_wait --for=jsonpath='{.status.desiredNumberScheduled}'="${NODES}" &&
-  ds_wait --for=jsonpath='{.status.numberReady}'="${NODES}" &&
-  kubectl -n kube-system rollout status daemonset/kube-proxy --timeout="${rollout_timeout}s" >&2 || {
+if ! ds_wait --for=jsonpath='{.status.desiredNumberScheduled}'="${NODES}" ||
+  ! ds_wait --for=jsonpath='{.status.numberReady}'="${NODES}" ||
+  ! kubectl -n kube-system rollout status daemonset/kube-proxy --timeout="${rollout_timeout}s" >&2; then
   kubectl -n kube-system get daemonset kube-proxy -o wide >&2 || true
   dump_logs
   die "daemonset kube-system/kube-proxy did not get ${NODES} Ready pods within ${rollout_timeout}s"
-}
+fi
 log "cluster '${CLUSTER_NAME}' is up in $((SECONDS - START))s with ${NODES} nodes"
 log "use it: export KUBECONFIG=${KUBECONFIG_PATH#"${REPO_ROOT}/"}; ${TOOLS_BIN#"${REPO_ROOT}/"}/kubectl get nodes"

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -239,14 +240,26 @@ func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
 func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB) {
 	t.Helper()
 	seed := c.SeedDaemonSet(t)
+	// The DaemonSet controller keeps writing the status, so an update based
+	// on what we read may conflict: read again and retry.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return c.resetDaemonSetOnce(ctx, t, seed)
+	})
+	if err != nil {
+		t.Fatalf("reset daemonset %s/%s: %v", c.Namespace, Name, err)
+	}
+}
+
+func (c *Cluster) resetDaemonSetOnce(ctx context.Context, t testing.TB, seed *appsv1.DaemonSet) error {
+	t.Helper()
 	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
 	cur, err := dss.Get(ctx, Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c.createDaemonSet(ctx, t, seed)
-		return
+		return nil
 	}
 	if err != nil {
-		t.Fatalf("get daemonset %s/%s: %v", c.Namespace, Name, err)
+		return fmt.Errorf("get: %w", err)
 	}
 
 	want := cur.DeepCopy()
@@ -263,7 +276,7 @@ func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB) {
 	// generation then means the spec already equals the manifest.
 	dry, err := dss.Update(ctx, want, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		t.Fatalf("dry-run update of daemonset %s/%s: %v", c.Namespace, Name, err)
+		return fmt.Errorf("dry-run update: %w", err)
 	}
 	switch {
 	case dry.Generation != cur.Generation:
@@ -272,9 +285,10 @@ func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB) {
 		c.createDaemonSet(ctx, t, seed)
 	case !equalMaps(cur.Labels, want.Labels) || !equalMaps(cur.Annotations, want.Annotations):
 		if _, err := dss.Update(ctx, want, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("update daemonset %s/%s metadata: %v", c.Namespace, Name, err)
+			return fmt.Errorf("update metadata: %w", err)
 		}
 	}
+	return nil
 }
 
 func (c *Cluster) deleteDaemonSet(ctx context.Context, t testing.TB, cur *appsv1.DaemonSet) {
