@@ -3,17 +3,22 @@
 package configmap
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,7 +171,7 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 		}
 	}
 	sort.Strings(changed)
-	return data, dedupe(changed), nil
+	return data, dedupe(changed), nil // never nil: facts print [] not null
 }
 
 func setServer(text, server string) (string, []string, error) {
@@ -206,7 +211,7 @@ func setServer(text, server string) (string, []string, error) {
 }
 
 func dedupe(sorted []string) []string {
-	out := sorted[:0]
+	out := make([]string, 0, len(sorted))
 	for i, s := range sorted {
 		if i == 0 || s != sorted[i-1] {
 			out = append(out, s)
@@ -270,12 +275,101 @@ func (c Client) explain(verb string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-var secretLine = regexp.MustCompile(`(?m)^(\s*-?\s*"?(token|client-key-data|client-certificate-data|certificate-authority-data|password|id-token|refresh-token|access-token)"?\s*:\s*)\S.*$`)
+// secretKeys are the kubeconfig (and auth-provider) fields that hold
+// credentials or key material.
+var secretKeys = map[string]bool{
+	"token": true, "client-key-data": true, "client-certificate-data": true,
+	"certificate-authority-data": true, "password": true, "id-token": true,
+	"refresh-token": true, "access-token": true, "client-secret": true,
+	"idp-certificate-authority-data": true,
+}
+
+const redacted = "REDACTED"
+
+// secretField matches `key: value` and `"key": "value"` anywhere in a line,
+// for text that is not YAML; the value runs to the end of the line, or to
+// the closing quote, comma or brace of a flow collection.
+var secretField = regexp.MustCompile(`(["']?(token|client-key-data|client-certificate-data|certificate-authority-data|password|id-token|refresh-token|access-token|client-secret|idp-certificate-authority-data)["']?\s*:\s*)("[^"]*"?|'[^']*'?|[^\s,}\]]+)`)
 
 // Redact hides credentials in ConfigMap text (tokens, keys, certificates)
-// so it can go into diffs, logs and the audit log.
+// so it can go into diffs, logs and the audit log. YAML (JSON included) is
+// redacted by structure: the value of every credential field, at any depth,
+// in every document, whatever its quoting or line breaks. Text without
+// credentials comes back unchanged. Text that is not YAML is redacted
+// field by field with a pattern, and every line indented below a
+// credential field (a multi-line value) goes too.
 func Redact(text string) string {
-	return secretLine.ReplaceAllString(text, "${1}REDACTED")
+	if out, ok := redactYAML(text); ok {
+		return out
+	}
+	lines := strings.Split(text, "\n")
+	var inSecret bool
+	var indent int
+	for i, line := range lines {
+		lineIndent := len(line) - len(strings.TrimLeft(line, " \t"))
+		if inSecret && strings.TrimSpace(line) != "" && lineIndent > indent {
+			lines[i] = line[:lineIndent] + redacted
+			continue
+		}
+		inSecret = false
+		if secretField.MatchString(line) {
+			lines[i] = secretField.ReplaceAllString(line, "${1}"+redacted)
+			inSecret, indent = true, lineIndent
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// redactYAML redacts every document of text; ok is false when text is not YAML.
+func redactYAML(text string) (string, bool) {
+	dec := yamlv3.NewDecoder(strings.NewReader(text))
+	var docs []*yamlv3.Node
+	found := false
+	for {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", false
+		}
+		found = redactNode(&doc) || found
+		docs = append(docs, &doc)
+	}
+	if !found {
+		return text, true
+	}
+	var buf bytes.Buffer
+	enc := yamlv3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	for _, doc := range docs {
+		if err := enc.Encode(doc); err != nil {
+			return "", false
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return "", false
+	}
+	return buf.String(), true
+}
+
+// redactNode replaces the value of every credential field under n and
+// reports whether it replaced any.
+func redactNode(n *yamlv3.Node) bool {
+	found := false
+	if n.Kind == yamlv3.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if secretKeys[n.Content[i].Value] {
+				n.Content[i+1] = &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!str", Value: redacted}
+				found = true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		found = redactNode(c) || found
+	}
+	return found
 }
 
 // RedactData redacts every value of a data map.

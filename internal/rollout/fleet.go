@@ -23,8 +23,21 @@ import (
 )
 
 // templateGenerationLabel is set by the DaemonSet controller on every pod:
-// the DaemonSet generation whose template the pod was made from.
-const templateGenerationLabel = "pod-template-generation"
+// the template generation the pod was made from. The API server counts
+// template generations in templateGenerationAnnotation on the DaemonSet; it
+// moves only when the pod template changes, unlike metadata.generation.
+const (
+	templateGenerationLabel      = "pod-template-generation"
+	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+)
+
+// TemplateGeneration is the generation new pods of ds are labelled with.
+func TemplateGeneration(ds *appsv1.DaemonSet) int64 {
+	if g, err := strconv.ParseInt(ds.Annotations[templateGenerationAnnotation], 10, 64); err == nil {
+		return g
+	}
+	return ds.Generation
+}
 
 type podState struct {
 	name     string
@@ -38,7 +51,7 @@ type podState struct {
 // fields per pod, never the Pod objects.
 type Fleet struct {
 	selector string
-	// Generation is the DaemonSet generation pods must be made from to count as updated.
+	// Generation is the template generation pods must be made from to count as updated.
 	Generation int64
 	// Skipped nodes are going away: their pods never block nor fail the rollout.
 	Skipped map[string]string
@@ -83,7 +96,7 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	if err != nil {
 		return nil, fmt.Errorf("list pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	f.SetGeneration(ds.Generation)
+	f.SetGeneration(TemplateGeneration(ds))
 	return f, nil
 }
 

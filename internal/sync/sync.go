@@ -392,7 +392,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	if err != nil || !f.Restarted {
 		return nil, err
 	}
-	fleet.SetGeneration(ds.Generation)
+	fleet.SetGeneration(rollout.TemplateGeneration(ds))
 	return fleet, nil
 }
 

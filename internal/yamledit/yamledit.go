@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,10 +15,22 @@ import (
 // Doc is a parsed YAML document.
 type Doc struct {
 	root *yaml.Node
+	// noFinalNewline: the input did not end in a newline, so neither does
+	// the output (a ConfigMap value written as |- stays |-)
+	noFinalNewline bool
 }
 
 // Parse reads one YAML document whose top level is a mapping.
 func Parse(text string) (*Doc, error) {
+	d, err := parse(text)
+	if err != nil {
+		return nil, err
+	}
+	d.noFinalNewline = !strings.HasSuffix(text, "\n")
+	return d, nil
+}
+
+func parse(text string) (*Doc, error) {
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &n); err != nil {
 		return nil, err
@@ -41,6 +54,9 @@ func (d *Doc) String() (string, error) {
 	}
 	if err := enc.Close(); err != nil {
 		return "", err
+	}
+	if d.noFinalNewline {
+		return strings.TrimSuffix(buf.String(), "\n"), nil
 	}
 	return buf.String(), nil
 }

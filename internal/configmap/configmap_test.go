@@ -1,0 +1,112 @@
+package configmap
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+)
+
+const cfg = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables"
+const kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    server: https://127.0.0.1:6443
+  name: a
+- cluster:
+    server: https://127.0.0.2:6443
+  name: b
+`
+
+func TestDesired(t *testing.T) {
+	current := map[string]string{ConfigKey: cfg, KubeconfigKey: kubeconfig, "other": "x"}
+	t.Run("no change", func(t *testing.T) {
+		data, keys, err := Desired(current, Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "iptables"}}})
+		require.NoError(t, err)
+		assert.NotNil(t, keys, "an empty list, never nil")
+		assert.Empty(t, keys)
+		assert.Equal(t, current, data)
+	})
+	t.Run("every cluster's server, like sed", func(t *testing.T) {
+		data, keys, err := Desired(current, Spec{Server: "https://10.0.0.1:6443"})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"kubeconfig.conf:clusters[0].cluster.server", "kubeconfig.conf:clusters[1].cluster.server"}, keys)
+		assert.Equal(t, 2, strings.Count(data[KubeconfigKey], "server: https://10.0.0.1:6443"))
+		assert.Equal(t, "x", data["other"])
+		assert.Equal(t, "x", current["other"], "input not modified")
+	})
+	t.Run("a value without a final newline keeps it that way", func(t *testing.T) {
+		data, keys, err := Desired(current, Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"config.conf:mode"}, keys)
+		assert.False(t, strings.HasSuffix(data[ConfigKey], "\n"))
+		assert.Contains(t, data[ConfigKey], "mode: ipvs")
+	})
+	t.Run("manifest data", func(t *testing.T) {
+		m := &corev1.ConfigMap{Data: map[string]string{"other": "y", ConfigKey: cfg}}
+		data, keys, err := Desired(current, Spec{Manifest: m})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"other"}, keys)
+		assert.Equal(t, "y", data["other"])
+	})
+	t.Run("errors", func(t *testing.T) {
+		_, _, err := Desired(map[string]string{ConfigKey: cfg}, Spec{Server: "https://10.0.0.1:6443"})
+		assert.ErrorContains(t, err, `no "kubeconfig.conf" key`)
+		_, _, err = Desired(map[string]string{KubeconfigKey: kubeconfig}, Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}})
+		assert.ErrorContains(t, err, `no "config.conf" key`)
+		_, _, err = Desired(map[string]string{KubeconfigKey: "clusters: 5"}, Spec{Server: "https://10.0.0.1:6443"})
+		assert.ErrorContains(t, err, "not a valid kubeconfig")
+		_, _, err = Desired(map[string]string{ConfigKey: "kind: Pod"}, Spec{})
+		assert.ErrorContains(t, err, "want KubeProxyConfiguration")
+	})
+}
+
+func TestValidateServer(t *testing.T) {
+	for _, ok := range []string{"https://10.0.0.1:6443", "https://lb.example.internal:6443", "http://127.0.0.1:8080", "https://[fd00::1]:6443", "https://10.0.0.1:6443/"} {
+		assert.NoError(t, ValidateServer(ok), ok)
+	}
+	for _, bad := range []string{"", "10.0.0.1:6443", "ftp://x:1", "https://", "https://x:99999", "https://x:6443/api", "not a url"} {
+		assert.Error(t, ValidateServer(bad), bad)
+	}
+}
+
+func TestLoadManifest(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	good := write("good.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n  a: b\n")
+	m, err := LoadManifest(good, "kube-system", "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, "b", m.Data["a"])
+	cases := map[string]string{
+		"kind":      "apiVersion: v1\nkind: Secret\nmetadata:\n  name: kube-proxy\ndata:\n  a: Yg==\n",
+		"name":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\ndata:\n  a: b\n",
+		"namespace": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: default\ndata:\n  a: b\n",
+		"empty":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n",
+		"not yaml":  "{{{",
+	}
+	for name, text := range cases {
+		_, err := LoadManifest(write(name+".yaml", text), "kube-system", "kube-proxy")
+		assert.Error(t, err, name)
+	}
+}
+
+func TestRedactKeepsFileReferences(t *testing.T) {
+	in := "users:\n- name: a\n  user:\n    token: abc.def\n    client-key-data: S0VZ\n    client-certificate-data: Q0VSVA==\n    tokenFile: /var/run/token\n"
+	out := Redact(in)
+	for _, secret := range []string{"abc.def", "S0VZ", "Q0VSVA=="} {
+		assert.NotContains(t, out, secret)
+	}
+	assert.Contains(t, out, "token: REDACTED")
+	assert.Contains(t, out, "tokenFile: /var/run/token", "file references are not secrets")
+}

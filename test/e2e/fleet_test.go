@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// 20 nodes, 2 being removed by the autoscaler with unready pods, 1 whose
+// kubelet went silent: a config change completes without waiting for them,
+// with the rolling strategy (enough maxUnavailable) and with canary
+// batches (maxUnavailable 1, where the DaemonSet controller alone would stall).
+func TestRolloutSkipsNodesGoingAway(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.NotEmpty(t, runSync(t, c, "--probe-path", "none").facts().AuditID) // adopt
+	extra := addNodes(t, c, "leaving", 20-len(c.PodUIDs(t)))
+	for _, n := range extra[:2] {
+		unmanage(t, c, n)
+		taintToBeDeleted(t, c, n)
+		setPodUnready(t, c, n)
+	}
+	unmanage(t, c, extra[2])
+	setNodeReady(t, c, extra[2], corev1.ConditionUnknown)
+	setPodUnready(t, c, extra[2])
+	want := []nodes.Skipped{{Name: extra[0], Reason: nodes.ToBeDeleted}, {Name: extra[1], Reason: nodes.ToBeDeleted}, {Name: extra[2], Reason: nodes.Unknown}}
+	skipped := map[string]bool{extra[0]: true, extra[1]: true, extra[2]: true}
+
+	check := func(t *testing.T, r result, before map[string]string) {
+		require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+		f := r.facts()
+		assert.True(t, f.Restarted)
+		assert.Equal(t, want, f.Rollout.SkippedNodes)
+		assert.Empty(t, f.Rollout.UnreadyBefore, "the unready pods were all on nodes going away")
+		assert.Less(t, f.Rollout.Duration, 60.0, "well below the 2m timeout: nothing waited for the skipped nodes")
+		after := c.PodUIDs(t)
+		for node, uid := range before {
+			if !skipped[node] {
+				assert.NotEqual(t, uid, string(after[node]), "live node %s got a new pod", node)
+			}
+		}
+	}
+	uids := func() map[string]string {
+		out := map[string]string{}
+		for n, u := range c.PodUIDs(t) {
+			out[n] = string(u)
+		}
+		return out
+	}
+
+	t.Run("rolling", func(t *testing.T) {
+		// the controller counts the 3 stuck pods against maxUnavailable: give it room
+		setMaxUnavailable(t, c, "25%")
+		before := uids()
+		check(t, runSync(t, c, "--server", "https://10.96.0.1:6443", "--probe-path", "none", "--timeout", "2m"), before)
+	})
+	t.Run("canary", func(t *testing.T) {
+		setMaxUnavailable(t, c, "1")
+		before := uids()
+		r := runSync(t, c, "--server", "https://10.96.0.2:6443", "--probe-path", "none", "--timeout", "2m", "--strategy", "canary", "--canary-nodes", "2", "--batch-size", "2", "--verify")
+		check(t, r, before)
+		assert.LessOrEqual(t, r.facts().Rollout.MaxUnavailable, 2)
+	})
+}
+
+// Canary on 50 nodes: the canary nodes first, never more than the batch
+// size unavailable, and the DaemonSet's updateStrategy as it was.
+func TestCanaryBatchesStayWithinBudget(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	extra := addNodes(t, c, "canary", 50-len(c.PodUIDs(t)))         // sort before node-*
+	canaries := map[string]bool{extra[0]: true, extra[1]: true}
+	original := c.DaemonSet(t).Spec.UpdateStrategy
+
+	s := sampleRollout(t, c)
+	r := runSync(t, c, "--server", "https://10.96.0.3:6443", "--probe-path", "none", "--timeout", "3m",
+		"--strategy", "canary", "--canary-nodes", "2", "--batch-size", "5")
+	samples := s.stop()
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.Equal(t, []string{extra[0], extra[1]}, r.facts().Rollout.CanaryNodes)
+	assert.Equal(t, int32(50), r.facts().Rollout.Available)
+
+	assert.LessOrEqual(t, samples.maxUnavailable, 5, "never more than the batch size unavailable (sampled by a watch)")
+	assert.Greater(t, samples.maxUnavailable, 0, "the sampler saw the rollout")
+	require.Len(t, samples.replacedOrder, 50, "every node's pod replaced")
+	firstOther := -1
+	for i, n := range samples.replacedOrder {
+		if !canaries[n] {
+			firstOther = i
+			break
+		}
+	}
+	assert.Equal(t, 2, firstOther, "the canary nodes' pods are replaced before any other: %v", samples.replacedOrder[:5])
+
+	ds := c.DaemonSet(t)
+	assert.Equal(t, original, ds.Spec.UpdateStrategy, "updateStrategy restored")
+	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
+}
+
+// A canary that never gets Ready, with --rollback-on-failure: the ConfigMap
+// data is back to the original and the run fails saying so.
+func TestFailedCanaryRollsBack(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	extra := addNodes(t, c, "broken", 4)                            // sort before node-*
+	// the canary nodes (sorted first) can't get their pod back
+	denyKubeProxyPodsOn(t, c, extra[0], extra[1])
+	before := c.ConfigMap(t)
+	original := c.DaemonSet(t).Spec.UpdateStrategy
+
+	r := runSync(t, c, "--server", "https://10.96.0.4:6443", "--probe-path", "none", "--timeout", "15s",
+		"--strategy", "canary", "--canary-nodes", "2", "--rollback-on-failure")
+	assert.Equal(t, 1, r.Code)
+	assert.True(t, r.Failed)
+	f := r.facts()
+	assert.True(t, f.RolledBack)
+	assert.Contains(t, f.RollbackReason, extra[0])
+	assert.Contains(t, r.Msg, "rolled back")
+
+	after := c.ConfigMap(t)
+	assert.Equal(t, before.Data, after.Data, "configmap data restored")
+	ds := c.DaemonSet(t)
+	assert.Equal(t, original, ds.Spec.UpdateStrategy, "updateStrategy restored")
+	assert.Equal(t, configmap.Hash(before.Data, before.BinaryData), ds.Annotations[rollout.HashAnnotation])
+}
+
+// Five runs at once on the same change: one rollout, every pod replaced once.
+func TestConcurrentRunsRestartOnce(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	history := watchPods(t, c)
+	results := make([]result, 5)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = runSync(t, c, "--server", "https://10.96.0.5:6443", "--probe-path", "none", "--lock-timeout", "2m")
+		}()
+	}
+	wg.Wait()
+	perNode := history.Stop()
+	restarted := 0
+	for i, r := range results {
+		if r.Code != 0 {
+			assert.Contains(t, r.Msg, "locked", "run %d: only a clear lock timeout may fail", i)
+			continue
+		}
+		if r.facts().Restarted {
+			restarted++
+		}
+	}
+	assert.Equal(t, 1, restarted, "exactly one run restarts")
+	for node, n := range perNode {
+		assert.Equal(t, 2, n, "node %s: its pod replaced exactly once", node)
+	}
+}
+
+type rolloutSamples struct {
+	maxUnavailable int
+	replacedOrder  []string // nodes, in the order their old pod went away
+}
+
+type sampler struct {
+	stop func() rolloutSamples
+}
+
+// sampleRollout watches kube-proxy pods and, at every event, counts nodes
+// without a Ready, non-terminating pod.
+func sampleRollout(t *testing.T, c *cluster.Cluster) sampler {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+	require.NoError(t, err)
+	type pod struct {
+		node  string
+		ready bool
+		old   bool
+	}
+	pods := map[string]pod{}
+	nodesSeen := map[string]bool{}
+	for _, p := range list.Items {
+		pods[string(p.UID)] = pod{p.Spec.NodeName, podIsReady(&p), true}
+		nodesSeen[p.Spec.NodeName] = true
+	}
+	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var out rolloutSamples
+	gone := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			uid := string(p.UID)
+			prev, known := pods[uid]
+			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+				if known && prev.old && !gone[uid] {
+					gone[uid] = true
+					out.replacedOrder = append(out.replacedOrder, prev.node)
+				}
+				delete(pods, uid)
+			} else if p.Spec.NodeName != "" {
+				pods[uid] = pod{p.Spec.NodeName, podIsReady(p), known && prev.old}
+			}
+			readyNodes := map[string]bool{}
+			for _, q := range pods {
+				if q.ready {
+					readyNodes[q.node] = true
+				}
+			}
+			if u := len(nodesSeen) - len(readyNodes); u > out.maxUnavailable {
+				out.maxUnavailable = u
+			}
+			mu.Unlock()
+		}
+	}()
+	return sampler{stop: func() rolloutSamples {
+		cancel()
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return out
+	}}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
