@@ -11,7 +11,7 @@ kubectl=("${TOOLS_BIN}/kubectl" --kubeconfig "${KUBECONFIG_PATH}" -n kube-system
 bin=(bin/kube-proxy-sync --kubeconfig "${KUBECONFIG_PATH}" --audit-log "${CACHE_DIR}/demo-audit.jsonl")
 
 log "resetting kube-proxy to the seed objects (test/manifests)"
-"${kubectl[@]}" delete daemonset/kube-proxy configmap/kube-proxy --ignore-not-found --wait=true >/dev/null
+"${kubectl[@]}" delete daemonset/kube-proxy configmap/kube-proxy serviceaccount/kube-proxy --ignore-not-found --wait=true >/dev/null
 "${kubectl[@]}" apply -f test/manifests/ >/dev/null
 "${kubectl[@]}" rollout status daemonset/kube-proxy --timeout=5m >/dev/null
 
