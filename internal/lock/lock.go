@@ -13,7 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -40,18 +40,27 @@ type Lease struct {
 // or let it expire, and keeps renewing it until release is called.
 func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
 	holder := ""
-	err = waitFor(ctx, l.Poll, wait, func(ctx context.Context) (bool, error) {
+	// the wait is bounded here rather than by a deadline on ctx, so that a
+	// request in flight is never cut short by it
+	deadline := time.Now().Add(wait)
+	err = waitpkg.PollUntilContextCancel(ctx, l.Poll, true, func(ctx context.Context) (bool, error) {
 		ok, h, err := l.tryTake(ctx)
-		if err == nil && !ok && h != holder {
+		if err != nil || ok {
+			return ok, err
+		}
+		if h != holder {
 			l.Log.Infof("waiting for lease %s/%s held by %s (up to %s)", l.Namespace, l.Name, h, wait)
+			holder = h
 		}
-		holder = h
-		return ok, err
+		if !time.Now().Before(deadline) {
+			return false, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, holder, wait)
+		}
+		return false, nil
 	})
+	if errors.Is(err, ErrLocked) {
+		return nil, err
+	}
 	if err != nil {
-		if wait > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, holder, wait)
-		}
 		return nil, fmt.Errorf("acquire lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -65,10 +74,6 @@ func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (release func()
 		<-done
 		l.release()
 	}, nil
-}
-
-func waitFor(ctx context.Context, poll, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
-	return wait.PollUntilContextTimeout(ctx, poll, timeout, true, cond)
 }
 
 // tryTake takes the lease if it is free, expired or ours. It reports the

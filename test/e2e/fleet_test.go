@@ -6,12 +6,15 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
@@ -253,4 +256,39 @@ func podIsReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// A lease left by a run that crashed is taken over once it expires; a live
+// one makes the run fail with "locked" after --lock-timeout, cluster untouched.
+func TestLeaseOfACrashedRunIsTakenOver(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	leases := c.Client.CoordinationV1().Leases(c.Namespace)
+	hold := func(renewed time.Time) {
+		_ = leases.Delete(context.Background(), "kube-proxy-sync", metav1.DeleteOptions{})
+		at := metav1.NewMicroTime(renewed)
+		_, err := leases.Create(context.Background(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync", Namespace: c.Namespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("crashed-host/1/x"), LeaseDurationSeconds: ptr.To(int32(30)),
+				AcquireTime: &at, RenewTime: &at},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	hold(time.Now()) // alive
+	rv := c.ConfigMap(t).ResourceVersion
+	r := runSync(t, c, "--server", "https://10.96.0.6:6443", "--probe-path", "none", "--lock-timeout", "2s")
+	assert.Equal(t, 1, r.Code)
+	assert.Contains(t, r.Msg, "locked")
+	assert.Contains(t, r.Msg, "crashed-host/1/x")
+	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "nothing written without the lease")
+
+	hold(time.Now().Add(-2 * time.Minute)) // its holder died long ago
+	r = runSync(t, c, "--server", "https://10.96.0.6:6443", "--probe-path", "none", "--lock-timeout", "10s")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.facts().Restarted)
+	l, err := leases.Get(context.Background(), "kube-proxy-sync", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, l.Spec.HolderIdentity, "released at the end")
 }
