@@ -3,7 +3,9 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -35,6 +37,7 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 	"canary_nodes":        integer(func(o *Options) *int { return &o.CanaryNodes }),
 	"batch_size":          batch,
 	"verify":              boolean(func(o *Options) *bool { return &o.Verify }),
+	"verify_endpoints":    integer(func(o *Options) *int { return &o.VerifyEndpoints }),
 	"rollback_on_failure": boolean(func(o *Options) *bool { return &o.RollbackOnFailure }),
 	"skip_unschedulable":  boolean(func(o *Options) *bool { return &o.SkipUnschedulable }),
 	"set":                 setArg,
@@ -61,6 +64,10 @@ func ParseArgs(raw []byte, o *Options) error {
 	}
 	if args == nil {
 		return fmt.Errorf("module args are not a JSON object")
+	}
+	// one object and nothing after it: `{...} {...}` must not run with the first half
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("module args are not a JSON object: unexpected data after the object at offset %d", dec.InputOffset())
 	}
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -209,6 +216,9 @@ func setArg(o *Options, v interface{}) error {
 	sort.Strings(paths)
 	o.Set = o.Set[:0]
 	for _, p := range paths {
+		if strings.TrimSpace(p) == "" || strings.Contains(p, "=") {
+			return fmt.Errorf("%q: want a field path like ipvs.strictARP as the key", p)
+		}
 		var text string
 		switch t := m[p].(type) {
 		case string:

@@ -49,6 +49,7 @@ type Options struct {
 	CanaryNodes       int
 	BatchSize         string
 	Verify            bool
+	VerifyEndpoints   int
 	RollbackOnFailure bool
 	NotReadyTolerance time.Duration
 	SkipUnschedulable bool
@@ -109,6 +110,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first")
 	fs.StringVar(&o.BatchSize, "batch-size", o.BatchSize, "with --strategy canary: nodes restarted at once after the canary, N or P% of the live nodes (default: the DaemonSet's maxUnavailable)")
 	fs.BoolVar(&o.Verify, "verify", o.Verify, "after the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new template")
+	fs.IntVar(&o.VerifyEndpoints, "verify-endpoints", o.VerifyEndpoints, "with --verify: also ask kube-proxy's health endpoint on this many live nodes through the API server's node proxy (needs get on nodes/proxy)")
 	fs.BoolVar(&o.RollbackOnFailure, "rollback-on-failure", o.RollbackOnFailure, "if the rollout (or canary) fails, restore the ConfigMap data and restart once more; the run still exits 1")
 	fs.DurationVar(&o.NotReadyTolerance, "not-ready-tolerance", o.NotReadyTolerance, "a node NotReady for longer than this counts as going away: its pod neither blocks nor fails the rollout")
 	fs.BoolVar(&o.SkipUnschedulable, "skip-unschedulable", o.SkipUnschedulable, "treat cordoned nodes as going away too")
@@ -183,6 +185,12 @@ func (o *Options) Validate() error {
 	if o.CanaryNodes < 0 || o.CanaryNodes > 10000 {
 		return fmt.Errorf("--canary-nodes %d: want 0 to 10000", o.CanaryNodes)
 	}
+	if o.VerifyEndpoints < 0 || o.VerifyEndpoints > 1000 {
+		return fmt.Errorf("--verify-endpoints %d: want 0 to 1000", o.VerifyEndpoints)
+	}
+	if o.VerifyEndpoints > 0 && !o.Verify {
+		return fmt.Errorf("--verify-endpoints needs --verify")
+	}
 	if o.BatchSize != "" {
 		if err := validateBatchSize(o.BatchSize); err != nil {
 			return err
@@ -212,7 +220,7 @@ func (o *Options) syncOptions() sync.Options {
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: o.Strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
-		Verify: o.Verify, RollbackOnFailure: o.RollbackOnFailure,
+		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure,
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},
 	}
 }

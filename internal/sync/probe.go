@@ -21,6 +21,10 @@ type probePlan struct {
 	// probe is the readiness probe to set, nil when the current one is right
 	// or the probe is not managed.
 	probe *corev1.Probe
+	// healthPath and port: kube-proxy's health endpoint for its version,
+	// whether or not the probe is managed
+	healthPath string
+	port       int
 }
 
 // findContainer picks the kube-proxy container of the DaemonSet.
@@ -47,6 +51,17 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 	if v != nil {
 		plan.version = "v" + v.String()
 	}
+	plan.healthPath = probe.Livez
+	if v != nil {
+		plan.healthPath = probe.PathFor(v)
+	}
+	plan.port = kpconfig.DefaultHealthzPort
+	host := ""
+	if text, ok := data[configmap.ConfigKey]; ok {
+		if plan.port, host, err = kpconfig.HealthzEndpoint(text); err != nil {
+			return probePlan{}, err
+		}
+	}
 	switch s.o.ProbePath {
 	case probe.None:
 		if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
@@ -61,14 +76,9 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 	default:
 		plan.path = s.o.ProbePath
 	}
-	port, host := kpconfig.DefaultHealthzPort, ""
-	if text, ok := data[configmap.ConfigKey]; ok {
-		if port, host, err = kpconfig.HealthzEndpoint(text); err != nil {
-			return probePlan{}, err
-		}
-	}
-	if !probe.Matches(c.ReadinessProbe, plan.path, port, host) {
-		plan.probe = probe.Desired(c.ReadinessProbe, plan.path, port, host)
+	plan.healthPath = plan.path
+	if !probe.Matches(c.ReadinessProbe, plan.path, plan.port, host) {
+		plan.probe = probe.Desired(c.ReadinessProbe, plan.path, plan.port, host)
 	}
 	return plan, nil
 }

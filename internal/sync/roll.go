@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -105,6 +106,37 @@ func (s *Syncer) verify(ctx context.Context, ds *appsv1.DaemonSet, before *rollo
 		return fmt.Errorf("verify: kube-proxy was Ready before the restart but is not Ready on the new template on %d node(s): %v", len(bad), bad)
 	}
 	s.d.Log.Infof("verified: every live node that was Ready before runs a Ready kube-proxy of the new template")
+	return s.verifyEndpoints(ctx, now)
+}
+
+// verifyEndpoints asks kube-proxy's health endpoint on a sample of live nodes
+// through the API server's node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH).
+func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet) error {
+	if s.o.VerifyEndpoints <= 0 {
+		return nil
+	}
+	path, port := s.probePath, s.probePort
+	var failed []string
+	checked := 0
+	for _, n := range fleet.Live() {
+		if checked == s.o.VerifyEndpoints {
+			break
+		}
+		if !fleet.Done(n) {
+			continue
+		}
+		checked++
+		_, err := s.d.Kube.CoreV1().RESTClient().Get().
+			AbsPath("/api/v1/nodes", fmt.Sprintf("%s:%d", n, port), "proxy", strings.TrimPrefix(path, "/")).
+			DoRaw(ctx)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", n, err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("verify: kube-proxy's %s on port %d did not answer OK through the API server's node proxy on: %s (the kubeconfig user needs get on nodes/proxy)", path, port, strings.Join(failed, "; "))
+	}
+	s.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, checked)
 	return nil
 }
 

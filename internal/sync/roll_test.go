@@ -1,11 +1,26 @@
 package sync
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 func TestBatchSize(t *testing.T) {
@@ -71,4 +86,55 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, tc.adopt, adopt)
 		})
 	}
+}
+
+// The endpoint check goes through the API server's node proxy; an httptest
+// server stands in for the API server.
+func TestVerifyEndpoints(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path)
+		if r.URL.Path == "/api/v1/nodes/a:10256/proxy/livez" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	fleet := newDoneFleet(t, "a", "b", "c")
+
+	s := &Syncer{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: kube, Log: logrus.NewEntry(log)}, probePath: "/livez", probePort: 10256}
+	require.NoError(t, s.verifyEndpoints(context.Background(), fleet))
+	assert.Equal(t, []string{"/api/v1/nodes/a:10256/proxy/livez"}, asked)
+
+	s.o.VerifyEndpoints = 2
+	err = s.verifyEndpoints(context.Background(), fleet)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "b (")
+	assert.NotContains(t, err.Error(), "a (")
+}
+
+// newDoneFleet is a fleet whose nodes all run a Ready pod of the current template.
+func newDoneFleet(t *testing.T, nodeNames ...string) *rollout.Fleet {
+	t.Helper()
+	var objs []runtime.Object
+	for _, n := range nodeNames {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + n, Namespace: "kube-system", UID: types.UID(n),
+				Labels: map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": "1"}},
+			Spec:   corev1.PodSpec{NodeName: n},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		})
+	}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 1},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}}}
+	c := rollout.Client{Kube: fake.NewClientset(objs...), Namespace: "kube-system", Name: "kube-proxy"}
+	f, err := c.Observe(context.Background(), ds, map[string]string{})
+	require.NoError(t, err)
+	require.Empty(t, f.Pending())
+	return f
 }

@@ -61,8 +61,11 @@ type Options struct {
 	CanaryNodes      int
 	// BatchSize is "N" or "P%" of the live nodes; empty means the
 	// DaemonSet's own maxUnavailable.
-	BatchSize         string
-	Verify            bool
+	BatchSize string
+	Verify    bool
+	// VerifyEndpoints is how many live nodes --verify also asks for kube-proxy's
+	// health endpoint through the API server's node proxy (0: none).
+	VerifyEndpoints   int
 	RollbackOnFailure bool
 }
 
@@ -95,6 +98,9 @@ type Syncer struct {
 	dss   rollout.Client
 	lease *lock.Lease
 	res   *Result
+	// the health endpoint the endpoint check asks
+	probePath string
+	probePort int
 }
 
 // New prepares a run.
@@ -152,6 +158,7 @@ func (s *Syncer) run(ctx context.Context) error {
 	}
 	f := &s.res.Facts
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
+	s.probePath, s.probePort = p.probe.healthPath, p.probe.port
 	s.diff(p.before.Data, p.desired)
 
 	// 3. write the ConfigMap only if its data differs, then capture it again
