@@ -41,6 +41,9 @@ func ParseSetting(s string) (Setting, error) {
 	if !ok || path == "" {
 		return Setting{}, fmt.Errorf("setting %q: want path=value, e.g. ipvs.strictARP=true", s)
 	}
+	if slices.Contains(strings.Split(path, "."), "") {
+		return Setting{}, fmt.Errorf("setting %q: empty field name in path %q", s, path)
+	}
 	return Setting{Path: path, Value: value}, nil
 }
 
@@ -170,18 +173,31 @@ func Apply(text string, settings []Setting) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	var changed []string
+	orig, err := yamledit.Parse(text)
+	if err != nil {
+		return "", nil, err
+	}
+	var paths []string
 	for _, s := range settings {
 		node, err := s.Validate()
 		if err != nil {
 			return "", nil, err
 		}
-		did, err := yamledit.Set(doc.Root(), strings.Split(s.Path, "."), node)
-		if err != nil {
+		if _, err := yamledit.Set(doc.Root(), strings.Split(s.Path, "."), node); err != nil {
 			return "", nil, fmt.Errorf("setting %s: %w", s.Path, err)
 		}
-		if did && !slices.Contains(changed, s.Path) {
-			changed = append(changed, s.Path)
+		if !slices.Contains(paths, s.Path) {
+			paths = append(paths, s.Path)
+		}
+	}
+	// changed is judged on the end result, not step by step: a path set
+	// twice (mode=ipvs, then mode=iptables) may end where it started
+	var changed []string
+	for _, p := range paths {
+		parts := strings.Split(p, ".")
+		before, after := yamledit.Lookup(orig.Root(), parts...), yamledit.Lookup(doc.Root(), parts...)
+		if before == nil || after == nil || !yamledit.Equal(before, after) {
+			changed = append(changed, p)
 		}
 	}
 	if len(changed) == 0 {

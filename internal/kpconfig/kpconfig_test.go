@@ -44,6 +44,8 @@ func TestApply(t *testing.T) {
 		{name: "object is not a value", settings: []string{"ipvs=true"}, err: "is an object"},
 		{name: "descend into scalar", settings: []string{"mode.x=1"}, err: "is not an object"},
 		{name: "bad mode", settings: []string{"mode=userspace"}, err: "unknown proxy mode"},
+		{name: "same path there and back is no change", settings: []string{"mode=ipvs", "mode=iptables"}},
+		{name: "same path twice, last wins", settings: []string{"mode=nftables", "mode=ipvs"}, changed: []string{"mode"}, contains: []string{"mode: ipvs"}},
 		{name: "kind is not a setting", settings: []string{"kind=Other"}, err: `unknown field "kind"`},
 	}
 	for _, tc := range cases {
@@ -75,7 +77,7 @@ func TestApply(t *testing.T) {
 }
 
 func TestParseSetting(t *testing.T) {
-	for _, bad := range []string{"", "mode", "=ipvs", " =x"} {
+	for _, bad := range []string{"", "mode", "=ipvs", " =x", "featureGates.=true", "ipvs..strictARP=true", ".mode=ipvs"} {
 		_, err := ParseSetting(bad)
 		assert.Error(t, err, bad)
 	}

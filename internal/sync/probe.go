@@ -86,6 +86,18 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 // kubeProxyVersion: --kube-proxy-version, else the image tag, else (only
 // when the probe path depends on it) the API server's version.
 func (s *Syncer) kubeProxyVersion(ctx context.Context, image string) *version.Version {
+	if v, ok := s.versions[image]; ok {
+		return v
+	}
+	v := s.findVersion(ctx, image)
+	if s.versions == nil {
+		s.versions = map[string]*version.Version{}
+	}
+	s.versions[image] = v
+	return v
+}
+
+func (s *Syncer) findVersion(ctx context.Context, image string) *version.Version {
 	if s.o.KubeProxyVersion != "" {
 		return version.MustParseGeneric(s.o.KubeProxyVersion) // validated before
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -101,6 +102,8 @@ type Syncer struct {
 	// the health endpoint the endpoint check asks
 	probePath string
 	probePort int
+	// versions found per image, so a second capture asks nothing twice
+	versions map[string]*version.Version
 }
 
 // New prepares a run.
@@ -122,6 +125,9 @@ func New(o Options, d Deps) *Syncer {
 // as far as the run got, also when it returns an error.
 func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
+	// also when the run failed half-way: what it wrote is a change Ansible must show
+	f := s.res.Facts
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted: %w; what was written stays consistent: a restart not finished is owed and the next run completes it", err)
 	}
@@ -170,6 +176,7 @@ func (s *Syncer) run(ctx context.Context) error {
 		if err := s.writeConfigMap(ctx, p.cm, p.desired, p.keys); err != nil {
 			return err
 		}
+		f.ConfigMapChanged = true // until the capture below says otherwise
 		s.step(ctx, StepConfigMapWritten)
 	}
 	if !s.o.Check {
@@ -203,7 +210,6 @@ func (s *Syncer) run(ctx context.Context) error {
 		}
 		return err
 	}
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged
 	s.res.Msg = s.summary()
 	return nil
 }

@@ -1,0 +1,86 @@
+package kpconfig
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// seedConfig is config.conf as kubeadm writes it: a copy of the one in
+// test/manifests/kube-proxy-configmap.yaml, the e2e suite's seed object.
+func seedConfig(f *testing.F) string {
+	f.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "kubeadm-config.conf"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return string(b)
+}
+
+// FuzzSetting parses two --set arguments and applies them to kubeadm's
+// config.conf. It must never panic; a result without error must strictly
+// decode as a KubeProxyConfiguration, list exactly the paths it was given
+// as changed, and be a fixed point (applying the same settings again
+// changes nothing). Seeds: testdata/fuzz/FuzzSetting.
+func FuzzSetting(f *testing.F) {
+	text := seedConfig(f)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var settings []Setting
+		for _, s := range []string{a, b} {
+			st, err := ParseSetting(s)
+			if err != nil {
+				return
+			}
+			settings = append(settings, st)
+		}
+		checkApply(t, text, settings)
+	})
+}
+
+// FuzzApplyConfig applies one setting to an arbitrary config.conf, as found
+// in a hand-edited ConfigMap. Same properties as FuzzSetting; in addition
+// a text that does not decode must be refused. Seeds:
+// testdata/fuzz/FuzzApplyConfig.
+func FuzzApplyConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, text, setting string) {
+		st, err := ParseSetting(setting)
+		if err != nil {
+			return
+		}
+		_, decodeErr := Decode(text)
+		_, _, applyErr := Apply(text, []Setting{st})
+		if decodeErr != nil && applyErr == nil {
+			t.Fatalf("Apply accepted config.conf that does not decode (%v):\n%s", decodeErr, text)
+		}
+		if decodeErr == nil {
+			checkApply(t, text, []Setting{st})
+		}
+	})
+}
+
+func checkApply(t *testing.T, text string, settings []Setting) {
+	t.Helper()
+	out, changed, err := Apply(text, settings)
+	if err != nil {
+		return
+	}
+	if _, err := Decode(out); err != nil {
+		t.Fatalf("Apply(%q) returned config.conf that does not decode: %v\n%s", settings, err, out)
+	}
+	for _, p := range changed {
+		if !slices.ContainsFunc(settings, func(s Setting) bool { return s.Path == p }) {
+			t.Fatalf("Apply(%q) reports %q changed, which was not set", settings, p)
+		}
+	}
+	if len(changed) == 0 && out != text {
+		t.Fatalf("Apply(%q) changed nothing but rewrote the text:\n%s", settings, out)
+	}
+	again, changedAgain, err := Apply(out, settings)
+	if err != nil {
+		t.Fatalf("Apply(%q) on its own output failed: %v\n%s", settings, err, out)
+	}
+	if len(changedAgain) > 0 || again != out {
+		t.Fatalf("Apply(%q) is not a fixed point: second run changed %q\nfirst:\n%s\nsecond:\n%s", settings, changedAgain, out, again)
+	}
+}
