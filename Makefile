@@ -54,7 +54,7 @@ cluster-down:
 demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix
 	hack/demo.sh
 
-bench: build ## benchmarks at 10, 1000, 5000 nodes (see bench/README.md)
+bench: build ## benchmarks at 10 and 1000 nodes, BENCH_NODES to change (see bench/README.md)
 	hack/bench.sh
 
 bench-small: build ## one small round, part of make test

@@ -93,7 +93,7 @@ fi
 
 # The options a running cluster was created with; a change recreates it.
 # bump harness= when the cluster configuration below changes: running clusters get recreated
-options="kubernetes=${KUBERNETES_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION} harness=2"
+options="kubernetes=${KUBERNETES_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION} harness=3"
 options+=" disable-qps-limits=${DISABLE_QPS_LIMITS}"
 for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
   options+=" ${bin}=$(cat "${TOOLS_BIN}/${bin}.stamp")"
@@ -120,6 +120,16 @@ componentsPatches:
     value: "false"
   - key: manage-nodes-with-annotation-selector
     value: kwok.x-k8s.io/node=fake
+# one of each: no leader election, whose lease an overloaded 2-core machine
+# can miss (the controller manager then exits and nothing restarts it)
+- name: kube-controller-manager
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+- name: kube-scheduler
+  extraArgs:
+  - key: leader-elect
+    value: "false"
 EOF
   local args=(
     create cluster

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// timed is one timed command.
+type timed struct {
+	Command    string  `json:"command"`
+	Wall       float64 `json:"wall_seconds"`
+	MaxRSSKB   int64   `json:"max_rss_kb"`
+	ExitCode   int     `json:"exit_code"`
+	stdout     []byte
+	stderrTail string
+}
+
+// exec runs argv to completion and measures its wall time and its peak
+// resident set: the kernel's high-water mark VmHWM in /proc/PID/status,
+// read every 10ms while it runs (VmHWM only grows, so the last reading is
+// the peak up to 10ms before the exit; for a restart that is the wait).
+//
+// Not getrusage's ru_maxrss of the child: Go starts children with
+// CLONE_VM|CLONE_VFORK, and Linux carries the high-water mark of the memory
+// the child shared before exec (this process's, with its pod informer) into
+// the child's ru_maxrss, so it would report kps-bench's size, not the child's.
+func (b *bench) exec(ctx context.Context, argv ...string) (timed, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return timed{Command: shortCommand(argv)}, fmt.Errorf("start %s: %w", shortCommand(argv), err)
+	}
+	stopSampling := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var hwm int64
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			hwm = max(hwm, vmHWM(cmd.Process.Pid))
+			select {
+			case <-stopSampling:
+				peak <- hwm
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(stopSampling)
+	r := timed{Command: shortCommand(argv), Wall: time.Since(start).Seconds(), stdout: stdout.Bytes(), MaxRSSKB: <-peak}
+	if cmd.ProcessState != nil {
+		r.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	tail := stderr.String()
+	if len(tail) > 4000 {
+		tail = "..." + tail[len(tail)-4000:]
+	}
+	r.stderrTail = tail
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		return r, fmt.Errorf("run %s: %w", r.Command, err)
+	}
+	return r, nil
+}
+
+// vmHWM is a process's peak resident set in kB, 0 once it has exited.
+func vmHWM(pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// mustSucceed turns a non-zero exit into an error carrying the output.
+func (r timed) mustSucceed() error {
+	if r.ExitCode != 0 {
+		return fmt.Errorf("%s exited %d:\nstdout: %s\nstderr: %s", r.Command, r.ExitCode, strings.TrimSpace(string(r.stdout)), r.stderrTail)
+	}
+	return nil
+}
+
+// shortCommand is argv without the kubeconfig and cache paths, for reports.
+func shortCommand(argv []string) string {
+	var out []string
+	skip := false
+	for i, a := range argv {
+		if skip {
+			skip = false
+			continue
+		}
+		if a == "--kubeconfig" || a == "--cache-dir" {
+			skip = true
+			continue
+		}
+		if i == 0 {
+			a = a[strings.LastIndex(a, "/")+1:]
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, " ")
+}
+
+// syncResult is the part of kube-proxy-sync's --output json the bench reads.
+type syncResult struct {
+	Changed bool   `json:"changed"`
+	Failed  bool   `json:"failed"`
+	Msg     string `json:"msg"`
+	Facts   struct {
+		KPS struct {
+			ConfigMapChanged bool   `json:"configmap_changed"`
+			Restarted        bool   `json:"restarted"`
+			RestartReason    string `json:"restart_reason"`
+			APIRequests      int64  `json:"api_requests"`
+			Rollout          struct {
+				Desired   int32   `json:"desired"`
+				Updated   int32   `json:"updated"`
+				Available int32   `json:"available"`
+				Duration  float64 `json:"duration_seconds"`
+			} `json:"rollout"`
+		} `json:"kube_proxy_sync"`
+	} `json:"ansible_facts"`
+}
+
+func parseSync(r timed) (syncResult, error) {
+	var s syncResult
+	if err := json.Unmarshal(r.stdout, &s); err != nil {
+		return s, fmt.Errorf("%s printed no JSON result (%v): stdout %q, stderr %s", r.Command, err, r.stdout, r.stderrTail)
+	}
+	if s.Failed || r.ExitCode != 0 {
+		return s, fmt.Errorf("%s failed (exit %d): %s\nstderr: %s", r.Command, r.ExitCode, s.Msg, r.stderrTail)
+	}
+	return s, nil
+}
+
+// stats of a sample.
+type stats struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func statsOf(xs []float64) stats {
+	if len(xs) == 0 {
+		return stats{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stats{N: len(s), Median: m, Min: s[0], Max: s[len(s)-1]}
+}

@@ -1,0 +1,77 @@
+// Command kps-bench measures kube-proxy-sync against kubectl on a live
+// cluster (the local control plane of hack/cluster-up.sh). hack/bench.sh
+// brings the cluster to each node count and calls one phase at a time; every
+// phase writes one JSON file into --dir, and `report` turns the files into a
+// markdown table and the results JSON.
+//
+// Phases (all talk to --kubeconfig, and to the kube-system/kube-proxy
+// ConfigMap and DaemonSet unless --namespace/--name say otherwise):
+//
+//	nochange   no-change runs of the binary: API requests counted by the
+//	           binary and by the API server, wall time vs `kubectl get cm`
+//	needless   10 unchanged reruns: pod UIDs and a pod watch must show no restart
+//	kubespray  kubespray's `kubectl delete pod --force --grace-period=0`
+//	restart    binary change+restart+wait vs `kubectl rollout restart` +
+//	           `kubectl rollout status`, alternating, with a pod watch
+//	rss        one command's wall time and peak RSS (-- COMMAND...), any exit
+//	size       stripped linux/amd64 and arm64 sizes of the dist builds
+//	report     the table and bench/results/<date>.json
+//
+// No phase fails on a time or a count the targets talk about: those are
+// reported. A phase fails on real breakage only: a command that errors, an
+// unchanged run that changes or restarts anything, a restart that restarts
+// nothing.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "kps-bench: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: kps-bench nochange|needless|kubespray|restart|size|report [flags]")
+	}
+	phase, args := args[0], args[1:]
+	o := newOptions(phase)
+	if err := o.parse(args, errOut); err != nil {
+		return err
+	}
+	switch phase {
+	case "size":
+		return o.size(ctx)
+	case "report":
+		return o.report(ctx, out)
+	}
+	b, err := o.connect(errOut)
+	if err != nil {
+		return err
+	}
+	switch phase {
+	case "nochange":
+		return b.noChange(ctx)
+	case "needless":
+		return b.needless(ctx)
+	case "kubespray":
+		return b.kubespray(ctx)
+	case "restart":
+		return b.restart(ctx)
+	case "rss":
+		return b.rss(ctx, o.Label, o.rest)
+	}
+	return fmt.Errorf("unknown phase %q", phase)
+}

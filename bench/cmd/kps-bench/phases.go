@@ -1,0 +1,508 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// desired waits until the DaemonSet's pods are settled (one Ready pod on
+// every node it wants, none terminating, none left on deleted nodes: after a
+// scale-down the pod garbage collector takes a while) and returns its node
+// count. Every phase starts from there.
+func (b *bench) desired(ctx context.Context) (int32, error) {
+	w, err := b.watchPods(ctx)
+	if err != nil {
+		return 0, err
+	}
+	err = w.waitSettled(ctx, b.Timeout, false)
+	rep := w.Stop()
+	if err != nil {
+		return 0, fmt.Errorf("daemonset %s/%s before the phase: %w", b.Namespace, b.Name, err)
+	}
+	return int32(rep.Expected), nil
+}
+
+// nodeCount is the DaemonSet's desiredNumberScheduled, as it is now.
+func (b *bench) nodeCount(ctx context.Context) (int32, error) {
+	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("get daemonset %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	return ds.Status.DesiredNumberScheduled, nil
+}
+
+type rssResult struct {
+	Kind  string `json:"kind"`
+	Nodes int32  `json:"nodes"`
+	Label string `json:"label"`
+	timed
+}
+
+// rss runs one command (the arguments after --) and records its wall time
+// and peak RSS, whatever its exit code: for measuring a wait that is cut
+// short by its own --timeout on a cluster too slow to finish a rollout.
+func (b *bench) rss(ctx context.Context, label string, argv []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("rss: no command after --")
+	}
+	nodes, err := b.nodeCount(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := b.exec(ctx, argv...)
+	if err != nil {
+		return err
+	}
+	b.log.Infof("nodes=%d %s: exit %d after %.1fs, peak RSS %.1f MB", nodes, label, r.ExitCode, r.Wall, float64(r.MaxRSSKB)*1024/1e6)
+	return b.write(nodes, rssResult{Kind: "rss", Nodes: nodes, Label: label, timed: r})
+}
+
+// currentServer is the server: the ConfigMap's kubeconfig.conf has now, so
+// that a run with it is a rerun with the same inputs.
+func (b *bench) currentServer(ctx context.Context) (string, error) {
+	cm, err := b.cs.CoreV1().ConfigMaps(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get configmap %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig.conf"]))
+	if err != nil {
+		return "", fmt.Errorf("configmap %s/%s kubeconfig.conf: %w", b.Namespace, b.Name, err)
+	}
+	for _, c := range kc.Clusters {
+		return c.Server, nil
+	}
+	return "", fmt.Errorf("configmap %s/%s kubeconfig.conf has no cluster", b.Namespace, b.Name)
+}
+
+// syncArgv is one kube-proxy-sync run. The readiness probe is left alone
+// (--probe-path none), so the ConfigMap alone decides a restart.
+func (b *bench) syncArgv(server string) []string {
+	return []string{b.Binary, "--kubeconfig", b.Kubeconfig, "-n", b.Namespace, "--configmap", b.Name, "--daemonset", b.Name,
+		"--server", server, "--probe-path", "none", "--output", "json", "--timeout", b.Timeout.String()}
+}
+
+// unchangedRun runs the binary with the current inputs and fails unless it
+// changed and restarted nothing.
+func (b *bench) unchangedRun(ctx context.Context, server string) (timed, syncResult, error) {
+	r, err := b.exec(ctx, b.syncArgv(server)...)
+	if err != nil {
+		return r, syncResult{}, err
+	}
+	s, err := parseSync(r)
+	if err != nil {
+		return r, s, err
+	}
+	if s.Changed || s.Facts.KPS.Restarted {
+		return r, s, fmt.Errorf("an unchanged run changed something: %s", s.Msg)
+	}
+	return r, s, nil
+}
+
+// prime makes the next run a no-change one: the first run on a DaemonSet
+// without the hash annotation adopts it (one PATCH, no restart).
+func (b *bench) prime(ctx context.Context) (string, error) {
+	server, err := b.currentServer(ctx)
+	if err != nil {
+		return "", err
+	}
+	r, err := b.exec(ctx, b.syncArgv(server)...)
+	if err != nil {
+		return "", err
+	}
+	s, err := parseSync(r)
+	if err != nil {
+		return "", err
+	}
+	if s.Facts.KPS.Restarted {
+		b.log.Infof("priming run restarted the DaemonSet (%s): a restart was owed", s.Facts.KPS.RestartReason)
+	}
+	return server, nil
+}
+
+type noChangeRun struct {
+	Wall          float64          `json:"wall_seconds"`
+	MaxRSSKB      int64            `json:"max_rss_kb"`
+	APIRequests   int64            `json:"api_requests"`
+	ServerCounted int64            `json:"apiserver_request_total_delta"`
+	ServerPerVerb map[string]int64 `json:"apiserver_requests"`
+	KubectlGetCM  float64          `json:"kubectl_get_configmap_seconds"`
+}
+
+type noChangeResult struct {
+	Kind    string        `json:"kind"`
+	Nodes   int32         `json:"nodes"`
+	Runs    []noChangeRun `json:"runs"`
+	Binary  stats         `json:"binary_wall_seconds"`
+	Kubectl stats         `json:"kubectl_get_configmap_wall_seconds"`
+	Ratio   float64       `json:"ratio_median"`
+	// APIRequestsMax is the most requests any run made (the binary's count).
+	APIRequestsMax    int64 `json:"api_requests_max"`
+	ServerCountedMax  int64 `json:"apiserver_request_total_delta_max"`
+	RequestCountMatch bool  `json:"request_count_matches_apiserver"`
+}
+
+// noChange: --reps no-change runs, each next to one `kubectl get configmap`,
+// alternating which goes first. It does not wait for settled pods: what a
+// no-change run costs does not depend on them.
+func (b *bench) noChange(ctx context.Context) error {
+	nodes, err := b.nodeCount(ctx)
+	if err != nil {
+		return err
+	}
+	server, err := b.prime(ctx)
+	if err != nil {
+		return err
+	}
+	getCM := append(slices.Clone(b.kubectlBase), "get", "configmap", b.Name)
+	// warm kubectl's discovery cache, as on any admin's machine
+	if r, err := b.exec(ctx, getCM...); err != nil || r.mustSucceed() != nil {
+		return fmt.Errorf("kubectl get configmap: %v %v", err, r.mustSucceed())
+	}
+	res := noChangeResult{Kind: "nochange", Nodes: nodes, RequestCountMatch: true}
+	var bw, kw []float64
+	for i := 0; i < b.Reps; i++ {
+		var run noChangeRun
+		kubectlFirst := i%2 == 1
+		if kubectlFirst {
+			if run.KubectlGetCM, err = b.timeKubectl(ctx, getCM); err != nil {
+				return err
+			}
+		}
+		before, err := b.requestCounts(ctx)
+		if err != nil {
+			return err
+		}
+		r, s, err := b.unchangedRun(ctx, server)
+		if err != nil {
+			return err
+		}
+		after, err := b.requestCounts(ctx)
+		if err != nil {
+			return err
+		}
+		if !kubectlFirst {
+			if run.KubectlGetCM, err = b.timeKubectl(ctx, getCM); err != nil {
+				return err
+			}
+		}
+		run.Wall, run.MaxRSSKB, run.APIRequests = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests
+		run.ServerCounted, run.ServerPerVerb = requestDelta(before, after)
+		res.Runs = append(res.Runs, run)
+		bw, kw = append(bw, run.Wall), append(kw, run.KubectlGetCM)
+		res.APIRequestsMax = max(res.APIRequestsMax, run.APIRequests)
+		res.ServerCountedMax = max(res.ServerCountedMax, run.ServerCounted)
+		if run.ServerCounted != run.APIRequests {
+			res.RequestCountMatch = false
+		}
+		b.log.Infof("nodes=%d run %d: %.3fs, %d requests (API server counted %d: %v), kubectl get cm %.3fs",
+			nodes, i+1, run.Wall, run.APIRequests, run.ServerCounted, run.ServerPerVerb, run.KubectlGetCM)
+	}
+	res.Binary, res.Kubectl = statsOf(bw), statsOf(kw)
+	if res.Kubectl.Median > 0 {
+		res.Ratio = res.Binary.Median / res.Kubectl.Median
+	}
+	return b.write(nodes, res)
+}
+
+func (b *bench) timeKubectl(ctx context.Context, argv []string) (float64, error) {
+	r, err := b.exec(ctx, argv...)
+	if err != nil {
+		return 0, err
+	}
+	return r.Wall, r.mustSucceed()
+}
+
+type needlessResult struct {
+	Kind        string    `json:"kind"`
+	Nodes       int32     `json:"nodes"`
+	Reruns      int       `json:"reruns"`
+	UIDsChanged int       `json:"pod_uids_changed"`
+	Pods        podReport `json:"pod_watch"`
+	Walls       stats     `json:"wall_seconds"`
+}
+
+// needless: --reruns unchanged reruns; pod UIDs before and after, and a pod
+// watch throughout, must show no restart.
+func (b *bench) needless(ctx context.Context) error {
+	nodes, err := b.desired(ctx)
+	if err != nil {
+		return err
+	}
+	server, err := b.prime(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := b.podUIDs(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := b.watchPods(ctx)
+	if err != nil {
+		return err
+	}
+	var walls []float64
+	for i := 0; i < b.Reruns; i++ {
+		r, _, err := b.unchangedRun(ctx, server)
+		if err != nil {
+			w.Stop()
+			return err
+		}
+		walls = append(walls, r.Wall)
+	}
+	rep := w.Stop()
+	after, err := b.podUIDs(ctx)
+	if err != nil {
+		return err
+	}
+	changed := 0
+	for node, uid := range before {
+		if after[node] != uid {
+			changed++
+		}
+	}
+	res := needlessResult{Kind: "needless", Nodes: nodes, Reruns: b.Reruns, UIDsChanged: changed, Pods: rep, Walls: statsOf(walls)}
+	b.log.Infof("nodes=%d: %d unchanged reruns, pod UIDs changed: %d, pods deleted: %d, peak unavailable: %d", nodes, b.Reruns, changed, rep.Deleted, rep.PeakUnavailable)
+	if err := b.write(nodes, res); err != nil {
+		return err
+	}
+	if changed > 0 || rep.Deleted > 0 || rep.PeakUnavailable > 0 {
+		return fmt.Errorf("unchanged reruns restarted pods: %d pod UIDs changed, %d pods deleted, peak %d nodes without a Ready pod", changed, rep.Deleted, rep.PeakUnavailable)
+	}
+	return nil
+}
+
+// podUIDs maps node -> pod UID.
+func (b *bench) podUIDs(ctx context.Context) (map[string]types.UID, error) {
+	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	list, err := b.cs.CoreV1().Pods(b.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]types.UID{}
+	for _, p := range list.Items {
+		out[p.Spec.NodeName] = p.UID
+	}
+	return out, nil
+}
+
+type kubesprayResult struct {
+	Kind string `json:"kind"`
+	// Nodes is the node count.
+	Nodes   int32  `json:"nodes"`
+	Command string `json:"command"`
+	// DeleteSeconds is kubectl delete's own wall time; SettleSeconds from
+	// its start until every node has a new Ready pod again.
+	DeleteSeconds float64   `json:"delete_seconds"`
+	SettleSeconds float64   `json:"settle_seconds"`
+	Pods          podReport `json:"pod_watch"`
+}
+
+// kubespray: what kubespray does on every run where the ConfigMap's
+// resourceVersion moved (which `kubectl replace` makes it do every time).
+func (b *bench) kubespray(ctx context.Context) error {
+	nodes, err := b.desired(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := b.watchPods(ctx)
+	if err != nil {
+		return err
+	}
+	argv := append(slices.Clone(b.kubectlBase), "delete", "pod", "-l", "k8s-app=kube-proxy", "--force", "--grace-period=0")
+	start := time.Now()
+	r, err := b.exec(ctx, argv...)
+	if err == nil {
+		err = r.mustSucceed()
+	}
+	if err == nil {
+		err = w.waitSettled(ctx, b.Timeout, true)
+	}
+	settle := time.Since(start).Seconds()
+	rep := w.Stop()
+	if err != nil {
+		return err
+	}
+	res := kubesprayResult{Kind: "kubespray", Nodes: nodes, Command: "kubectl delete pod -l k8s-app=kube-proxy --force --grace-period=0",
+		DeleteSeconds: r.Wall, SettleSeconds: settle, Pods: rep}
+	b.log.Infof("nodes=%d: kubespray's delete replaced %d pods, peak %d nodes without a Ready pod, settled in %.1fs", nodes, rep.Replaced, rep.PeakUnavailable, settle)
+	return b.write(nodes, res)
+}
+
+type restartRun struct {
+	Tool  string  `json:"tool"`
+	Round int     `json:"round"`
+	Order int     `json:"order_in_round"`
+	Wall  float64 `json:"wall_seconds"`
+	// Steps: the binary is one process; kubectl is restart then status.
+	Steps []timed `json:"steps"`
+	// WaitMaxRSSKB is the peak RSS of the process that waited: the binary,
+	// or `kubectl rollout status`.
+	WaitMaxRSSKB int64 `json:"wait_max_rss_kb"`
+	APIRequests  int64 `json:"api_requests,omitempty"`
+	// RolloutSeconds is the binary's own rollout.duration_seconds: the wait
+	// alone, so that wall - rollout is its time before and after the wait.
+	RolloutSeconds float64   `json:"rollout_seconds,omitempty"`
+	Pods           podReport `json:"pod_watch"`
+}
+
+type restartResult struct {
+	Kind           string       `json:"kind"`
+	Nodes          int32        `json:"nodes"`
+	MaxUnavailable string       `json:"max_unavailable"`
+	Runs           []restartRun `json:"runs"`
+	Binary         stats        `json:"binary_wall_seconds"`
+	Kubectl        stats        `json:"kubectl_wall_seconds"`
+	Ratio          float64      `json:"ratio_median"`
+	BinaryRSS      stats        `json:"binary_max_rss_mb"`
+	KubectlRSS     stats        `json:"kubectl_rollout_status_max_rss_mb"`
+	BinaryPeak     int          `json:"binary_peak_unavailable"`
+	KubectlPeak    int          `json:"kubectl_peak_unavailable"`
+}
+
+// restart: --rounds rounds of one binary restart and one kubectl restart,
+// alternating which goes first, with the same maxUnavailable.
+func (b *bench) restart(ctx context.Context) error {
+	nodes, err := b.desired(ctx)
+	if err != nil {
+		return err
+	}
+	restore, err := b.setMaxUnavailable(ctx, b.MaxUnavail)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := b.setMaxUnavailable(context.WithoutCancel(ctx), restore); err != nil {
+			b.log.Warnf("restore maxUnavailable %s: %v", restore, err)
+		}
+	}()
+	if _, err := b.prime(ctx); err != nil {
+		return err
+	}
+	res := restartResult{Kind: "restart", Nodes: nodes, MaxUnavailable: b.MaxUnavail}
+	var bw, kw, brss, krss []float64
+	serial := time.Now().Unix() % 200
+	for round := 1; round <= b.Rounds; round++ {
+		tools := []string{"kube-proxy-sync", "kubectl"}
+		if round%2 == 0 {
+			tools = []string{"kubectl", "kube-proxy-sync"}
+		}
+		for order, tool := range tools {
+			server := fmt.Sprintf("https://10.96.%d.%d:6443", serial, 10*round+order)
+			run, err := b.restartOnce(ctx, tool, server)
+			if err != nil {
+				return err
+			}
+			run.Round, run.Order = round, order+1
+			res.Runs = append(res.Runs, run)
+			mb := float64(run.WaitMaxRSSKB) * 1024 / 1e6
+			if tool == "kubectl" {
+				kw, krss = append(kw, run.Wall), append(krss, mb)
+				res.KubectlPeak = max(res.KubectlPeak, run.Pods.PeakUnavailable)
+			} else {
+				bw, brss = append(bw, run.Wall), append(brss, mb)
+				res.BinaryPeak = max(res.BinaryPeak, run.Pods.PeakUnavailable)
+			}
+			b.log.Infof("nodes=%d round %d %s: %.1fs, peak RSS %.1f MB, peak unavailable %d, replaced %d/%d",
+				nodes, round, tool, run.Wall, mb, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected)
+		}
+	}
+	res.Binary, res.Kubectl = statsOf(bw), statsOf(kw)
+	res.BinaryRSS, res.KubectlRSS = statsOf(brss), statsOf(krss)
+	if res.Kubectl.Median > 0 {
+		res.Ratio = res.Binary.Median / res.Kubectl.Median
+	}
+	return b.write(nodes, res)
+}
+
+func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRun, error) {
+	run := restartRun{Tool: tool}
+	w, err := b.watchPods(ctx)
+	if err != nil {
+		return run, err
+	}
+	fail := func(err error) (restartRun, error) {
+		w.Stop()
+		return run, err
+	}
+	switch tool {
+	case "kubectl":
+		for _, verb := range [][]string{
+			{"rollout", "restart", "daemonset/" + b.Name},
+			{"rollout", "status", "daemonset/" + b.Name, "--timeout", b.Timeout.String()},
+		} {
+			r, err := b.exec(ctx, append(slices.Clone(b.kubectlBase), verb...)...)
+			if err == nil {
+				err = r.mustSucceed()
+			}
+			if err != nil {
+				return fail(err)
+			}
+			run.Steps = append(run.Steps, r)
+			run.Wall += r.Wall
+			run.WaitMaxRSSKB = r.MaxRSSKB // the last step is the wait
+		}
+	default:
+		r, err := b.exec(ctx, b.syncArgv(server)...)
+		if err != nil {
+			return fail(err)
+		}
+		s, err := parseSync(r)
+		if err != nil {
+			return fail(err)
+		}
+		if !s.Facts.KPS.Restarted {
+			return fail(fmt.Errorf("kube-proxy-sync --server %s restarted nothing: %s", server, s.Msg))
+		}
+		run.Steps = []timed{r}
+		run.Wall, run.WaitMaxRSSKB, run.APIRequests = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests
+		run.RolloutSeconds = s.Facts.KPS.Rollout.Duration
+	}
+	// the rollout is complete by the DaemonSet's status; wait until the pod
+	// watch agrees, so the next measurement starts from a settled state
+	err = w.waitSettled(ctx, b.Timeout, false)
+	run.Pods = w.Stop()
+	if err != nil {
+		return run, err
+	}
+	if run.Pods.Replaced != run.Pods.Expected {
+		return run, fmt.Errorf("%s replaced %d of %d pods", tool, run.Pods.Replaced, run.Pods.Expected)
+	}
+	return run, nil
+}
+
+// setMaxUnavailable patches the DaemonSet's rolling update and returns the
+// value it had.
+func (b *bench) setMaxUnavailable(ctx context.Context, v string) (string, error) {
+	dss := b.cs.AppsV1().DaemonSets(b.Namespace)
+	ds, err := dss.Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	old := "1"
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		old = ru.MaxUnavailable.String()
+	}
+	if old == v {
+		return old, nil
+	}
+	val := intstr.Parse(v)
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"updateStrategy": map[string]any{
+		"type": appsv1.RollingUpdateDaemonSetStrategyType, "rollingUpdate": map[string]any{"maxUnavailable": val}}}})
+	if _, err := dss.Patch(ctx, b.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kps-bench"}); err != nil {
+		return "", fmt.Errorf("set maxUnavailable of daemonset %s/%s to %s: %w", b.Namespace, b.Name, v, err)
+	}
+	b.log.Infof("maxUnavailable of daemonset %s/%s: %s -> %s", b.Namespace, b.Name, old, v)
+	return old, nil
+}
