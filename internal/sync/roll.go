@@ -318,23 +318,28 @@ func (s *Syncer) rollback(ctx context.Context, p plan, cause error) error {
 	if err != nil {
 		return fmt.Errorf("%w; rollback failed too: restoring configmap %s/%s: %v", cause, s.o.Namespace, s.o.ConfigMap, err)
 	}
-	ds, err := s.dss.Get(ctx)
-	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: %v", cause, err)
-	}
-	now := s.d.Clock.Now()
-	ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: p.before.Hash, RestartAt: &now, Container: p.probe.container}
-	if p.probe.probe != nil {
-		old := containerProbe(p.ds, p.probe.container)
-		ch.Probe, ch.RemoveProbe = old, old == nil
-	}
-	if saved := ds.Annotations[rollout.StrategyAnnotation]; saved != "" {
-		var orig appsv1.DaemonSetUpdateStrategy
-		if json.Unmarshal([]byte(saved), &orig) == nil {
-			ch.Strategy, ch.ClearStrategy = &orig, true
+	// the DaemonSet controller writes status all the while: retry on conflict
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := s.dss.Get(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := s.dss.Apply(ctx, ch); err != nil {
+		now := s.d.Clock.Now()
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: p.before.Hash, RestartAt: &now, Container: p.probe.container}
+		if p.probe.probe != nil {
+			old := containerProbe(p.ds, p.probe.container)
+			ch.Probe, ch.RemoveProbe = old, old == nil
+		}
+		if saved := ds.Annotations[rollout.StrategyAnnotation]; saved != "" {
+			var orig appsv1.DaemonSetUpdateStrategy
+			if json.Unmarshal([]byte(saved), &orig) == nil {
+				ch.Strategy, ch.ClearStrategy = &orig, true
+			}
+		}
+		_, err = s.dss.Apply(ctx, ch)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("%w; rollback failed too: configmap restored but restarting daemonset: %v", cause, err)
 	}
 	f.RolledBack, f.RollbackReason = true, cause.Error()

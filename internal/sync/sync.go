@@ -288,10 +288,26 @@ func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string
 // stamped, so that a crash between the ConfigMap write and the restart
 // leaves a mismatch, i.e. a restart the next run still owes.
 func (s *Syncer) oweRestart(ctx context.Context, ds *appsv1.DaemonSet, hash string) (*appsv1.DaemonSet, error) {
-	if _, ok := ds.Annotations[rollout.HashAnnotation]; ok {
-		return ds, nil
-	}
-	return s.dss.Apply(ctx, rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: hash})
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first { // the controller wrote status meanwhile
+			latest, err := s.dss.Get(ctx)
+			if err != nil {
+				return err
+			}
+			ds = latest
+		}
+		first = false
+		if _, ok := ds.Annotations[rollout.HashAnnotation]; ok {
+			return nil
+		}
+		patched, err := s.dss.Apply(ctx, rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: hash})
+		if err == nil {
+			ds = patched
+		}
+		return err
+	})
+	return ds, err
 }
 
 func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string, keys []string) error {
