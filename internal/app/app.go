@@ -149,7 +149,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 	if err != nil {
 		return fail(streams, o, res, err)
 	}
-	print(streams.Out, o, res, nil)
+	printResult(streams.Out, o, res, nil)
 	if o.DetailedExitCode && res.Changed {
 		return ExitChanged
 	}
@@ -196,7 +196,7 @@ func newLogger(w io.Writer, o *Options) *logrus.Entry {
 }
 
 func fail(streams Streams, o *Options, res *sync.Result, err error) int {
-	print(streams.Out, o, res, err)
+	printResult(streams.Out, o, res, err)
 	if o.Output != "json" {
 		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 	}
@@ -213,7 +213,7 @@ type moduleResult struct {
 	Diff         *sync.Diff            `json:"diff,omitempty"`
 }
 
-func print(w io.Writer, o *Options, res *sync.Result, err error) {
+func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	if res == nil {
 		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}}}
 	}

@@ -80,11 +80,6 @@ type Spec struct {
 	Manifest *corev1.ConfigMap
 }
 
-// Empty reports whether the spec asks for no change to the ConfigMap.
-func (s Spec) Empty() bool {
-	return s.Server == "" && len(s.Settings) == 0 && s.Manifest == nil
-}
-
 // ValidateServer checks a desired API server URL.
 func ValidateServer(server string) error {
 	u, err := url.Parse(server)

@@ -151,27 +151,20 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }
 
-// Backoff waits min*2^attempt with full jitter, capped at max; a 429 or 503
-// with Retry-After waits what the server asked (capped at max).
-func Backoff(min, max time.Duration, attempt int, resp *http.Response) time.Duration {
+// Backoff waits lo*2^attempt with full jitter, capped at hi; a 429 or 503
+// with Retry-After waits what the server asked (capped at hi).
+func Backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			return minDuration(time.Duration(s)*time.Second, max)
+			return min(time.Duration(s)*time.Second, hi)
 		}
 	}
-	ceiling := float64(min) * math.Pow(2, float64(attempt))
-	if ceiling > float64(max) || math.IsInf(ceiling, 0) {
-		ceiling = float64(max)
+	ceiling := float64(lo) * math.Pow(2, float64(attempt))
+	if ceiling > float64(hi) || math.IsInf(ceiling, 0) {
+		ceiling = float64(hi)
 	}
 	// full jitter, but never below min
-	return min + time.Duration(rand.Float64()*(ceiling-float64(min)))
-}
-
-func minDuration(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
+	return lo + time.Duration(rand.Float64()*(ceiling-float64(lo)))
 }
 
 // timeoutTransport bounds each non-watch attempt so a blackholed connection

@@ -123,11 +123,6 @@ func (c Change) Patch() ([]byte, error) {
 	return json.Marshal(patch)
 }
 
-// Empty reports whether the change would patch nothing.
-func (c Change) Empty() bool {
-	return c.Hash == "" && !c.Restarts() && c.Strategy == nil && c.SaveStrategy == "" && !c.ClearStrategy
-}
-
 // Client patches and watches one DaemonSet.
 type Client struct {
 	Kube      kubernetes.Interface
@@ -135,8 +130,6 @@ type Client struct {
 	Name      string
 	Clock     clock.WithTicker
 	Log       *logrus.Entry
-	// ProgressEvery limits progress lines on stderr.
-	ProgressEvery time.Duration
 }
 
 // Get reads the DaemonSet.
@@ -200,13 +193,4 @@ func StatusOf(ds *appsv1.DaemonSet) Status {
 		Updated:   ds.Status.UpdatedNumberScheduled,
 		Available: ds.Status.NumberAvailable,
 	}
-}
-
-// Complete is `kubectl rollout status` for a DaemonSet: the controller has
-// seen the generation, and every scheduled pod is updated and available.
-func Complete(ds *appsv1.DaemonSet, generation int64) bool {
-	s := ds.Status
-	return s.ObservedGeneration >= generation &&
-		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled &&
-		s.NumberAvailable >= s.DesiredNumberScheduled
 }

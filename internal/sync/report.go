@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -53,8 +52,4 @@ func (s *Syncer) event(ctx context.Context, typ, reason, msg string) {
 	if _, err := s.d.Kube.CoreV1().Events(s.o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		s.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, s.o.Namespace, s.o.DaemonSet, err)
 	}
-}
-
-func isGone(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
@@ -71,7 +72,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet) error {
 	err := s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
 	s.fillRollout(fleet, start)
 	if err == nil && s.o.Verify {
-		err = s.verify(ctx, p.ds, fleet)
+		err = s.verify(ctx, p, fleet)
 	}
 	return err
 }
@@ -86,8 +87,8 @@ func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
 // verify looks at the pods afresh (not through the watch): every live node
 // whose pod was Ready before the restart must have a Ready pod of the new
 // template now.
-func (s *Syncer) verify(ctx context.Context, ds *appsv1.DaemonSet, before *rollout.Fleet) error {
-	now, err := s.dss.Observe(ctx, ds, before.Skipped)
+func (s *Syncer) verify(ctx context.Context, p plan, before *rollout.Fleet) error {
+	now, err := s.dss.Observe(ctx, p.ds, before.Skipped)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -106,16 +107,15 @@ func (s *Syncer) verify(ctx context.Context, ds *appsv1.DaemonSet, before *rollo
 		return fmt.Errorf("verify: kube-proxy was Ready before the restart but is not Ready on the new template on %d node(s): %v", len(bad), bad)
 	}
 	s.d.Log.Infof("verified: every live node that was Ready before runs a Ready kube-proxy of the new template")
-	return s.verifyEndpoints(ctx, now)
+	return s.verifyEndpoints(ctx, now, p.probe.healthPath, p.probe.port)
 }
 
 // verifyEndpoints asks kube-proxy's health endpoint on a sample of live nodes
 // through the API server's node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH).
-func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet) error {
+func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path string, port int) error {
 	if s.o.VerifyEndpoints <= 0 {
 		return nil
 	}
-	path, port := s.probePath, s.probePort
 	var failed []string
 	checked := 0
 	for _, n := range fleet.Live() {
@@ -295,6 +295,11 @@ func (c *canary) replace(ctx context.Context, node string) error {
 		return fmt.Errorf("delete kube-proxy pod %s on node %s: %w", pod, node, err)
 	}
 	return nil
+}
+
+// isGone: the pod is already gone, or is not the one we meant to delete.
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
 // rollback restores the ConfigMap data captured before the change and rolls

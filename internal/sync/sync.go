@@ -99,9 +99,6 @@ type Syncer struct {
 	dss   rollout.Client
 	lease *lock.Lease
 	res   *Result
-	// the health endpoint the endpoint check asks
-	probePath string
-	probePort int
 	// versions found per image, so a second capture asks nothing twice
 	versions map[string]*version.Version
 }
@@ -114,7 +111,7 @@ func New(o Options, d Deps) *Syncer {
 		o:   o,
 		d:   d,
 		cms: configmap.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.ConfigMap},
-		dss: rollout.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log, ProgressEvery: 2 * time.Second},
+		dss: rollout.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
 		lease: &lock.Lease{Kube: d.Kube, Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
 			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},
 		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}}},
@@ -164,7 +161,6 @@ func (s *Syncer) run(ctx context.Context) error {
 	}
 	f := &s.res.Facts
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
-	s.probePath, s.probePort = p.probe.healthPath, p.probe.port
 	s.diff(p.before.Data, p.desired)
 
 	// 3. write the ConfigMap only if its data differs, then capture it again

@@ -48,7 +48,8 @@ func TestRolloutSkipsNodesGoingAway(t *testing.T) {
 		assert.True(t, f.Restarted)
 		assert.Equal(t, want, f.Rollout.SkippedNodes)
 		assert.Empty(t, f.Rollout.UnreadyBefore, "the unready pods were all on nodes going away")
-		assert.Less(t, f.Rollout.Duration, 60.0, "well below the 2m timeout: nothing waited for the skipped nodes")
+		// exit 0 is the proof nothing waited for the skipped nodes: their pods
+		// never come back, so waiting for them could only end in the timeout error
 		after := c.PodUIDs(t)
 		for node, uid := range before {
 			if !skipped[node] {
