@@ -52,8 +52,9 @@ func Main() int {
 // Deps lets tests inject the clock and a ready client.
 type Deps struct {
 	Clock clock.WithTicker
-	// Client, when set, is used instead of one built from the kubeconfig.
-	Client *kube.Client
+	// Kube, when set, is used instead of a client built from the
+	// kubeconfig (tests pass kubefake's).
+	Kube kube.Interface
 }
 
 const usage = `kube-proxy-sync keeps kube-proxy's ConfigMap in sync and restarts the
@@ -129,22 +130,21 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 	}
 	log := newLogger(streams.ErrOut, o)
 
-	client := deps.Client
-	if client == nil {
-		var err error
-		client, err = kube.New(kube.Options{
+	d := sync.Deps{
+		Kube: deps.Kube, Clock: deps.Clock, Log: log, Audit: audit.Log{Path: o.AuditLog},
+		Step: testPause(streams.ErrOut, os.Getenv(TestPauseEnv)),
+	}
+	if d.Kube == nil {
+		client, err := kube.New(kube.Options{
 			Kubeconfig: o.Kubeconfig, Context: o.Context, Retries: o.Retries,
 			RequestTimeout: o.RequestTimeout, Log: log,
 		})
 		if err != nil {
 			return fail(streams, o, nil, err)
 		}
+		d.Kube, d.Server, d.Requests = client, client.Server, client.Requests.Count
 	}
-	s := sync.New(o.syncOptions(), sync.Deps{
-		Kube: client.Kube, Clock: deps.Clock, Log: log,
-		Audit: audit.Log{Path: o.AuditLog}, Server: client.Server, Requests: client.Requests.Count,
-		Step: testPause(streams.ErrOut, os.Getenv(TestPauseEnv)),
-	})
+	s := sync.New(o.syncOptions(), d)
 	res, err := s.Run(ctx)
 	if err != nil {
 		return fail(streams, o, res, err)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -98,11 +98,11 @@ type runResult struct {
 func run(t *testing.T, args ...string) runResult {
 	t.Helper()
 	cm, ds := seed()
-	client := fake.NewClientset(cm, ds)
+	client, api := kubefake.New(cm, ds)
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut}, args, Deps{
-		Clock:  clocktesting.NewFakeClock(time.Unix(0, 0)),
-		Client: &kube.Client{Kube: client, Requests: &kube.Counter{}},
+		Clock: clocktesting.NewFakeClock(time.Unix(0, 0)),
+		Kube:  api,
 	})
 	return runResult{code, out.String(), errOut.String(), client}
 }

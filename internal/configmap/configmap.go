@@ -22,12 +22,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/yamledit"
 )
 
@@ -217,14 +218,15 @@ func dedupe(sorted []string) []string {
 
 // Client reads and writes one ConfigMap.
 type Client struct {
-	Kube      kubernetes.Interface
-	Namespace string
-	Name      string
+	// ConfigMaps is the client of the ConfigMap's namespace.
+	ConfigMaps kube.ConfigMaps
+	Namespace  string
+	Name       string
 }
 
 // Get captures the ConfigMap.
 func (c Client) Get(ctx context.Context) (*corev1.ConfigMap, error) {
-	cm, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+	cm, err := c.ConfigMaps.Get(ctx, c.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, c.explain("get", err)
 	}
@@ -236,7 +238,7 @@ func (c Client) Get(ctx context.Context) (*corev1.ConfigMap, error) {
 func (c Client) Update(ctx context.Context, cm *corev1.ConfigMap, data map[string]string) (*corev1.ConfigMap, error) {
 	next := cm.DeepCopy()
 	next.Data = data
-	out, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	out, err := c.ConfigMaps.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, c.explain("update", err)
 	}
@@ -249,8 +251,15 @@ func (c Client) Apply(ctx context.Context, data map[string]string, keys []string
 	for _, k := range keys {
 		owned[k] = data[k]
 	}
-	ac := corev1ac.ConfigMap(c.Name, c.Namespace).WithData(owned)
-	out, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]string{"name": c.Name, "namespace": c.Namespace},
+		"data":     owned,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render apply configuration of configmap %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	out, err := c.ConfigMaps.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
 	if err != nil {
 		return nil, c.explain("apply", err)
 	}

@@ -1,5 +1,7 @@
 // Package kube builds the Kubernetes client: kubeconfig loading the kubectl
-// way, a retrying transport for network jitter, and a request counter.
+// way, typed clients of the few resources the tool uses (see Interface) over
+// client-go's REST client and a scheme of four API groups, a retrying
+// transport for network jitter, and a request counter.
 package kube
 
 import (
@@ -15,8 +17,15 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -36,12 +45,25 @@ type Options struct {
 	Log            *logrus.Entry
 }
 
-// Client is a clientset plus what the run reports about it.
+// Client is the typed client of the few resources the tool uses (see
+// Interface), plus what the run reports about it.
 type Client struct {
-	Kube     kubernetes.Interface
+	groups   groups
 	Config   *rest.Config
 	Server   string
 	Requests *Counter
+}
+
+var _ Interface = (*Client)(nil)
+
+// scheme knows only the API groups the tool talks to.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme} {
+		utilruntime.Must(add(s))
+	}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
 }
 
 // LoadConfig resolves the kubeconfig like kubectl does: --kubeconfig,
@@ -81,11 +103,38 @@ func NewForConfig(cfg *rest.Config, o Options) (*Client, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return NewRetryingTransport(counter.Wrap(rt), o)
 	})
-	cs, err := kubernetes.NewForConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build kubernetes client: %w", err)
 	}
-	return &Client{Kube: cs, Config: cfg, Server: cfg.Host, Requests: counter}, nil
+	codecs := serializer.NewCodecFactory(scheme()).WithoutConversion()
+	forGroup := func(gv schema.GroupVersion) (rest.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion, c.APIPath, c.NegotiatedSerializer = &gv, "/apis", codecs
+		if gv.Group == "" {
+			c.APIPath = "/api"
+		}
+		rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("build kubernetes client for %s: %w", gv, err)
+		}
+		return rc, nil
+	}
+	var g groups
+	for _, r := range []struct {
+		gv  schema.GroupVersion
+		out *rest.Interface
+	}{
+		{corev1.SchemeGroupVersion, &g.core},
+		{appsv1.SchemeGroupVersion, &g.apps},
+		{coordinationv1.SchemeGroupVersion, &g.coordination},
+		{authorizationv1.SchemeGroupVersion, &g.authorization},
+	} {
+		if *r.out, err = forGroup(r.gv); err != nil {
+			return nil, err
+		}
+	}
+	return &Client{groups: g, Config: cfg, Server: cfg.Host, Requests: counter}, nil
 }
 
 // Counter counts HTTP requests that reach the wire, retries included.

@@ -144,7 +144,7 @@ func TestCounterCountsRetriesThroughClientGo(t *testing.T) {
 	})
 	c, err := NewForConfig(&rest.Config{Host: srv.URL}, fast)
 	require.NoError(t, err)
-	cm, err := c.Kube.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	cm, err := c.ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "7", cm.ResourceVersion)
 	assert.Equal(t, int64(2), n.Load())

@@ -14,9 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	waitpkg "k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
 
 // ErrLocked is returned when another run held the lease for the whole wait.
@@ -24,7 +25,8 @@ var ErrLocked = errors.New("locked")
 
 // Lease is one named lease.
 type Lease struct {
-	Kube      kubernetes.Interface
+	// Leases is the client of the lease's namespace.
+	Leases    kube.Leases
 	Namespace string
 	Name      string
 	Identity  string
@@ -79,7 +81,7 @@ func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (release func()
 // tryTake takes the lease if it is free, expired or ours. It reports the
 // holder when it could not.
 func (l *Lease) tryTake(ctx context.Context) (bool, string, error) {
-	leases := l.Kube.CoordinationV1().Leases(l.Namespace)
+	leases := l.Leases
 	now := metav1.NewMicroTime(l.Clock.Now())
 	cur, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -172,7 +174,7 @@ func (l *Lease) release() {
 }
 
 func (l *Lease) update(ctx context.Context, mutate func(*coordinationv1.LeaseSpec) bool) error {
-	leases := l.Kube.CoordinationV1().Leases(l.Namespace)
+	leases := l.Leases
 	cur, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
 	if err != nil {
 		return err

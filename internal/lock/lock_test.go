@@ -19,7 +19,7 @@ import (
 func newLease(client *fake.Clientset, clock *clocktesting.FakeClock, id string) *Lease {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	return &Lease{Kube: client, Namespace: "kube-system", Name: "kube-proxy-sync", Identity: id,
+	return &Lease{Leases: client.CoordinationV1().Leases("kube-system"), Namespace: "kube-system", Name: "kube-proxy-sync", Identity: id,
 		Duration: 30 * time.Second, Poll: time.Millisecond, Clock: clock, Log: logrus.NewEntry(log)}
 }
 

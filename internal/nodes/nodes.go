@@ -11,8 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
 
 // Reasons a node is skipped. Live nodes have none.
@@ -79,10 +80,10 @@ type Skipped struct {
 // Survey lists all nodes page by page and returns only the skipped ones
 // (name -> reason): a 5000-node cluster costs a few list pages, and no Node
 // object outlives its page.
-func Survey(ctx context.Context, kube kubernetes.Interface, now time.Time, p Policy) (map[string]string, error) {
+func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy) (map[string]string, error) {
 	skipped := map[string]string{}
 	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return kube.CoreV1().Nodes().List(ctx, o)
+		return api.List(ctx, o)
 	})
 	pg.PageSize = 500
 	err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {

@@ -84,7 +84,7 @@ func TestSurveyPagesAndKeepsOnlySkipped(t *testing.T) {
 		objs = append(objs, node(fmt.Sprintf("node-%04d", i), mod))
 	}
 	client := fake.NewClientset(objs...)
-	skipped, err := Survey(context.Background(), client, time.Now(), DefaultPolicy)
+	skipped, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"node-0007": ToBeDeleted, "node-0407": ToBeDeleted, "node-0807": ToBeDeleted}, skipped)
 	assert.Equal(t, []Skipped{{"node-0007", ToBeDeleted}, {"node-0407", ToBeDeleted}, {"node-0807", ToBeDeleted}}, List(skipped))

@@ -74,7 +74,7 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	}
 	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
 		expected: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
-	pods := c.Kube.CoreV1().Pods(c.Namespace)
+	pods := c.Pods
 	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = f.selector
 		list, err := pods.List(ctx, o)
@@ -294,7 +294,7 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, rechec
 	if done, err := step(); done || err != nil {
 		return err
 	}
-	pods := c.Kube.CoreV1().Pods(c.Namespace)
+	pods := c.Pods
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, f.resourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = f.selector
@@ -347,7 +347,7 @@ func (c Client) recheck(ctx context.Context, f *Fleet, pending []string, policy 
 		if i == 50 {
 			return
 		}
-		n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		n, err := c.Nodes.Get(ctx, name, metav1.GetOptions{})
 		reason := ""
 		switch {
 		case apierrors.IsNotFound(err):

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
 
@@ -123,18 +123,21 @@ func (c Change) Patch() ([]byte, error) {
 	return json.Marshal(patch)
 }
 
-// Client patches and watches one DaemonSet.
+// Client patches and watches one DaemonSet. The clients are those of the
+// DaemonSet's namespace.
 type Client struct {
-	Kube      kubernetes.Interface
-	Namespace string
-	Name      string
-	Clock     clock.WithTicker
-	Log       *logrus.Entry
+	DaemonSets kube.DaemonSets
+	Pods       kube.Pods
+	Nodes      kube.Nodes
+	Namespace  string
+	Name       string
+	Clock      clock.WithTicker
+	Log        *logrus.Entry
 }
 
 // Get reads the DaemonSet.
 func (c Client) Get(ctx context.Context) (*appsv1.DaemonSet, error) {
-	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+	ds, err := c.DaemonSets.Get(ctx, c.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, c.explain("get", err)
 	}
@@ -147,7 +150,7 @@ func (c Client) Apply(ctx context.Context, ch Change) (*appsv1.DaemonSet, error)
 	if err != nil {
 		return nil, fmt.Errorf("render daemonset patch: %w", err)
 	}
-	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kube-proxy-sync"})
+	ds, err := c.DaemonSets.Patch(ctx, c.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kube-proxy-sync"})
 	if err != nil {
 		return nil, c.explain("patch", err)
 	}

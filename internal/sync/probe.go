@@ -109,7 +109,7 @@ func (s *Syncer) findVersion(ctx context.Context, image string) *version.Version
 		return nil
 	}
 	s.d.Log.Warnf("%v; using the API server's version instead", err)
-	info, err := s.d.Kube.Discovery().ServerVersion()
+	info, err := s.d.Kube.ServerVersion(ctx)
 	if err != nil {
 		s.d.Log.Warnf("get API server version: %v", err)
 		return nil

@@ -49,7 +49,7 @@ func (s *Syncer) event(ctx context.Context, typ, reason, msg string) {
 	// a context of its own: the run's may be the one that just ran out
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := s.d.Kube.CoreV1().Events(s.o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := s.d.Kube.Events(s.o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		s.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, s.o.Namespace, s.o.DaemonSet, err)
 	}
 }

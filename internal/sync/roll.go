@@ -126,9 +126,7 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 			continue
 		}
 		checked++
-		_, err := s.d.Kube.CoreV1().RESTClient().Get().
-			AbsPath("/api/v1/nodes", fmt.Sprintf("%s:%d", n, port), "proxy", strings.TrimPrefix(path, "/")).
-			DoRaw(ctx)
+		_, err := s.d.Kube.GetRaw(ctx, fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/%s", n, port, strings.TrimPrefix(path, "/")))
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", n, err))
 		}
@@ -290,7 +288,7 @@ func (c *canary) replace(ctx context.Context, node string) error {
 		return nil
 	}
 	c.deleted[node] = true
-	err := c.s.d.Kube.CoreV1().Pods(c.s.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+	err := c.s.d.Kube.Pods(c.s.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
 	if err != nil && !isGone(err) {
 		return fmt.Errorf("delete kube-proxy pod %s on node %s: %w", pod, node, err)
 	}

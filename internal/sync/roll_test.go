@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -101,13 +101,13 @@ func TestVerifyEndpoints(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	api, err := kube.NewForConfig(&rest.Config{Host: srv.URL}, kube.Options{})
 	require.NoError(t, err)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	fleet := newDoneFleet(t, "a", "b", "c")
 
-	s := &Syncer{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: kube, Log: logrus.NewEntry(log)}}
+	s := &Syncer{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: api, Log: logrus.NewEntry(log)}}
 	require.NoError(t, s.verifyEndpoints(context.Background(), fleet, "/livez", 10256))
 	assert.Equal(t, []string{"/api/v1/nodes/a:10256/proxy/livez"}, asked)
 
@@ -132,7 +132,8 @@ func newDoneFleet(t *testing.T, nodeNames ...string) *rollout.Fleet {
 	}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 1},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}}}
-	c := rollout.Client{Kube: fake.NewClientset(objs...), Namespace: "kube-system", Name: "kube-proxy"}
+	pods := fake.NewClientset(objs...).CoreV1().Pods("kube-system")
+	c := rollout.Client{Pods: pods, Namespace: "kube-system", Name: "kube-proxy"}
 	f, err := c.Observe(context.Background(), ds, map[string]string{})
 	require.NoError(t, err)
 	require.Empty(t, f.Pending())

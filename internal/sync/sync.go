@@ -15,13 +15,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -70,9 +70,9 @@ type Options struct {
 	RollbackOnFailure bool
 }
 
-// Deps are passed in, so tests can use a fake clientset and clock.
+// Deps are passed in, so tests can use a fake clientset (kubefake) and clock.
 type Deps struct {
-	Kube     kubernetes.Interface
+	Kube     kube.Interface
 	Clock    clock.WithTicker
 	Log      *logrus.Entry
 	Audit    audit.Log
@@ -110,9 +110,10 @@ func New(o Options, d Deps) *Syncer {
 	return &Syncer{
 		o:   o,
 		d:   d,
-		cms: configmap.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.ConfigMap},
-		dss: rollout.Client{Kube: d.Kube, Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
-		lease: &lock.Lease{Kube: d.Kube, Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
+		cms: configmap.Client{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Name: o.ConfigMap},
+		dss: rollout.Client{DaemonSets: d.Kube.DaemonSets(o.Namespace), Pods: d.Kube.Pods(o.Namespace), Nodes: d.Kube.Nodes(),
+			Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
+		lease: &lock.Lease{Leases: d.Kube.Leases(o.Namespace), Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
 			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},
 		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}}},
 	}
@@ -423,7 +424,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 
 // observe surveys the nodes and lists the pods, before the restart.
 func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet) (*rollout.Fleet, error) {
-	skipped, err := nodes.Survey(ctx, s.d.Kube, s.d.Clock.Now(), s.o.Nodes)
+	skipped, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -124,7 +125,7 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	}
 	o.LockTimeout = time.Second
 	f.client.ClearActions()
-	return New(o, Deps{Kube: f.client, Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}}).Run(context.Background())
+	return New(o, Deps{Kube: kubefake.Wrap(f.client), Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}}).Run(context.Background())
 }
 
 // writes returns the mutating actions, as "verb resource", leaving out the

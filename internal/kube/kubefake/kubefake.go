@@ -1,0 +1,50 @@
+// Package kubefake serves kube.Interface from client-go's fake clientset, for
+// unit tests: its object tracker, reactors and recorded actions work as in
+// kubectl's tests. Only tests import it, so the binary never links the
+// clientset.
+package kubefake
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+)
+
+// New is a fake clientset holding objs and the kube.Interface over it.
+func New(objs ...runtime.Object) (*fake.Clientset, kube.Interface) {
+	cs := fake.NewClientset(objs...)
+	return cs, Wrap(cs)
+}
+
+// Wrap serves kube.Interface from any clientset.
+func Wrap(cs kubernetes.Interface) kube.Interface { return clientset{cs} }
+
+type clientset struct{ cs kubernetes.Interface }
+
+func (c clientset) ConfigMaps(ns string) kube.ConfigMaps { return c.cs.CoreV1().ConfigMaps(ns) }
+func (c clientset) DaemonSets(ns string) kube.DaemonSets { return c.cs.AppsV1().DaemonSets(ns) }
+func (c clientset) Pods(ns string) kube.Pods             { return c.cs.CoreV1().Pods(ns) }
+func (c clientset) Nodes() kube.Nodes                    { return c.cs.CoreV1().Nodes() }
+func (c clientset) Leases(ns string) kube.Leases         { return c.cs.CoordinationV1().Leases(ns) }
+func (c clientset) Events(ns string) kube.Events         { return c.cs.CoreV1().Events(ns) }
+
+func (c clientset) SelfSubjectAccessReviews() kube.AccessReviews {
+	return c.cs.AuthorizationV1().SelfSubjectAccessReviews()
+}
+
+// ServerVersion is the fake discovery's (set FakedServerVersion to change it).
+func (c clientset) ServerVersion(context.Context) (*version.Info, error) {
+	return c.cs.Discovery().ServerVersion()
+}
+
+// GetRaw is not served by the fake clientset: tests of raw paths use an
+// httptest server and kube.NewForConfig.
+func (c clientset) GetRaw(context.Context, string) ([]byte, error) {
+	return nil, errors.New("kubefake: raw GETs are not faked; use an httptest server with kube.NewForConfig")
+}

@@ -1,0 +1,213 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// The resource interfaces below are the calls kube-proxy-sync makes, with
+// the same signatures as client-go's typed clients: the product implements
+// them over a REST client that knows only these few types (linking
+// client-go's clientset would link every API group, ~20 MB of binary), and
+// unit tests pass client-go's fake clientset (see package kubefake).
+
+// ConfigMaps reads and writes ConfigMaps in one namespace.
+type ConfigMaps interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
+	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.ConfigMap, error)
+}
+
+// DaemonSets reads and patches DaemonSets in one namespace.
+type DaemonSets interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
+}
+
+// Pods lists, watches and deletes pods in one namespace.
+type Pods interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Nodes reads nodes.
+type Nodes interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+}
+
+// Leases reads and writes Leases in one namespace.
+type Leases interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// Events records core/v1 Events in one namespace.
+type Events interface {
+	Create(ctx context.Context, ev *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
+}
+
+// AccessReviews asks the API server what the current user may do.
+type AccessReviews interface {
+	Create(ctx context.Context, review *authorizationv1.SelfSubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SelfSubjectAccessReview, error)
+}
+
+// Interface is every part of the API kube-proxy-sync uses.
+type Interface interface {
+	ConfigMaps(namespace string) ConfigMaps
+	DaemonSets(namespace string) DaemonSets
+	Pods(namespace string) Pods
+	Nodes() Nodes
+	Leases(namespace string) Leases
+	Events(namespace string) Events
+	SelfSubjectAccessReviews() AccessReviews
+	// ServerVersion is the API server's /version.
+	ServerVersion(ctx context.Context) (*version.Info, error)
+	// GetRaw GETs an API path, e.g. a node proxy URL.
+	GetRaw(ctx context.Context, path string) ([]byte, error)
+}
+
+// groups is the API groups the client knows, each with its types.
+type groups struct {
+	core, apps, coordination, authorization rest.Interface
+}
+
+func (c *Client) ConfigMaps(ns string) ConfigMaps {
+	return &resource[*corev1.ConfigMap, *corev1.ConfigMapList]{rest: c.groups.core, namespace: ns, plural: "configmaps"}
+}
+
+func (c *Client) DaemonSets(ns string) DaemonSets {
+	return &resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]{rest: c.groups.apps, namespace: ns, plural: "daemonsets"}
+}
+
+func (c *Client) Pods(ns string) Pods {
+	return &resource[*corev1.Pod, *corev1.PodList]{rest: c.groups.core, namespace: ns, plural: "pods"}
+}
+
+func (c *Client) Nodes() Nodes {
+	return &resource[*corev1.Node, *corev1.NodeList]{rest: c.groups.core, plural: "nodes"}
+}
+
+func (c *Client) Leases(ns string) Leases {
+	return &resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{rest: c.groups.coordination, namespace: ns, plural: "leases"}
+}
+
+func (c *Client) Events(ns string) Events {
+	return &resource[*corev1.Event, *corev1.EventList]{rest: c.groups.core, namespace: ns, plural: "events"}
+}
+
+func (c *Client) SelfSubjectAccessReviews() AccessReviews {
+	return &resource[*authorizationv1.SelfSubjectAccessReview, *authorizationv1.SelfSubjectAccessReview]{rest: c.groups.authorization, plural: "selfsubjectaccessreviews"}
+}
+
+// ServerVersion GETs /version.
+func (c *Client) ServerVersion(ctx context.Context) (*version.Info, error) {
+	body, err := c.GetRaw(ctx, "/version")
+	if err != nil {
+		return nil, err
+	}
+	var info version.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("decode the API server's /version: %w", err)
+	}
+	return &info, nil
+}
+
+// GetRaw GETs path and returns the body.
+func (c *Client) GetRaw(ctx context.Context, path string) ([]byte, error) {
+	return c.groups.core.Get().AbsPath(path).MaxRetries(0).DoRaw(ctx)
+}
+
+// resource is a typed client for one resource of one group: the REST verbs
+// the tool needs, decoded into T (one object) or L (a list).
+type resource[T runtime.Object, L runtime.Object] struct {
+	rest      rest.Interface
+	namespace string // "" for cluster-scoped resources
+	plural    string
+}
+
+// request starts a request on the resource. client-go's own retries are
+// off: the retrying transport is the one retry budget (see NewRetryingTransport).
+func (r *resource[T, L]) request(verb string) *rest.Request {
+	return r.rest.Verb(verb).NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.plural).MaxRetries(0)
+}
+
+func (r *resource[T, L]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	return into[T](r.request("GET").Name(name).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+}
+
+func (r *resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
+	req := r.request("GET").VersionedParams(&opts, metav1.ParameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	return into[L](req.Do(ctx))
+}
+
+func (r *resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	req := r.request("GET").VersionedParams(&opts, metav1.ParameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	return req.Watch(ctx)
+}
+
+func (r *resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	return into[T](r.request("POST").VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx))
+}
+
+func (r *resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	name, err := nameOf(obj)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return into[T](r.request("PUT").Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx))
+}
+
+func (r *resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	return into[T](r.rest.Patch(pt).NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.plural).MaxRetries(0).
+		Name(name).SubResource(subresources...).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx))
+}
+
+func (r *resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return r.request("DELETE").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// into decodes a result into a new T.
+func into[T runtime.Object](res rest.Result) (T, error) {
+	var out T
+	obj, err := res.Get()
+	if err != nil {
+		return out, err
+	}
+	out, ok := obj.(T)
+	if !ok {
+		return out, fmt.Errorf("the API server answered with %T, want %T", obj, out)
+	}
+	return out, nil
+}
+
+func nameOf(obj runtime.Object) (string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", fmt.Errorf("%T has no metadata", obj)
+	}
+	return m.GetName(), nil
+}
