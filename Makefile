@@ -10,7 +10,7 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
+.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
 	cluster-up cluster-down demo bench bench-small fuzz clean
 
 build: ## bin/kube-proxy-sync for this machine
@@ -18,6 +18,9 @@ build: ## bin/kube-proxy-sync for this machine
 
 dist: ## static linux/amd64 and linux/arm64 builds, also as the role's binary modules
 	hack/dist.sh
+
+size: ## stripped and gzipped size per architecture, and the top 15 packages
+	hack/size.sh
 
 test: ## everything CI runs: lint, unit, e2e against the local control plane, molecule, small bench
 	hack/test.sh

@@ -19,3 +19,14 @@ done < "${REPO_ROOT}/hack/versions.mk"
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# build_static ARCH OUT [nostrip]: the release build of the binary for
+# linux/ARCH (static, trimmed paths, stripped unless nostrip).
+build_static() {
+  local arch="$1" out="$2" strip="-s -w"
+  [[ "${3:-}" == nostrip ]] && strip=""
+  local version="${VERSION:-$(git -C "${REPO_ROOT}" describe --tags --always --dirty 2>/dev/null || echo dev)}"
+  CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
+    -ldflags "${strip} -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=${version}" \
+    -o "${out}" ./cmd/kube-proxy-sync
+}

@@ -16,6 +16,8 @@ go test -short -count=1 ./...
 step "build the binary and the role's modules"
 make --no-print-directory build
 hack/dist.sh
+step "binary size budget"
+hack/size.sh --check
 step "ansible lint"
 hack/venv.sh
 hack/lint-ansible.sh
