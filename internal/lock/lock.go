@@ -1,6 +1,23 @@
 // Package lock serialises runs with a coordination.k8s.io Lease, so two
-// runs started at once never restart kube-proxy twice for one change. A
-// holder that crashed stops renewing; its lease expires and is taken over.
+// runs started at once never restart kube-proxy twice for one change.
+//
+// It is leader election with the rules of client-go's leaderelection and
+// LeaseLock, on the same Lease record (holderIdentity, leaseDurationSeconds,
+// acquireTime, renewTime, leaseTransitions), so a client-go elector and a
+// run exclude each other:
+//   - a lease held by another counts as expired only when this process has
+//     seen its record unchanged for leaseDurationSeconds on its own clock,
+//     never by comparing the holder's renewTime with the local clock (two
+//     hosts with skewed clocks could both hold it);
+//   - the holder renews; when it cannot renew within RenewDeadline (shorter
+//     than the lease duration) it has lost the lease, and the context the
+//     run works under is cancelled;
+//   - release on cancel: the holder clears holderIdentity, so the next run
+//     need not wait for expiry.
+//
+// client-go's leaderelection package itself is not imported: it links the
+// whole clientset and its informers (every API group, about 21 MB of
+// binary, measured), against a 20 MB budget for the whole tool.
 package lock
 
 import (
@@ -11,9 +28,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -23,6 +40,10 @@ import (
 // ErrLocked is returned when another run held the lease for the whole wait.
 var ErrLocked = errors.New("locked")
 
+// ErrLost is the cause of the held context's cancellation when the lease
+// could not be renewed in time, or another holder took it.
+var ErrLost = errors.New("lost the lease")
+
 // Lease is one named lease.
 type Lease struct {
 	// Leases is the client of the lease's namespace.
@@ -30,160 +51,237 @@ type Lease struct {
 	Namespace string
 	Name      string
 	Identity  string
-	// Duration after the last renewal at which the lease counts as abandoned.
+	// Duration is how long a lease lasts without renewal, as observed by
+	// the runs waiting for it.
 	Duration time.Duration
-	// Poll is how often a waiting run looks at the lease again.
+	// RenewDeadline is how long the holder keeps trying to renew before it
+	// gives the lease up (shorter than Duration, so it stops before anyone
+	// else may take over). Default: 2/3 of Duration.
+	RenewDeadline time.Duration
+	// RenewEvery is how often the holder renews. Default: 1/3 of Duration.
+	RenewEvery time.Duration
+	// Poll is how often a waiting run looks at the lease again, and how
+	// often a holder retries a failed renewal.
 	Poll  time.Duration
 	Clock clock.WithTicker
 	Log   *logrus.Entry
+
+	// observed is the lease as last read or written, and observedAt the
+	// local time its record last changed.
+	observed   *coordinationv1.Lease
+	observedAt time.Time
 }
 
 // Acquire takes the lease, waiting at most wait for its holder to release it
-// or let it expire, and keeps renewing it until release is called.
-func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
+// or let it expire, and keeps renewing it until release is called. The
+// returned context is ctx, cancelled with cause ErrLost if the lease is
+// lost: the caller does its work under it. release stops renewing and
+// clears the holder; it is safe to call more than once.
+func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (held context.Context, release func(), err error) {
+	l.defaults()
 	holder := ""
-	// the wait is bounded here rather than by a deadline on ctx, so that a
-	// request in flight is never cut short by it
-	deadline := time.Now().Add(wait)
-	err = waitpkg.PollUntilContextCancel(ctx, l.Poll, true, func(ctx context.Context) (bool, error) {
-		ok, h, err := l.tryTake(ctx)
-		if err != nil || ok {
-			return ok, err
+	deadline := l.Clock.Now().Add(wait)
+	for {
+		ok, h, err := l.tryAcquireOrRenew(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("acquire lease %s/%s: %w", l.Namespace, l.Name, err)
+		}
+		if ok {
+			break
 		}
 		if h != holder {
 			l.Log.Infof("waiting for lease %s/%s held by %s (up to %s)", l.Namespace, l.Name, h, wait)
 			holder = h
 		}
-		if !time.Now().Before(deadline) {
-			return false, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, holder, wait)
+		// the wait is bounded here rather than by a deadline on ctx, so
+		// that a request in flight is never cut short by it
+		if !l.Clock.Now().Before(deadline) {
+			return nil, nil, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, holder, wait)
 		}
-		return false, nil
-	})
-	if errors.Is(err, ErrLocked) {
-		return nil, err
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("acquire lease %s/%s: %w", l.Namespace, l.Name, ctx.Err())
+		case <-l.Clock.After(l.Poll):
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("acquire lease %s/%s: %w", l.Namespace, l.Name, err)
-	}
-	renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+
+	held, lose := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.renew(renewCtx)
+		l.renew(held, stop, lose)
 	}()
-	return func() {
-		stop()
+	released := false
+	return held, func() {
+		if released {
+			return
+		}
+		released = true
+		close(stop)
 		<-done
+		lose(context.Canceled)
 		l.release()
 	}, nil
 }
 
-// tryTake takes the lease if it is free, expired or ours. It reports the
-// holder when it could not.
-func (l *Lease) tryTake(ctx context.Context) (bool, string, error) {
-	leases := l.Leases
-	now := metav1.NewMicroTime(l.Clock.Now())
-	cur, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
+func (l *Lease) defaults() {
+	if l.RenewDeadline <= 0 {
+		l.RenewDeadline = l.Duration * 2 / 3
+	}
+	if l.RenewEvery <= 0 {
+		l.RenewEvery = l.Duration / 3
+	}
+}
+
+// tryAcquireOrRenew takes the lease if it is free, ours, or expired by local
+// observation. It reports the holder when it could not.
+func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
+	now := l.Clock.Now()
+	// the holder renews from what it last wrote: one request, not two;
+	// a conflict means someone else wrote it, so read it again
+	if l.observed != nil && holderOf(l.observed) == l.Identity {
+		next := l.observed.DeepCopy()
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+		next.Spec.LeaseDurationSeconds = ptr.To(int32(l.Duration / time.Second))
+		if out, err := l.Leases.Update(ctx, next, metav1.UpdateOptions{}); err == nil {
+			l.observe(out, now)
+			return true, l.Identity, nil
+		} else if !apierrors.IsConflict(err) {
+			return false, l.Identity, l.explain(err)
+		}
+	}
+	cur, err := l.Leases.Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
+		out, err := l.Leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace},
-			Spec:       l.spec(now),
+			Spec:       l.spec(now, now, 0),
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return false, "another run", nil // lost the race; look again
 		}
-		return err == nil, "", l.explain(err)
+		if err != nil {
+			return false, "", l.explain(err)
+		}
+		l.observe(out, now)
+		return true, l.Identity, nil
 	}
 	if err != nil {
 		return false, "", l.explain(err)
 	}
-	h := ptr.Deref(cur.Spec.HolderIdentity, "")
-	if h != "" && h != l.Identity && !l.expired(cur) {
-		return false, h, nil
+	if l.observed == nil || !apiequality.Semantic.DeepEqual(l.observed.Spec, cur.Spec) {
+		l.observe(cur, now)
 	}
+	h := holderOf(cur)
 	if h != "" && h != l.Identity {
-		l.Log.Warnf("taking over lease %s/%s from %s: not renewed for %s", l.Namespace, l.Name, h, l.Duration)
+		d := time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, int32(l.Duration/time.Second))) * time.Second
+		if now.Before(l.observedAt.Add(d)) {
+			return false, h, nil
+		}
+		l.Log.Warnf("taking over lease %s/%s from %s: not renewed for %s", l.Namespace, l.Name, h, d)
+	}
+	acquired, transitions := now, ptr.Deref(cur.Spec.LeaseTransitions, 0)
+	if h == l.Identity && cur.Spec.AcquireTime != nil {
+		acquired = cur.Spec.AcquireTime.Time
+	} else {
+		transitions++
 	}
 	next := cur.DeepCopy()
-	next.Spec = l.spec(now)
-	next.Spec.LeaseTransitions = ptr.To(ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1)
-	_, err = leases.Update(ctx, next, metav1.UpdateOptions{})
+	next.Spec = l.spec(acquired, now, transitions)
+	out, err := l.Leases.Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
-		return false, h, nil // someone else took it first
+		return false, h, nil // someone else wrote it first; look again
 	}
-	return err == nil, h, l.explain(err)
+	if err != nil {
+		return false, h, l.explain(err)
+	}
+	l.observe(out, now)
+	return true, l.Identity, nil
 }
 
-func (l *Lease) spec(now metav1.MicroTime) coordinationv1.LeaseSpec {
+func (l *Lease) observe(lease *coordinationv1.Lease, now time.Time) {
+	l.observed, l.observedAt = lease, now
+}
+
+func holderOf(lease *coordinationv1.Lease) string {
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+func (l *Lease) spec(acquired, renewed time.Time, transitions int32) coordinationv1.LeaseSpec {
 	return coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(l.Identity),
 		LeaseDurationSeconds: ptr.To(int32(l.Duration / time.Second)),
-		AcquireTime:          &now,
-		RenewTime:            &now,
+		AcquireTime:          ptr.To(metav1.NewMicroTime(acquired)),
+		RenewTime:            ptr.To(metav1.NewMicroTime(renewed)),
+		LeaseTransitions:     ptr.To(transitions),
 	}
 }
 
-func (l *Lease) expired(cur *coordinationv1.Lease) bool {
-	renewed := cur.Spec.RenewTime
-	if renewed == nil {
-		renewed = cur.Spec.AcquireTime
-	}
-	if renewed == nil {
-		return true
-	}
-	d := time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, int32(l.Duration/time.Second))) * time.Second
-	return l.Clock.Since(renewed.Time) > d
-}
-
-func (l *Lease) renew(ctx context.Context) {
-	t := l.Clock.NewTicker(l.Duration / 3)
-	defer t.Stop()
+// renew keeps the lease until stop is closed. When a renewal has not
+// succeeded for RenewDeadline, or another holder took the lease, it cancels
+// held with ErrLost.
+func (l *Lease) renew(held context.Context, stop <-chan struct{}, lose context.CancelCauseFunc) {
+	// renewals must not end with the run's context: release needs the
+	// lease object they keep up to date, and ends them itself
+	ctx, cancel := context.WithCancel(context.WithoutCancel(held))
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+		case <-held.Done():
+		}
+		cancel()
+	}()
+	renewed := l.Clock.Now()
+	next := l.RenewEvery
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-l.Clock.After(next):
 		}
-		err := l.update(ctx, func(s *coordinationv1.LeaseSpec) bool {
-			if ptr.Deref(s.HolderIdentity, "") != l.Identity {
-				return false
-			}
-			s.RenewTime = ptr.To(metav1.NewMicroTime(l.Clock.Now()))
-			return true
-		})
-		if err != nil && ctx.Err() == nil {
-			l.Log.Warnf("renew lease %s/%s: %v", l.Namespace, l.Name, err)
+		ok, h, err := l.tryAcquireOrRenew(ctx)
+		if ctx.Err() != nil {
+			return
 		}
+		now := l.Clock.Now()
+		switch {
+		case ok:
+			renewed, next = now, l.RenewEvery
+			continue
+		case h != "" && h != l.Identity && err == nil:
+			l.Log.Errorf("lease %s/%s was taken over by %s: stopping this run", l.Namespace, l.Name, h)
+			lose(fmt.Errorf("%w %s/%s: taken over by %s", ErrLost, l.Namespace, l.Name, h))
+			return
+		case now.Sub(renewed) >= l.RenewDeadline:
+			l.Log.Errorf("could not renew lease %s/%s for %s (%v): stopping this run", l.Namespace, l.Name, l.RenewDeadline, err)
+			lose(fmt.Errorf("%w %s/%s: not renewed for %s: %v", ErrLost, l.Namespace, l.Name, l.RenewDeadline, err))
+			return
+		}
+		l.Log.Warnf("renew lease %s/%s: %v (retrying until %s after the last renewal)", l.Namespace, l.Name, err, l.RenewDeadline)
+		next = l.Poll
 	}
 }
 
-// release clears the holder so the next run need not wait for expiry.
+// release clears the holder so the next run need not wait for expiry; the
+// lease stays valid for a second only, as client-go's release does.
 func (l *Lease) release() {
+	if l.observed == nil || holderOf(l.observed) != l.Identity {
+		return // lost it meanwhile: it is not ours to clear
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := l.update(ctx, func(s *coordinationv1.LeaseSpec) bool {
-		if ptr.Deref(s.HolderIdentity, "") != l.Identity {
-			return false
-		}
-		s.HolderIdentity = nil
-		return true
-	})
+	now := metav1.NewMicroTime(l.Clock.Now())
+	next := l.observed.DeepCopy()
+	next.Spec.HolderIdentity = nil
+	next.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+	next.Spec.RenewTime, next.Spec.AcquireTime = &now, &now
+	out, err := l.Leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		l.Log.Warnf("release lease %s/%s: %v (it expires by itself after %s)", l.Namespace, l.Name, err, l.Duration)
+		return
 	}
-}
-
-func (l *Lease) update(ctx context.Context, mutate func(*coordinationv1.LeaseSpec) bool) error {
-	leases := l.Leases
-	cur, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if !mutate(&cur.Spec) {
-		return nil
-	}
-	_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
+	l.observe(out, now.Time)
 }
 
 func (l *Lease) explain(err error) error {

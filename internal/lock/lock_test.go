@@ -2,7 +2,10 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"io"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,84 +13,239 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
+const ns, name = "kube-system", "kube-proxy-sync"
+
+// newClient is a fake clientset that checks and moves resourceVersions on
+// leases, as the API server does (the fake's tracker does neither).
+func newClient(objs ...runtime.Object) *fake.Clientset {
+	client := fake.NewClientset(objs...)
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	var rv atomic.Int64
+	rv.Store(100)
+	write := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(interface{ GetObject() runtime.Object }).GetObject().(*coordinationv1.Lease).DeepCopy()
+		if a.GetVerb() == "update" {
+			cur, err := client.Tracker().Get(gvr, a.GetNamespace(), l.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if l.ResourceVersion != cur.(*coordinationv1.Lease).ResourceVersion {
+				return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name, errors.New("the object has been modified"))
+			}
+		}
+		l.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+		if a.GetVerb() == "create" {
+			return true, l, client.Tracker().Create(gvr, l, a.GetNamespace())
+		}
+		return true, l, client.Tracker().Update(gvr, l, a.GetNamespace())
+	}
+	client.PrependReactor("create", "leases", write)
+	client.PrependReactor("update", "leases", write)
+	return client
+}
+
 func newLease(client *fake.Clientset, clock *clocktesting.FakeClock, id string) *Lease {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	return &Lease{Leases: client.CoordinationV1().Leases("kube-system"), Namespace: "kube-system", Name: "kube-proxy-sync", Identity: id,
-		Duration: 30 * time.Second, Poll: time.Millisecond, Clock: clock, Log: logrus.NewEntry(log)}
+	return &Lease{Leases: client.CoordinationV1().Leases(ns), Namespace: ns, Name: name, Identity: id,
+		Duration: 30 * time.Second, Poll: time.Second, Clock: clock, Log: logrus.NewEntry(log)}
+}
+
+func get(t *testing.T, client *fake.Clientset) *coordinationv1.Lease {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return l
 }
 
 func holder(t *testing.T, client *fake.Clientset) string {
-	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), "kube-proxy-sync", metav1.GetOptions{})
-	require.NoError(t, err)
-	return ptr.Deref(l.Spec.HolderIdentity, "")
+	t.Helper()
+	return ptr.Deref(get(t, client).Spec.HolderIdentity, "")
+}
+
+// drive moves the fake clock on by step each time something waits on it,
+// calling each (if set) after every step, until the test ends.
+func drive(t *testing.T, clock *clocktesting.FakeClock, step time.Duration, each func()) {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if clock.HasWaiters() {
+				clock.Step(step)
+				if each != nil {
+					each()
+				}
+			} else {
+				time.Sleep(100 * time.Microsecond) // yield to the goroutines under test
+			}
+		}
+	}()
+}
+
+func existing(holder string, renewed time.Time) *coordinationv1.Lease {
+	t := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(30)),
+			AcquireTime: &t, RenewTime: &t, LeaseTransitions: ptr.To(int32(3))},
+	}
 }
 
 func TestAcquireReleaseAndContention(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient()
 	clock := clocktesting.NewFakeClock(time.Now())
 	a, b := newLease(client, clock, "a"), newLease(client, clock, "b")
 
-	releaseA, err := a.Acquire(context.Background(), time.Second)
+	_, releaseA, err := a.Acquire(context.Background(), time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, "a", holder(t, client))
 
-	_, err = b.Acquire(context.Background(), 20*time.Millisecond)
+	drive(t, clock, time.Second, nil)
+	_, _, err = b.Acquire(context.Background(), 20*time.Second)
 	require.ErrorIs(t, err, ErrLocked)
 	assert.Contains(t, err.Error(), "held by a")
+	assert.Equal(t, "a", holder(t, client), "a renewed while b waited")
 
 	releaseA()
 	assert.Equal(t, "", holder(t, client))
-	releaseB, err := b.Acquire(context.Background(), time.Second)
+	assert.Equal(t, int32(1), ptr.Deref(get(t, client).Spec.LeaseDurationSeconds, 0), "a released lease is valid for a second only, as client-go's")
+	_, releaseB, err := b.Acquire(context.Background(), time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "b", holder(t, client))
 	releaseB()
+	releaseB() // idempotent
 }
 
-func TestExpiredLeaseIsTakenOver(t *testing.T) {
+// A lease whose renewTime is old by the local clock is not taken at once:
+// the holder's clock may be behind. It is taken once this run has seen the
+// record unchanged for the lease duration.
+func TestExpiryIsByLocalObservation(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Now())
-	stale := metav1.NewMicroTime(clock.Now().Add(-time.Minute))
-	client := fake.NewClientset(&coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync", Namespace: "kube-system"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("crashed"), LeaseDurationSeconds: ptr.To(int32(30)),
-			AcquireTime: &stale, RenewTime: &stale},
-	})
-	release, err := newLease(client, clock, "b").Acquire(context.Background(), time.Second)
+	client := newClient(existing("crashed", clock.Now().Add(-time.Hour)))
+	start := clock.Now()
+	drive(t, clock, time.Second, nil)
+	_, release, err := newLease(client, clock, "b").Acquire(context.Background(), time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, "b", holder(t, client))
-	release()
+	defer release()
+	assert.GreaterOrEqual(t, clock.Since(start), 30*time.Second, "taken before the lease duration was observed")
+	l := get(t, client)
+	assert.Equal(t, "b", ptr.Deref(l.Spec.HolderIdentity, ""))
+	assert.Equal(t, int32(4), ptr.Deref(l.Spec.LeaseTransitions, 0))
 }
 
-func TestLiveLeaseIsNotTakenOver(t *testing.T) {
+// A holder that keeps renewing keeps the lease, whatever its renewTime
+// says: here its clock is an hour behind ours.
+func TestRenewingHolderKeepsTheLeaseDespiteSkew(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Now())
-	fresh := metav1.NewMicroTime(clock.Now().Add(-10 * time.Second))
-	client := fake.NewClientset(&coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync", Namespace: "kube-system"},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("alive"), LeaseDurationSeconds: ptr.To(int32(30)), RenewTime: &fresh},
+	client := newClient(existing("alive", clock.Now().Add(-time.Hour)))
+	renewals := 0
+	drive(t, clock, time.Second, func() {
+		renewals++
+		if renewals%10 == 0 { // "alive" renews every 10s of our time
+			l := get(t, client)
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clock.Now().Add(-time.Hour)))
+			_, err := client.CoordinationV1().Leases(ns).Update(context.Background(), l, metav1.UpdateOptions{})
+			assert.NoError(t, err)
+		}
 	})
-	_, err := newLease(client, clock, "b").Acquire(context.Background(), 20*time.Millisecond)
+	_, _, err := newLease(client, clock, "b").Acquire(context.Background(), 2*time.Minute)
 	require.ErrorIs(t, err, ErrLocked)
 	assert.Equal(t, "alive", holder(t, client))
 }
 
-func TestRenewalKeepsTheLeaseFresh(t *testing.T) {
-	client := fake.NewClientset()
+func TestRenewalIsOneUpdate(t *testing.T) {
+	client := newClient()
 	clock := clocktesting.NewFakeClock(time.Now())
-	release, err := newLease(client, clock, "a").Acquire(context.Background(), time.Second)
+	_, release, err := newLease(client, clock, "a").Acquire(context.Background(), time.Second)
 	require.NoError(t, err)
 	defer release()
+	client.ClearActions()
 	start := clock.Now()
-	// step past a renewal period and wait (bounded) for the renewer to write
-	require.Eventually(t, func() bool { return clock.HasWaiters() }, 5*time.Second, time.Millisecond)
-	clock.Step(11 * time.Second)
+	require.Eventually(t, clock.HasWaiters, 5*time.Second, time.Millisecond)
+	clock.Step(10 * time.Second)
 	require.Eventually(t, func() bool {
-		l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), "kube-proxy-sync", metav1.GetOptions{})
-		return err == nil && l.Spec.RenewTime.Time.After(start)
+		l, err := client.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), ns, name)
+		return err == nil && l.(*coordinationv1.Lease).Spec.RenewTime.After(start)
 	}, 5*time.Second, time.Millisecond)
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	assert.Equal(t, []string{"update"}, verbs)
+}
+
+// A holder that cannot renew within RenewDeadline cancels its run, before
+// the lease duration has passed (when another may take over).
+func TestFailedRenewalCancelsTheRun(t *testing.T) {
+	client := newClient()
+	clock := clocktesting.NewFakeClock(time.Now())
+	held, release, err := newLease(client, clock, "a").Acquire(context.Background(), time.Second)
+	require.NoError(t, err)
+	defer release()
+	acquired := clock.Now()
+	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	drive(t, clock, time.Second, nil)
+	select {
+	case <-held.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run was not cancelled")
+	}
+	require.ErrorIs(t, context.Cause(held), ErrLost)
+	assert.Contains(t, context.Cause(held).Error(), "connection refused")
+	lost := clock.Since(acquired)
+	assert.GreaterOrEqual(t, lost, 20*time.Second)
+	assert.Less(t, lost, 30*time.Second, "still running when others may take over")
+}
+
+func TestTakenOverLeaseCancelsTheRun(t *testing.T) {
+	client := newClient()
+	clock := clocktesting.NewFakeClock(time.Now())
+	held, release, err := newLease(client, clock, "a").Acquire(context.Background(), time.Second)
+	require.NoError(t, err)
+	defer release()
+	l := get(t, client)
+	l.Spec.HolderIdentity = ptr.To("b")
+	_, err = client.CoordinationV1().Leases(ns).Update(context.Background(), l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	drive(t, clock, time.Second, nil)
+	select {
+	case <-held.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run was not cancelled")
+	}
+	require.ErrorIs(t, context.Cause(held), ErrLost)
+	assert.Contains(t, context.Cause(held).Error(), "taken over by b")
+	release()
+	assert.Equal(t, "b", holder(t, client), "a must not clear a lease it lost")
+}
+
+func TestCancelledRunReleases(t *testing.T) {
+	client := newClient()
+	clock := clocktesting.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	held, release, err := newLease(client, clock, "a").Acquire(ctx, time.Second)
+	require.NoError(t, err)
+	cancel()
+	<-held.Done()
+	release()
+	assert.Equal(t, "", holder(t, client))
 }

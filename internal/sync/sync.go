@@ -138,7 +138,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 }
 
 // run is the whole algorithm, top to bottom.
-func (s *Syncer) run(ctx context.Context) error {
+func (s *Syncer) run(ctx context.Context) (err error) {
 	// 1. capture the ConfigMap and the DaemonSet, compute everything; bad
 	// input fails here, before anything is written
 	p, err := s.plan(ctx)
@@ -147,12 +147,19 @@ func (s *Syncer) run(ctx context.Context) error {
 	}
 	// 2. writes happen under a Lease, on a fresh capture: a run that waited
 	// for another may find there is nothing left to do
+	// for a run that may wait; a run that loses the lease is cancelled
 	if !s.o.Check && p.writes() {
-		release, err := s.lease.Acquire(ctx, s.o.LockTimeout)
-		if err != nil {
-			return err
+		held, release, lockErr := s.lease.Acquire(ctx, s.o.LockTimeout)
+		if lockErr != nil {
+			return lockErr
 		}
 		defer release()
+		defer func() {
+			if cause := context.Cause(held); err != nil && errors.Is(cause, lock.ErrLost) {
+				err = fmt.Errorf("%w; stopped here so that two runs never write at once: %w", cause, err)
+			}
+		}()
+		ctx = held
 		if p, err = s.plan(ctx); err != nil {
 			return err
 		}
