@@ -162,7 +162,10 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 // NewRetryingTransport retries requests over rt on connection errors, 429
 // and 5xx other than 501, at most o.Retries times, with jittered exponential
-// backoff that honours Retry-After.
+// backoff that honours Retry-After. Only requests a repeat cannot harm are
+// retried (see Idempotent); others only after a 429, which the API server
+// sends before doing anything. It is the one retry budget: the clients of
+// this package turn client-go's own retries off.
 func NewRetryingTransport(rt http.RoundTripper, o Options) http.RoundTripper {
 	c := retryablehttp.NewClient()
 	// each attempt gets its own timeout, so a blackholed attempt is retried
@@ -188,14 +191,45 @@ func NewRetryingTransport(rt http.RoundTripper, o Options) http.RoundTripper {
 	}
 	// hand the last response or error back to client-go instead of a generic "giving up" error
 	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	return &retryablehttp.RoundTripper{Client: c}
+	retrying := &retryablehttp.RoundTripper{Client: c}
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return retrying.RoundTrip(r.WithContext(context.WithValue(r.Context(), idempotentKey{}, Idempotent(r))))
+	})
+}
+
+type idempotentKey struct{}
+
+// Repeatable marks a write sent with ctx as safe to repeat: a PUT or PATCH
+// with a resourceVersion precondition (a repeat of a write that succeeded
+// fails with a conflict instead of writing twice), a server-side apply
+// (declarative: a repeat writes the same), or a review that only asks.
+func Repeatable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, repeatableKey{}, true)
+}
+
+type repeatableKey struct{}
+
+// Idempotent reports whether sending r twice does no more than sending it
+// once: reads (GET, which includes LIST and WATCH, and HEAD), and writes
+// marked Repeatable. Any other write, e.g. a PATCH without a precondition,
+// is never repeated: its response may have been lost after it happened.
+func Idempotent(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	marked, _ := r.Context().Value(repeatableKey{}).(bool)
+	return marked
 }
 
 // CheckRetry is retryablehttp's default policy (connection errors, 429, 5xx
-// but 501) that also stops when the caller's context ends.
+// but 501) for idempotent requests, only 429 for others; it also stops when
+// the caller's context ends.
 func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
+	}
+	if idempotent, _ := ctx.Value(idempotentKey{}).(bool); !idempotent {
+		return err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests, nil
 	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }

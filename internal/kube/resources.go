@@ -111,8 +111,9 @@ func (c *Client) Events(ns string) Events {
 	return &resource[*corev1.Event, *corev1.EventList]{rest: c.groups.core, namespace: ns, plural: "events"}
 }
 
+// SelfSubjectAccessReviews creates reviews, which only ask: a repeat is harmless.
 func (c *Client) SelfSubjectAccessReviews() AccessReviews {
-	return &resource[*authorizationv1.SelfSubjectAccessReview, *authorizationv1.SelfSubjectAccessReview]{rest: c.groups.authorization, plural: "selfsubjectaccessreviews"}
+	return &resource[*authorizationv1.SelfSubjectAccessReview, *authorizationv1.SelfSubjectAccessReview]{rest: c.groups.authorization, plural: "selfsubjectaccessreviews", repeatable: true}
 }
 
 // ServerVersion GETs /version.
@@ -139,6 +140,8 @@ type resource[T runtime.Object, L runtime.Object] struct {
 	rest      rest.Interface
 	namespace string // "" for cluster-scoped resources
 	plural    string
+	// repeatable: creating one twice does no harm (nothing is stored)
+	repeatable bool
 }
 
 // request starts a request on the resource. client-go's own retries are
@@ -169,19 +172,29 @@ func (r *resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (wa
 }
 
 func (r *resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	if r.repeatable {
+		ctx = Repeatable(ctx)
+	}
 	return into[T](r.request("POST").VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx))
 }
 
 func (r *resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	name, err := nameOf(obj)
-	if err != nil {
+	m, ok := any(obj).(metav1.Object)
+	if !ok {
 		var zero T
-		return zero, err
+		return zero, fmt.Errorf("%T has no metadata", obj)
+	}
+	name := m.GetName()
+	if m.GetResourceVersion() != "" {
+		ctx = Repeatable(ctx)
 	}
 	return into[T](r.request("PUT").Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx))
 }
 
 func (r *resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	if pt == types.ApplyPatchType || patchHasResourceVersion(pt, data) {
+		ctx = Repeatable(ctx)
+	}
 	return into[T](r.rest.Patch(pt).NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.plural).MaxRetries(0).
 		Name(name).SubResource(subresources...).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx))
 }
@@ -204,10 +217,16 @@ func into[T runtime.Object](res rest.Result) (T, error) {
 	return out, nil
 }
 
-func nameOf(obj runtime.Object) (string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return "", fmt.Errorf("%T has no metadata", obj)
+// patchHasResourceVersion reports whether a merge patch sets
+// metadata.resourceVersion, which the API server checks like an update's.
+func patchHasResourceVersion(pt types.PatchType, data []byte) bool {
+	if pt != types.StrategicMergePatchType && pt != types.MergePatchType {
+		return false
 	}
-	return m.GetName(), nil
+	var p struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	return json.Unmarshal(data, &p) == nil && p.Metadata.ResourceVersion != ""
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +55,42 @@ type Change struct {
 // Restarts reports whether the change makes the DaemonSet roll its pods.
 func (c Change) Restarts() bool { return c.RestartAt != nil || c.Probe != nil || c.RemoveProbe }
 
+// RestartedAt is the value the change gives the pod template's
+// RestartedAtAnnotation, "" if it restarts nothing that way.
+func (c Change) RestartedAt() string {
+	if c.RestartAt == nil {
+		return ""
+	}
+	return c.RestartAt.UTC().Format(time.RFC3339)
+}
+
+// AppliedTo reports whether ds already holds everything the change writes:
+// after a PATCH whose response was lost (and whose repeat got a conflict),
+// this tells the run's own write from none.
+func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
+	if c.Hash != "" && ds.Annotations[HashAnnotation] != c.Hash {
+		return false
+	}
+	if at := c.RestartedAt(); at != "" && ds.Spec.Template.Annotations[RestartedAtAnnotation] != at {
+		return false
+	}
+	if c.Strategy != nil && ds.Spec.UpdateStrategy.Type != c.Strategy.Type {
+		return false
+	}
+	if c.Probe != nil || c.RemoveProbe {
+		var probe *corev1.Probe
+		for _, ctr := range ds.Spec.Template.Spec.Containers {
+			if ctr.Name == c.Container {
+				probe = ctr.ReadinessProbe
+			}
+		}
+		if c.RemoveProbe != (probe == nil) || c.Probe != nil && !apiequality.Semantic.DeepEqual(c.Probe, probe) {
+			return false
+		}
+	}
+	return true
+}
+
 // Patch renders the strategic merge patch.
 func (c Change) Patch() ([]byte, error) {
 	meta := map[string]interface{}{}
@@ -90,7 +127,7 @@ func (c Change) Patch() ([]byte, error) {
 	tmpl := map[string]interface{}{}
 	if c.RestartAt != nil {
 		tmpl["metadata"] = map[string]interface{}{
-			"annotations": map[string]string{RestartedAtAnnotation: c.RestartAt.UTC().Format(time.RFC3339)},
+			"annotations": map[string]string{RestartedAtAnnotation: c.RestartedAt()},
 		}
 	}
 	if c.RemoveProbe {

@@ -363,6 +363,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	f := &s.res.Facts
 	ds := p.ds
 	var fleet *rollout.Fleet
+	var sent *rollout.Change // the restart PATCH last sent
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -372,6 +373,14 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				return err
 			}
 			ds = latest
+			if sent != nil && sent.AppliedTo(ds) {
+				// our own PATCH: applied, but its response was lost and the
+				// transport's repeat got the conflict (writes are under the
+				// lease, so no other run wrote this restartedAt and hash)
+				s.d.Log.Infof("daemonset %s/%s already has this run's restart (restartedAt %s): its response was lost", s.o.Namespace, s.o.DaemonSet, sent.RestartedAt())
+				f.Restarted = true
+				return nil
+			}
 			if p.probe, err = s.planProbe(ctx, ds, p.desired); err != nil {
 				return err
 			}
@@ -410,6 +419,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
 				return err
 			}
+		}
+		if ch.Restarts() {
+			sent = &ch
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {

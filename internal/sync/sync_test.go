@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -373,4 +375,32 @@ func readAudit(t *testing.T, path string) []audit.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// The restart PATCH reaches the API server but its response is lost; the
+// transport's repeat (it carries a resourceVersion precondition) gets a
+// conflict. The run must see its own restartedAt, not "already restarted
+// for this hash by someone else": restarted, waited for and reported.
+func TestLostRestartResponseIsRecognised(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	lost := false
+	f.client.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if lost || !strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), rollout.RestartedAtAnnotation) {
+			return false, nil, nil
+		}
+		lost = true
+		_, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
+		require.NoError(t, err, "the first PATCH is applied")
+		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), "kube-proxy", errors.New("the object has been modified"))
+	})
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.NoError(t, err)
+	require.True(t, lost)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
+	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+	lines := readAudit(t, f.audit)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "succeeded", lines[1].Outcome)
 }
