@@ -43,9 +43,6 @@ type Streams struct {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// client-go logs through klog; our logs and errors already say what matters
-	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
 	return Run(ctx, Streams{Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:], Deps{Clock: clock.RealClock{}})
 }
 
@@ -129,6 +126,8 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 		return fail(streams, o, nil, err)
 	}
 	log := newLogger(streams.ErrOut, o)
+	// what client-go logs through klog goes to the same log, never stdout
+	klog.SetLogger(kube.NewKlogLogger(log))
 
 	d := sync.Deps{
 		Kube: deps.Kube, Clock: deps.Clock, Log: log, Audit: audit.Log{Path: o.AuditLog},

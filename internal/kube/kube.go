@@ -100,6 +100,10 @@ func NewForConfig(cfg *rest.Config, o Options) (*Client, error) {
 	// far less than JSON (the rollout wait's main memory cost)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if o.Log != nil {
+		// deprecations and the like, which client-go would send to klog
+		cfg.WarningHandler = &warningLogger{log: o.Log}
+	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return NewRetryingTransport(counter.Wrap(rt), o)
 	})
