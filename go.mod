@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/go-logr/logr v1.4.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/rs/zerolog v1.28.0
 	github.com/sirupsen/logrus v1.10.2
@@ -26,7 +27,6 @@ require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/emicklei/go-restful/v3 v3.12.2 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
-	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
