@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 // Every call against a server that always answers 503 with Retry-After:
@@ -65,6 +66,9 @@ func TestOnlyRequestsSafeToRepeatAreRetried(t *testing.T) {
 			return err
 		}, 1},
 		{"delete", func(c *Client) error { return c.Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}) }, 1},
+		{"delete with a UID precondition", func(c *Client) error {
+			return c.Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("u"))}})
+		}, 4},
 		{"access review", func(c *Client) error {
 			_, err := c.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
 			return err

@@ -205,8 +205,10 @@ type idempotentKey struct{}
 
 // Repeatable marks a write sent with ctx as safe to repeat: a PUT or PATCH
 // with a resourceVersion precondition (a repeat of a write that succeeded
-// fails with a conflict instead of writing twice), a server-side apply
-// (declarative: a repeat writes the same), or a review that only asks.
+// fails with a conflict instead of writing twice), a DELETE with a UID or
+// resourceVersion precondition (a repeat finds the object gone), a
+// server-side apply (declarative: a repeat writes the same), or a review
+// that only asks.
 func Repeatable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, repeatableKey{}, true)
 }

@@ -200,6 +200,11 @@ func (r *resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchT
 }
 
 func (r *resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if opts.Preconditions != nil && (opts.Preconditions.UID != nil || opts.Preconditions.ResourceVersion != nil) {
+		// a repeat of a delete that happened finds the object gone (404)
+		// or replaced (409), never deletes a second one
+		ctx = Repeatable(ctx)
+	}
 	return r.request("DELETE").Name(name).Body(&opts).Do(ctx).Error()
 }
 
