@@ -83,23 +83,26 @@ func Package(sym string) string {
 	if strings.HasPrefix(sym, "go:func.") {
 		return "(func metadata)"
 	}
-	for _, prefix := range []string{"go:itab.", "type:", "go:", "*", "*"} {
+	if itab, ok := strings.CutPrefix(sym, "go:itab."); ok {
+		sym, _, _ = strings.Cut(itab, ",") // the concrete type's package
+	}
+	for _, prefix := range []string{"type:", "go:", "*", "*"} {
 		sym = strings.TrimPrefix(sym, prefix)
 	}
 	sym = strings.TrimPrefix(sym, ".eq.")
 	if strings.HasPrefix(sym, "struct") || strings.HasPrefix(sym, "(*struct") || strings.HasPrefix(sym, "func(") {
 		return "(anonymous types)"
 	}
-	sym = strings.ReplaceAll(sym, "%2e", ".")
-	// the package path ends at the first dot after its last slash; generic
-	// instantiations and method receivers come after it
+	// the package path ends at the first dot after its last slash (dots in
+	// the last element are escaped as %2e); generic instantiations and
+	// method receivers come after it
 	end := len(sym)
 	if i := strings.IndexAny(sym, "[("); i >= 0 {
 		end = i
 	}
 	slash := strings.LastIndex(sym[:end], "/")
 	if dot := strings.Index(sym[slash+1:], "."); dot >= 0 {
-		return sym[:slash+1+dot]
+		sym = sym[:slash+1+dot]
 	}
-	return sym
+	return strings.ReplaceAll(sym, "%2e", ".")
 }
