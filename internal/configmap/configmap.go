@@ -148,7 +148,7 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 			changed = append(changed, ConfigKey+":"+p)
 		}
 	} else if text, ok := data[ConfigKey]; ok {
-		if _, err := kpconfig.Decode(text); err != nil {
+		if err := kpconfig.Decode(text); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,13 +1,12 @@
 // Package kpconfig edits kube-proxy's KubeProxyConfiguration (the
 // "config.conf" key of the kube-proxy ConfigMap) by dotted field path, and
-// checks every path and value against the real k8s.io/kube-proxy types
-// before anything is written.
+// checks every path and value against kube-proxy's field table
+// (internal/kpvalidate) before anything is written.
 package kpconfig
 
 import (
 	"fmt"
 	"net"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,10 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
-	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/yamledit"
 )
 
@@ -47,20 +44,22 @@ func ParseSetting(s string) (Setting, error) {
 	return Setting{Path: path, Value: value}, nil
 }
 
-var (
-	durationType = reflect.TypeOf(metav1.Duration{})
-	configType   = reflect.TypeOf(kubeproxyv1alpha1.KubeProxyConfiguration{})
-	proxyModes   = []string{"", "iptables", "ipvs", "nftables", "kernelspace"}
-)
+var proxyModes = []string{"", "iptables", "ipvs", "nftables", "kernelspace"}
 
 // Validate checks a setting's path and value against the KubeProxyConfiguration
-// type and returns the YAML node it sets.
+// field table and returns the YAML node it sets. The whole resulting
+// config.conf is checked against the kube-proxy version in use later
+// (kpvalidate.Validate).
 func (s Setting) Validate() (*yaml.Node, error) {
-	t, err := leafType(s.Path)
+	f, err := leaf(s.Path)
 	if err != nil {
 		return nil, err
 	}
-	n, err := valueNode(t, s.Value)
+	kind := f.Kind
+	if kind == kpvalidate.BoolMap && s.Path != f.Path {
+		kind = kpvalidate.Bool // featureGates.Name=true
+	}
+	n, err := valueNode(kind, s.Value)
 	if err != nil {
 		return nil, fmt.Errorf("setting %s=%q: %w", s.Path, s.Value, err)
 	}
@@ -70,90 +69,81 @@ func (s Setting) Validate() (*yaml.Node, error) {
 	return n, nil
 }
 
-// leafType walks the json field names of KubeProxyConfiguration.
-func leafType(path string) (reflect.Type, error) {
-	t := configType
+// leaf finds the field a path sets, with an error that says what is wrong
+// with a path that sets none.
+func leaf(path string) (kpvalidate.Field, error) {
+	if f, ok := kpvalidate.Lookup(path); ok {
+		return f, nil
+	}
 	parts := strings.Split(path, ".")
-	for i, p := range parts {
-		for t.Kind() == reflect.Ptr {
-			t = t.Elem()
+	for i := 1; i < len(parts); i++ {
+		prefix := strings.Join(parts[:i], ".")
+		if f, ok := kpvalidate.Lookup(prefix); ok {
+			if f.Kind == kpvalidate.Duration {
+				return kpvalidate.Field{}, fmt.Errorf("setting %q: %q is a duration, not an object", path, prefix)
+			}
+			return kpvalidate.Field{}, fmt.Errorf("setting %q: %q is not an object", path, prefix)
 		}
-		switch {
-		case t == durationType:
-			return nil, fmt.Errorf("setting %q: %q is a duration, not an object", path, strings.Join(parts[:i], "."))
-		case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
-			t = t.Elem()
-			continue
-		case t.Kind() != reflect.Struct:
-			return nil, fmt.Errorf("setting %q: %q is not an object", path, strings.Join(parts[:i], "."))
-		}
-		f, ok := fieldByJSONName(t, p)
-		if !ok {
-			return nil, fmt.Errorf("setting %q: unknown field %q in %s (field names are case-sensitive, e.g. ipvs.strictARP)", path, p, t.Name())
-		}
-		t = f.Type
 	}
-	for t.Kind() == reflect.Ptr {
-		t = t.Elem()
+	if hasFieldsUnder(path) {
+		return kpvalidate.Field{}, fmt.Errorf("setting %q: is an object; set its fields one by one, e.g. %s.<field>=value", path, path)
 	}
-	if t.Kind() == reflect.Struct && t != durationType || t.Kind() == reflect.Map {
-		return nil, fmt.Errorf("setting %q: is an object; set its fields one by one, e.g. %s.<field>=value", path, path)
+	parent, name := "KubeProxyConfiguration", parts[len(parts)-1]
+	if len(parts) > 1 {
+		parent = strings.Join(parts[:len(parts)-1], ".")
 	}
-	return t, nil
+	return kpvalidate.Field{}, fmt.Errorf("setting %q: unknown field %q in %s (field names are case-sensitive, e.g. ipvs.strictARP)", path, name, parent)
 }
 
-func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("json"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue // inline TypeMeta: apiVersion and kind are not settings
-		}
-		if tag == name {
-			return f, true
+func hasFieldsUnder(path string) bool {
+	for _, f := range kpvalidate.Fields(kpvalidate.Newest) {
+		if strings.HasPrefix(f.Path, path+".") {
+			return true
 		}
 	}
-	return reflect.StructField{}, false
+	return false
 }
 
-func valueNode(t reflect.Type, v string) (*yaml.Node, error) {
+func valueNode(k kpvalidate.Kind, v string) (*yaml.Node, error) {
 	scalar := func(tag, value string) *yaml.Node {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
 	}
-	switch {
-	case t == durationType:
+	switch k {
+	case kpvalidate.Duration, kpvalidate.TimeOrDuration:
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return nil, fmt.Errorf("want a duration like 15m or 30s")
 		}
 		return scalar("!!str", d.String()), nil
-	case t.Kind() == reflect.Bool:
+	case kpvalidate.Bool:
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return nil, fmt.Errorf("want true or false")
 		}
 		return scalar("!!bool", strconv.FormatBool(b)), nil
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		i, err := strconv.ParseInt(v, 10, t.Bits())
+	case kpvalidate.Int32:
+		i, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("want a whole number that fits %s", t.Kind())
+			return nil, fmt.Errorf("want a whole number that fits int32")
 		}
 		return scalar("!!int", strconv.FormatInt(i, 10)), nil
-	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
-		u, err := strconv.ParseUint(v, 10, t.Bits())
+	case kpvalidate.Uint32:
+		u, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("want a non-negative whole number that fits %s", t.Kind())
+			return nil, fmt.Errorf("want a non-negative whole number that fits uint32")
 		}
 		return scalar("!!int", strconv.FormatUint(u, 10)), nil
-	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
-		f, err := strconv.ParseFloat(v, t.Bits())
+	case kpvalidate.Float32:
+		f, err := strconv.ParseFloat(v, 32)
 		if err != nil {
 			return nil, fmt.Errorf("want a number")
 		}
-		return scalar("!!float", strconv.FormatFloat(f, 'g', -1, t.Bits())), nil
-	case t.Kind() == reflect.String:
+		return scalar("!!float", strconv.FormatFloat(f, 'g', -1, 32)), nil
+	case kpvalidate.String, kpvalidate.Quantity:
 		return scalar("!!str", v), nil
-	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+	case kpvalidate.BoolMap:
+		return nil, fmt.Errorf("set one entry, e.g. featureGates.Name=true")
+	case kpvalidate.Strings:
 		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		for _, item := range strings.Split(v, ",") {
 			if item = strings.TrimSpace(item); item != "" {
@@ -162,7 +152,7 @@ func valueNode(t reflect.Type, v string) (*yaml.Node, error) {
 		}
 		return seq, nil
 	}
-	return nil, fmt.Errorf("fields of type %s cannot be set with --set; use --manifest", t)
+	return nil, fmt.Errorf("fields of type %s cannot be set with --set; use --manifest", k)
 }
 
 // Apply returns config.conf with the settings applied, the paths that really
@@ -207,7 +197,7 @@ func Apply(text string, settings []Setting) (string, []string, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("render config.conf: %w", err)
 	}
-	if _, err := Decode(out); err != nil {
+	if err := Decode(out); err != nil {
 		return "", nil, fmt.Errorf("config.conf after the settings is invalid: %w", err)
 	}
 	sort.Strings(changed)
@@ -215,33 +205,30 @@ func Apply(text string, settings []Setting) (string, []string, error) {
 }
 
 func parse(text string) (*yamledit.Doc, error) {
-	if _, err := Decode(text); err != nil {
+	if err := Decode(text); err != nil {
 		return nil, err
 	}
 	return yamledit.Parse(text)
 }
 
-// Decode strictly parses config.conf into the typed KubeProxyConfiguration.
-func Decode(text string) (*kubeproxyv1alpha1.KubeProxyConfiguration, error) {
-	var cfg kubeproxyv1alpha1.KubeProxyConfiguration
-	if err := sigsyaml.UnmarshalStrict([]byte(text), &cfg); err != nil {
-		return nil, fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
+// Decode checks that config.conf decodes as a KubeProxyConfiguration
+// (apiVersion, kind, known fields of the right types), like kube-proxy's
+// strict decoder at the newest supported version.
+func Decode(text string) error {
+	if err := kpvalidate.Decode(text); err != nil {
+		return fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
 	}
-	if cfg.Kind != Kind {
-		return nil, fmt.Errorf("config.conf has kind %q, want %s", cfg.Kind, Kind)
-	}
-	return &cfg, nil
+	return nil
 }
 
 // HealthzEndpoint returns the port (and the host when it is a loopback
 // address, which the kubelet must then be told to probe) of kube-proxy's
 // health server as configured in config.conf.
 func HealthzEndpoint(text string) (port int, host string, err error) {
-	cfg, err := Decode(text)
+	addr, err := kpvalidate.HealthzBindAddress(text)
 	if err != nil {
-		return 0, "", err
+		return 0, "", fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
 	}
-	addr := cfg.HealthzBindAddress
 	if addr == "" {
 		return DefaultHealthzPort, "", nil
 	}

@@ -48,7 +48,7 @@ func FuzzApplyConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, decodeErr := Decode(text)
+		decodeErr := Decode(text)
 		_, _, applyErr := Apply(text, []Setting{st})
 		if decodeErr != nil && applyErr == nil {
 			t.Fatalf("Apply accepted config.conf that does not decode (%v):\n%s", decodeErr, text)
@@ -65,7 +65,7 @@ func checkApply(t *testing.T, text string, settings []Setting) {
 	if err != nil {
 		return
 	}
-	if _, err := Decode(out); err != nil {
+	if err := Decode(out); err != nil {
 		t.Fatalf("Apply(%q) returned config.conf that does not decode: %v\n%s", settings, err, out)
 	}
 	for _, p := range changed {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 )
 
 const base = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -34,7 +36,9 @@ func TestApply(t *testing.T) {
 		{name: "new object", settings: []string{"nftables.masqueradeAll=true"}, changed: []string{"nftables.masqueradeAll"}, contains: []string{"nftables:\n  masqueradeAll: true"}},
 		{name: "duration", settings: []string{"ipvs.syncPeriod=30s"}, changed: []string{"ipvs.syncPeriod"}, contains: []string{"syncPeriod: 30s"}},
 		{name: "string list", settings: []string{"nodePortAddresses=10.0.0.0/8,192.168.0.0/16"}, changed: []string{"nodePortAddresses"}, contains: []string{"- 10.0.0.0/8"}},
-		{name: "feature gate map", settings: []string{"featureGates.Foo=true"}, changed: []string{"featureGates.Foo"}, contains: []string{"Foo: true"}},
+		{name: "feature gate map", settings: []string{"featureGates.LoggingAlphaOptions=true"}, changed: []string{"featureGates.LoggingAlphaOptions"}, contains: []string{"LoggingAlphaOptions: true"}},
+		{name: "feature gate value type", settings: []string{"featureGates.LoggingAlphaOptions=yes please"}, err: "want true or false"},
+		{name: "feature gates as a whole", settings: []string{"featureGates=x"}, err: "set one entry"},
 		{name: "unknown field", settings: []string{"ipvs.strictArp=true"}, err: `unknown field "strictArp"`},
 		{name: "unknown top field", settings: []string{"nope=1"}, err: `unknown field "nope"`},
 		{name: "bool type", settings: []string{"ipvs.strictARP=maybe"}, err: "want true or false"},
@@ -70,9 +74,22 @@ func TestApply(t *testing.T) {
 			for _, c := range tc.contains {
 				assert.Contains(t, out, c)
 			}
-			_, err = Decode(out)
+			err = Decode(out)
 			assert.NoError(t, err)
 		})
+	}
+}
+
+// Apply checks names and types; whether kube-proxy accepts the values (an
+// unknown feature gate, a bit out of range) is the whole-file validation's
+// job, for the kube-proxy version in use (kpvalidate, called by sync).
+func TestApplyThenValidate(t *testing.T) {
+	for _, s := range []string{"featureGates.NoSuchGate=true", "iptables.masqueradeBit=99", "conntrack.maxPerCore=-1", "clusterCIDR=foo"} {
+		st, err := ParseSetting(s)
+		require.NoError(t, err)
+		out, _, err := Apply(base, []Setting{st})
+		require.NoError(t, err, s)
+		assert.Error(t, kpvalidate.Validate(out, 34), s)
 	}
 }
 
@@ -93,7 +110,7 @@ func TestDecodeRejects(t *testing.T) {
 		"unknown field": "kind: KubeProxyConfiguration\nbogus: 1\n",
 		"wrong type":    "kind: KubeProxyConfiguration\nipvs:\n  strictARP: maybe\n",
 	} {
-		_, err := Decode(text)
+		err := Decode(text)
 		assert.Error(t, err, name)
 	}
 }
@@ -115,7 +132,7 @@ func TestHealthzEndpoint(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			text := "kind: KubeProxyConfiguration\n"
+			text := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 			if tc.addr != "" {
 				text += "healthzBindAddress: \"" + tc.addr + "\"\n"
 			}

@@ -101,6 +101,8 @@ type Syncer struct {
 	res   *Result
 	// versions found per image, so a second capture asks nothing twice
 	versions map[string]*version.Version
+	// noted: the validation rules' note (unknown version) was logged
+	noted bool
 }
 
 // New prepares a run.
@@ -262,6 +264,9 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 		p.target = configmap.Hash(p.desired, cm.BinaryData)
 	}
 	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target)
+	if err := s.validateConfig(p.ds, p); err != nil {
+		return p, err
+	}
 	if (p.reason != "" || p.probe.probe != nil) && s.o.Strategy == StrategyRolling &&
 		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", s.o.Namespace, s.o.DaemonSet)

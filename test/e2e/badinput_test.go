@@ -102,7 +102,7 @@ func TestBadInput(t *testing.T) {
 			args: map[string]any{"server": server}, msg: "config.conf is not a valid KubeProxyConfiguration"},
 		{name: "config.conf of another kind", liveData: func(d map[string]string) {
 			d["config.conf"] = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-		}, args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `config.conf has kind "KubeletConfiguration", want KubeProxyConfiguration`},
+		}, args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `kind "KubeletConfiguration", want KubeProxyConfiguration`},
 		{name: "config.conf with an unknown field", liveData: func(d map[string]string) { d["config.conf"] += "\nstrictArp: true\n" },
 			args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `unknown field "strictArp"`},
 		{name: "configmap without config.conf", liveData: func(d map[string]string) { delete(d, "config.conf") },
@@ -120,6 +120,21 @@ func TestBadInput(t *testing.T) {
 		{name: "set an object", args: map[string]any{"set": map[string]any{"ipvs": true}}, msg: `setting "ipvs": is an object`},
 		{name: "set without =", flags: []string{"--set", "ipvs.strictARP"}, msg: `setting "ipvs.strictARP": want path=value`},
 
+		// values kube-proxy itself refuses at start-up (the seed runs v1.33.6)
+		{name: "set conntrack negative", args: map[string]any{"set": map[string]any{"conntrack.maxPerCore": -1}},
+			msg: "kube-proxy 1.33's validation: conntrack.maxPerCore=-1: must be greater than or equal to 0"},
+		{name: "set masquerade bit out of range", args: map[string]any{"set": map[string]any{"iptables.masqueradeBit": 99}},
+			msg: "iptables.masqueradeBit=99: must be within the range [0, 31]"},
+		{name: "set cluster CIDR not a CIDR", args: map[string]any{"set": map[string]any{"clusterCIDR": "foo"}}, msg: `clusterCIDR=foo: "foo" must be a valid CIDR block`},
+		{name: "set healthz without host", args: map[string]any{"set": map[string]any{"healthzBindAddress": ":10256"}}, msg: `healthzBindAddress=:10256: host "" must be an IP address`},
+		{name: "set unknown feature gate", args: map[string]any{"set": map[string]any{"featureGates.NoSuchGate": true}}, msg: "featureGates.NoSuchGate=true: unrecognized feature gate in kube-proxy 1.33"},
+		{name: "set ipvs periods crossed", args: map[string]any{"set": map[string]any{"mode": "ipvs", "ipvs.syncPeriod": "30s", "ipvs.minSyncPeriod": "1m"}},
+			msg: "ipvs.minSyncPeriod=1m0s: must be less than or equal to ipvs.syncPeriod (30s)"},
+		// the seed is shaped like kubeadm 1.33's: fields a 1.28 kube-proxy
+		// does not have yet are refused first (its strict decoder does too)
+		{name: "set nftables on a 1.28 kube-proxy", args: map[string]any{"set": map[string]any{"mode": "nftables"}, "kube_proxy_version": "v1.28.15"},
+			msg: `config.conf would not load in kube-proxy 1.28: unknown field "conntrack.tcpBeLiberal": kube-proxy has it from 1.29 on`},
+
 		// --server
 		{name: "server not a URL", args: map[string]any{"server": "not a url"}, msg: `server "not a url": want a URL`},
 		{name: "server with a path", args: map[string]any{"server": "https://10.0.0.1:6443/api"}, msg: "no path"},
@@ -136,6 +151,9 @@ func TestBadInput(t *testing.T) {
 		{name: "manifest not YAML", args: map[string]any{"manifest": file("garbage.yaml", "{{{")}, msg: "is not a valid ConfigMap"},
 		{name: "manifest without data", args: map[string]any{"manifest": file("nodata.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n")}, msg: "has no data"},
 		{name: "manifest missing", args: map[string]any{"manifest": filepath.Join(dir, "no-such-manifest.yaml")}, msg: "read manifest"},
+		{name: "manifest config.conf kube-proxy refuses", args: map[string]any{"manifest": file("bad-config.yaml",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n  config.conf: |\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    conntrack:\n      maxPerCore: -1\n")},
+			msg: "conntrack.maxPerCore=-1: must be greater than or equal to 0"},
 
 		// the args file itself
 		{name: "args not JSON", raw: `server=https://10.96.0.1:6443`, msg: "module args are not a JSON object"},
