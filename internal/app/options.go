@@ -16,6 +16,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
 
@@ -47,6 +48,7 @@ type Options struct {
 	LockTimeout       time.Duration
 	Strategy          string
 	CanaryNodes       int
+	ZoneLabel         string
 	BatchSize         string
 	Verify            bool
 	VerifyEndpoints   int
@@ -78,6 +80,7 @@ func NewOptions() *Options {
 		LockTimeout:       5 * time.Minute,
 		Strategy:          sync.StrategyRolling,
 		CanaryNodes:       1,
+		ZoneLabel:         rollout.DefaultZoneLabel,
 		NotReadyTolerance: nodes.DefaultPolicy.NotReadyTolerance,
 	}
 }
@@ -106,8 +109,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DetailedExitCode, "detailed-exitcode", o.DetailedExitCode, "exit 0 when nothing changed, 2 when something changed, 1 on error")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format on stderr: text or json")
-	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "rollout strategy: rolling (the DaemonSet controller, within its maxUnavailable) or canary (--canary-nodes first, then batches of --batch-size)")
-	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first")
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "rollout strategy: rolling (the DaemonSet controller, within its maxUnavailable), canary (--canary-nodes first, then batches of --batch-size) or zonal (canary zone by zone: nodes grouped by --zone-label, one zone at a time, each zone's canary nodes first)")
+	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first; with zonal: how many of each zone (at most the batch size)")
+	fs.StringVar(&o.ZoneLabel, "zone-label", o.ZoneLabel, "with --strategy zonal: the node label whose value is the node's zone; nodes without it form a last group")
 	fs.StringVar(&o.BatchSize, "batch-size", o.BatchSize, "with --strategy canary: nodes restarted at once after the canary, N or P% of the live nodes (default: the DaemonSet's maxUnavailable)")
 	fs.BoolVar(&o.Verify, "verify", o.Verify, "after the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new template")
 	fs.IntVar(&o.VerifyEndpoints, "verify-endpoints", o.VerifyEndpoints, "with --verify: also ask kube-proxy's health endpoint on this many live nodes through the API server's node proxy (needs get on nodes/proxy)")
@@ -179,8 +183,11 @@ func (o *Options) Validate() error {
 	if o.Retries < 0 || o.Retries > 20 {
 		return fmt.Errorf("--retries %d: want 0 to 20", o.Retries)
 	}
-	if o.Strategy != sync.StrategyRolling && o.Strategy != sync.StrategyCanary {
-		return fmt.Errorf("--strategy %q: want rolling or canary", o.Strategy)
+	if o.Strategy != sync.StrategyRolling && o.Strategy != sync.StrategyCanary && o.Strategy != sync.StrategyZonal {
+		return fmt.Errorf("--strategy %q: want rolling, canary or zonal", o.Strategy)
+	}
+	if errs := validation.IsQualifiedName(o.ZoneLabel); len(errs) > 0 {
+		return fmt.Errorf("--zone-label %q: want a node label key like %s: %s", o.ZoneLabel, rollout.DefaultZoneLabel, strings.Join(errs, "; "))
 	}
 	if o.CanaryNodes < 0 || o.CanaryNodes > 10000 {
 		return fmt.Errorf("--canary-nodes %d: want 0 to 10000", o.CanaryNodes)
@@ -215,11 +222,17 @@ func (o *Options) Validate() error {
 }
 
 func (o *Options) syncOptions() sync.Options {
-	return sync.Options{
+	// zonal is the canary with zone-shaped batches: one mechanism, so a
+	// rerun, a resume or a rollback treats both alike
+	strategy, zoneLabel := o.Strategy, ""
+	if o.Strategy == sync.StrategyZonal {
+		strategy, zoneLabel = sync.StrategyCanary, o.ZoneLabel
+	}
+	return sync.Options{ZoneLabel: zoneLabel,
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
-		LockTimeout: o.LockTimeout, Strategy: o.Strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
+		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure,
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},
 	}

@@ -111,3 +111,26 @@ func List(skipped map[string]string) []Skipped {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Labels lists all nodes page by page and returns each node's value of the
+// label key (nodes without it are left out): what the zonal strategy
+// groups nodes by. It costs one LIST per 500 nodes.
+func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string, error) {
+	out := map[string]string{}
+	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return api.List(ctx, o)
+	})
+	pg.PageSize = 500
+	err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok {
+			if v, ok := n.Labels[key]; ok {
+				out[n.Name] = v
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes for their %s label: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", key, err)
+	}
+	return out, nil
+}

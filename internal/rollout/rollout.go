@@ -222,6 +222,9 @@ type Status struct {
 	UnreadyBefore []string `json:"unready_before"`
 	// CanaryNodes were restarted first.
 	CanaryNodes []string `json:"canary_nodes,omitempty"`
+	// Zones, with the zonal strategy: the zones in the order they were
+	// restarted, one at a time.
+	Zones []Zone `json:"zones,omitempty"`
 	// MaxUnavailable is the most live nodes seen without a Ready pod at once.
 	MaxUnavailable int `json:"max_unavailable_seen"`
 }

@@ -54,7 +54,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet) error {
 	var step func() (bool, error)
 	if s.o.Strategy == StrategyCanary {
 		defer s.finishCanary(ctx)
-		c, err := s.newCanary(p.ds, fleet)
+		c, err := s.newCanary(ctx, p.ds, fleet)
 		if err != nil {
 			return err
 		}
@@ -197,9 +197,11 @@ type canary struct {
 	inflight map[string]bool
 	deleted  map[string]bool
 	canaryOK bool
+	// zones, with --strategy zonal, schedules the deletions instead
+	zones *rollout.Zonal
 }
 
-func (s *Syncer) newCanary(ds *appsv1.DaemonSet, fleet *rollout.Fleet) (*canary, error) {
+func (s *Syncer) newCanary(ctx context.Context, ds *appsv1.DaemonSet, fleet *rollout.Fleet) (*canary, error) {
 	live := fleet.Live()
 	batch, err := batchSize(s.o.BatchSize, ds, len(live))
 	if err != nil {
@@ -217,6 +219,9 @@ func (s *Syncer) newCanary(ds *appsv1.DaemonSet, fleet *rollout.Fleet) (*canary,
 		} else {
 			c.queue = append(c.queue, n)
 		}
+	}
+	if s.o.ZoneLabel != "" {
+		return c, c.zonal(ctx, unready)
 	}
 	s.d.Log.Infof("canary rollout: %d canary node(s) %v, then batches of at most %d over %d live node(s)", len(c.canary), c.canary, batch, len(live))
 	return c, nil
@@ -242,6 +247,9 @@ func batchSize(flag string, ds *appsv1.DaemonSet, live int) (int, error) {
 // step deletes old pods: all canary nodes first; once they are Ready on the
 // new template, the rest, keeping at most batch nodes in flight.
 func (c *canary) step(ctx context.Context) (bool, error) {
+	if c.zones != nil {
+		return c.stepZonal(ctx)
+	}
 	for n := range c.inflight {
 		if c.fleet.Done(n) {
 			delete(c.inflight, n)

@@ -60,6 +60,9 @@ type Options struct {
 	Nodes            nodes.Policy
 	Strategy         string
 	CanaryNodes      int
+	// ZoneLabel, with the canary strategy, makes it zonal: nodes grouped
+	// by this label's value, restarted one zone at a time.
+	ZoneLabel string
 	// BatchSize is "N" or "P%" of the live nodes; empty means the
 	// DaemonSet's own maxUnavailable.
 	BatchSize string
