@@ -160,8 +160,13 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		}
 		defer release()
 		defer func() {
-			if cause := context.Cause(held); err != nil && errors.Is(cause, lock.ErrLost) {
-				err = fmt.Errorf("%w; stopped here so that two runs never write at once: %w", cause, err)
+			cause := context.Cause(held)
+			switch {
+			case err == nil || !errors.Is(cause, lock.ErrLost):
+			case errors.Is(err, lock.ErrLost):
+				err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", err)
+			default:
+				err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, err)
 			}
 		}()
 		ctx = held
@@ -368,6 +373,11 @@ func topKeys(keys []string) []string {
 // canary the switch to OnDelete). When pods are to roll it returns the fleet
 // as observed just before the PATCH.
 func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, error) {
+	if ctx.Err() != nil {
+		// interrupted, or the lease was lost: never restart then (the
+		// restart is owed, and the next run does it)
+		return nil, context.Cause(ctx)
+	}
 	f := &s.res.Facts
 	ds := p.ds
 	var fleet *rollout.Fleet

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -97,6 +99,7 @@ type fixture struct {
 	client *fake.Clientset
 	clock  *clocktesting.FakeClock
 	audit  string
+	step   func(ctx context.Context, step string) // Deps.Step
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -127,7 +130,7 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	}
 	o.LockTimeout = time.Second
 	f.client.ClearActions()
-	return New(o, Deps{Kube: kubefake.Wrap(f.client), Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}}).Run(context.Background())
+	return New(o, Deps{Kube: kubefake.Wrap(f.client), Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}, Step: f.step}).Run(context.Background())
 }
 
 // writes returns the mutating actions, as "verb resource", leaving out the
@@ -403,4 +406,30 @@ func TestLostRestartResponseIsRecognised(t *testing.T) {
 	lines := readAudit(t, f.audit)
 	require.Len(t, lines, 2)
 	assert.Equal(t, "succeeded", lines[1].Outcome)
+}
+
+// A run that loses the lease (it cannot renew it) stops before its next
+// write: here after the ConfigMap write, before the restart.
+func TestLostLeaseStopsTheRun(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f.step = func(ctx context.Context, step string) {
+		if step != StepConfigMapWritten {
+			return
+		}
+		f.client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection refused")
+		})
+		for ctx.Err() == nil { // renewals fail until the renew deadline
+			if f.clock.HasWaiters() {
+				f.clock.Step(time.Second)
+			}
+			goruntime.Gosched()
+		}
+	}
+	_, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.ErrorIs(t, err, lock.ErrLost)
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.Equal(t, 1, strings.Count(err.Error(), "lost the lease"), err.Error())
+	assert.Empty(t, f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation], "no restart after the lease was lost")
+	assert.NotContains(t, f.writes(), "patch daemonsets")
 }
