@@ -34,7 +34,9 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 		})
 	}
 	run := newLease(client, nil, "run")
-	run.Clock, run.Duration, run.Poll = clock.RealClock{}, time.Second, 100*time.Millisecond
+	// renewals ten times per lease duration: a loaded test machine must
+	// stall for two seconds to make the run lose it
+	run.Clock, run.Duration, run.RenewEvery, run.Poll = clock.RealClock{}, 2*time.Second, 200*time.Millisecond, 100*time.Millisecond
 
 	// client-go leads: the run waits, then gives up
 	ctx, stop := context.WithCancel(context.Background())
@@ -52,7 +54,7 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 	// client-go releases on cancel: the run takes the lease at once
 	stop()
 	<-stopped
-	_, release, err := run.Acquire(context.Background(), 0)
+	held, release, err := run.Acquire(context.Background(), 0)
 	require.NoError(t, err)
 	assert.Equal(t, "run", holder(t, client))
 
@@ -64,8 +66,9 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 	select {
 	case <-leading:
 		t.Fatal("client-go's elector took a lease the run holds and renews")
-	case <-time.After(3 * time.Second): // longer than its lease duration
+	case <-time.After(3 * time.Second): // longer than the lease duration
 	}
+	require.NoError(t, context.Cause(held), "the run lost its lease")
 	release()
 	select {
 	case <-leading:
