@@ -21,6 +21,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
 // version is set at build time (-ldflags -X).
@@ -142,6 +143,9 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 			return fail(streams, o, nil, err)
 		}
 		d.Kube, d.Server, d.Requests = client, client.Server, client.Requests.Count
+		d.NodeProxy = func(port int) (verify.Prober, error) {
+			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
+		}
 	}
 	s := sync.New(o.syncOptions(), d)
 	res, err := s.Run(ctx)

@@ -18,7 +18,12 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
+
+// DefaultTrafficImage is kubeadm 1.34's pause image, which the kubelet
+// keeps on every node.
+const DefaultTrafficImage = "registry.k8s.io/pause:3.10.1"
 
 // Options are everything a run can be told, from flags or an Ansible args file.
 type Options struct {
@@ -52,6 +57,11 @@ type Options struct {
 	BatchSize         string
 	Verify            bool
 	VerifyEndpoints   int
+	VerifyHealth      string
+	VerifyHealthWait  time.Duration
+	VerifyTraffic     string
+	VerifyTrafficImg  string
+	VerifyTrafficWait time.Duration
 	RollbackOnFailure bool
 	NotReadyTolerance time.Duration
 	SkipUnschedulable bool
@@ -81,6 +91,10 @@ func NewOptions() *Options {
 		Strategy:          sync.StrategyRolling,
 		CanaryNodes:       1,
 		ZoneLabel:         rollout.DefaultZoneLabel,
+		VerifyHealth:      verify.Off,
+		VerifyHealthWait:  time.Minute,
+		VerifyTrafficImg:  DefaultTrafficImage,
+		VerifyTrafficWait: 30 * time.Second,
 		NotReadyTolerance: nodes.DefaultPolicy.NotReadyTolerance,
 	}
 }
@@ -115,6 +129,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BatchSize, "batch-size", o.BatchSize, "with --strategy canary: nodes restarted at once after the canary, N or P% of the live nodes (default: the DaemonSet's maxUnavailable)")
 	fs.BoolVar(&o.Verify, "verify", o.Verify, "after the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new template")
 	fs.IntVar(&o.VerifyEndpoints, "verify-endpoints", o.VerifyEndpoints, "with --verify: also ask kube-proxy's health endpoint on this many live nodes through the API server's node proxy (needs get on nodes/proxy)")
+	fs.StringVar(&o.VerifyHealth, "verify-health", o.VerifyHealth, "connectivity check before and after each node's restart: off; auto (kube-proxy's /healthz on each node through the API server's node proxy, asked before the restart, must show a sync since the restart once its new pod is Ready; nodes unreachable before are reported, not checked); required (every live node must answer before the restart). Needs get on nodes/proxy. A node that fails stops its canary or zone and fails the rollout")
+	fs.DurationVar(&o.VerifyHealthWait, "verify-health-timeout", o.VerifyHealthWait, "with --verify-health: how long a restarted kube-proxy has to show a sync")
+	fs.StringVar(&o.VerifyTraffic, "verify-traffic", o.VerifyTraffic, "with --verify-health: NAMESPACE/NAME of a Service with ready endpoints; after each node's restart a short-lived probe pod on that node opens a TCP connection to its ClusterIP (needs create and delete on pods, get on that Service)")
+	fs.StringVar(&o.VerifyTrafficImg, "verify-traffic-image", o.VerifyTrafficImg, "with --verify-traffic: image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the connection); use one every node has, like the kubelet's pause image")
+	fs.DurationVar(&o.VerifyTrafficWait, "verify-traffic-timeout", o.VerifyTrafficWait, "with --verify-traffic: how long the connection may take to succeed on one node")
 	fs.BoolVar(&o.RollbackOnFailure, "rollback-on-failure", o.RollbackOnFailure, "if the rollout (or canary) fails, restore the ConfigMap data and restart once more; the run still exits 1")
 	fs.DurationVar(&o.NotReadyTolerance, "not-ready-tolerance", o.NotReadyTolerance, "a node NotReady for longer than this counts as going away: its pod neither blocks nor fails the rollout")
 	fs.BoolVar(&o.SkipUnschedulable, "skip-unschedulable", o.SkipUnschedulable, "treat cordoned nodes as going away too")
@@ -198,6 +217,9 @@ func (o *Options) Validate() error {
 	if o.VerifyEndpoints > 0 && !o.Verify {
 		return fmt.Errorf("--verify-endpoints needs --verify")
 	}
+	if err := o.validateConnectivity(); err != nil {
+		return err
+	}
 	if o.BatchSize != "" {
 		if err := validateBatchSize(o.BatchSize); err != nil {
 			return err
@@ -234,6 +256,8 @@ func (o *Options) syncOptions() sync.Options {
 		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure,
+		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
+			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait},
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},
 	}
 }
@@ -244,6 +268,33 @@ func validateBatchSize(v string) error {
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 1 || (pct && n > 100) {
 		return fmt.Errorf("--batch-size %q: want a positive number of nodes like 5, or a percentage like 10%%", v)
+	}
+	return nil
+}
+
+// validateConnectivity checks the --verify-health and --verify-traffic flags.
+func (o *Options) validateConnectivity() error {
+	if !slices.Contains(verify.Modes, o.VerifyHealth) {
+		return fmt.Errorf("--verify-health %q: want off, auto or required", o.VerifyHealth)
+	}
+	if o.VerifyHealthWait <= 0 || o.VerifyHealthWait > time.Hour {
+		return fmt.Errorf("--verify-health-timeout %s: want more than 0 and at most 1h", o.VerifyHealthWait)
+	}
+	if o.VerifyTrafficWait <= 0 || o.VerifyTrafficWait > time.Hour {
+		return fmt.Errorf("--verify-traffic-timeout %s: want more than 0 and at most 1h", o.VerifyTrafficWait)
+	}
+	if o.VerifyTraffic == "" {
+		return nil
+	}
+	if o.VerifyHealth == verify.Off {
+		return fmt.Errorf("--verify-traffic needs --verify-health auto or required")
+	}
+	ns, name, ok := strings.Cut(o.VerifyTraffic, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1035Label(name)) > 0 {
+		return fmt.Errorf("--verify-traffic %q: want NAMESPACE/NAME of a Service, e.g. default/kubernetes", o.VerifyTraffic)
+	}
+	if strings.TrimSpace(o.VerifyTrafficImg) == "" {
+		return fmt.Errorf("--verify-traffic-image must not be empty")
 	}
 	return nil
 }

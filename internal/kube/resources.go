@@ -37,11 +37,18 @@ type DaemonSets interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
 }
 
-// Pods lists, watches and deletes pods in one namespace.
+// Pods lists, watches and deletes pods in one namespace, and creates the
+// connectivity check's probe pods.
 type Pods interface {
+	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Services reads Services (the connectivity check's target).
+type Services interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Service, error)
 }
 
 // Nodes reads nodes.
@@ -73,6 +80,7 @@ type Interface interface {
 	DaemonSets(namespace string) DaemonSets
 	Pods(namespace string) Pods
 	Nodes() Nodes
+	Services(namespace string) Services
 	Leases(namespace string) Leases
 	Events(namespace string) Events
 	SelfSubjectAccessReviews() AccessReviews
@@ -101,6 +109,10 @@ func (c *Client) Pods(ns string) Pods {
 
 func (c *Client) Nodes() Nodes {
 	return &resource[*corev1.Node, *corev1.NodeList]{rest: c.groups.core, plural: "nodes"}
+}
+
+func (c *Client) Services(ns string) Services {
+	return &resource[*corev1.Service, *corev1.ServiceList]{rest: c.groups.core, namespace: ns, plural: "services"}
 }
 
 func (c *Client) Leases(ns string) Leases {

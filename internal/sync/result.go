@@ -1,6 +1,9 @@
 package sync
 
-import "github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+import (
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
 
 // Restart reasons reported in the facts.
 const (
@@ -30,6 +33,9 @@ type Facts struct {
 	CheckMode              bool           `json:"check_mode"`
 	AuditID                string         `json:"audit_id"`
 	APIRequests            int64          `json:"api_requests"`
+	// Connectivity is what the checks before and after each node's restart
+	// saw (--verify-health), nil when they were off.
+	Connectivity *verify.Report `json:"connectivity,omitempty"`
 }
 
 // Diff is Ansible's diff: the ConfigMap data before and after, redacted.

@@ -61,11 +61,17 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet) error {
 		r.CanaryNodes = c.canary
 		step = func() (bool, error) {
 			progress()
+			if err := s.checkDone(ctx, fleet); err != nil {
+				return false, err
+			}
 			return c.step(ctx)
 		}
 	} else {
 		step = func() (bool, error) {
 			progress()
+			if err := s.checkDone(ctx, fleet); err != nil {
+				return false, err
+			}
 			return fleet.PendingCount() == 0, nil
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
 // Restart policies.
@@ -71,6 +72,8 @@ type Options struct {
 	// health endpoint through the API server's node proxy (0: none).
 	VerifyEndpoints   int
 	RollbackOnFailure bool
+	// Connectivity: checks of each node's kube-proxy before and after its restart.
+	Connectivity ConnectivityOptions
 }
 
 // Deps are passed in, so tests can use a fake clientset (kubefake) and clock.
@@ -85,6 +88,9 @@ type Deps struct {
 	// StepDaemonSetPatched, StepWaiting); crash tests block there and kill
 	// the process.
 	Step func(ctx context.Context, step string)
+	// NodeProxy builds the prober of kube-proxy's /healthz on a port, for
+	// --verify-health.
+	NodeProxy func(port int) (verify.Prober, error)
 }
 
 // Step boundaries passed to Deps.Step.
@@ -102,6 +108,7 @@ type Syncer struct {
 	dss   rollout.Client
 	lease *lock.Lease
 	res   *Result
+	conn  *connectivity
 	// versions found per image, so a second capture asks nothing twice
 	versions map[string]*version.Version
 	// noted: the validation rules' note (unknown version) was logged
@@ -429,6 +436,11 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			if fleet, err = s.observe(ctx, ds); err != nil {
 				return err
 			}
+			if s.conn == nil {
+				if err := s.baseline(ctx, fleet, p.probe.port); err != nil {
+					return err
+				}
+			}
 			if s.o.Strategy == StrategyCanary {
 				if err := canaryStrategy(&ch, ds); err != nil {
 					return err
@@ -440,6 +452,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		}
 		if ch.Restarts() {
 			sent = &ch
+			s.markRestart(s.d.Clock.Now())
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {

@@ -1,0 +1,145 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// ConnectivityOptions turn on the checks before and after each node's restart.
+type ConnectivityOptions struct {
+	// Health is verify.Off, verify.Auto or verify.Required.
+	Health string
+	// HealthTimeout: how long a restarted kube-proxy has to show a sync.
+	HealthTimeout time.Duration
+	// Traffic is "namespace/name" of a Service to connect to from each
+	// node after its restart ("" for none).
+	Traffic        string
+	TrafficImage   string
+	TrafficTimeout time.Duration
+}
+
+// healthPollInterval is how often a restarted node's /healthz is asked.
+const healthPollInterval = time.Second
+
+// connectivity state of a run
+type connectivity struct {
+	checker   *verify.Checker
+	unchecked map[string]bool
+}
+
+// baseline asks each live node's kube-proxy before the restart (and
+// resolves the traffic check's Service), so that the checks after it
+// compare with how each node was.
+func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) error {
+	o := s.o.Connectivity
+	if o.Health == "" || o.Health == verify.Off {
+		return nil
+	}
+	if s.d.NodeProxy == nil {
+		return fmt.Errorf("--verify-health needs the node proxy client")
+	}
+	prober, err := s.d.NodeProxy(port)
+	if err != nil {
+		return err
+	}
+	c := &verify.Checker{Prober: prober, Clock: s.d.Clock, Log: s.d.Log, Mode: o.Health,
+		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
+	if o.Traffic != "" {
+		if c.Traffic, err = s.trafficTarget(ctx); err != nil {
+			return err
+		}
+	}
+	live := fleet.Live()
+	if err := c.Baseline(ctx, live); err != nil {
+		return err
+	}
+	s.conn = &connectivity{checker: c, unchecked: map[string]bool{}}
+	for _, n := range live {
+		if c.Wants(n) {
+			s.conn.unchecked[n] = true
+		}
+	}
+	s.d.Log.Infof("connectivity baseline: %d of %d live node(s) answered; each is checked after its restart", len(s.conn.unchecked), len(live))
+	return nil
+}
+
+// trafficTarget resolves --verify-traffic NAMESPACE/NAME to its ClusterIP
+// and first TCP port.
+func (s *Syncer) trafficTarget(ctx context.Context) (*verify.Traffic, error) {
+	o := s.o.Connectivity
+	ns, name, _ := strings.Cut(o.Traffic, "/")
+	svc, err := s.d.Kube.Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--verify-traffic: get service %s: %w (the kubeconfig user needs get on services there, see roles/kube_proxy_sync/files/rbac.yaml)", o.Traffic, err)
+	}
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone {
+		return nil, fmt.Errorf("--verify-traffic: service %s has no ClusterIP (headless?): pick a Service with a ClusterIP and ready endpoints", o.Traffic)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			return &verify.Traffic{Pods: s.d.Kube.Pods(s.o.Namespace), Namespace: s.o.Namespace, Image: o.TrafficImage,
+				Service: o.Traffic, Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Timeout: o.TrafficTimeout}, nil
+		}
+	}
+	return nil, fmt.Errorf("--verify-traffic: service %s has no TCP port", o.Traffic)
+}
+
+// markRestart records when the restart was sent: each node's kube-proxy
+// must show a sync after it.
+func (s *Syncer) markRestart(at time.Time) {
+	if s.conn != nil {
+		s.conn.checker.Since = at
+	}
+}
+
+// checkDone checks every node that finished (Ready on the new template)
+// since the last call, before the rollout goes on: a node that fails stops
+// its canary or zone.
+func (s *Syncer) checkDone(ctx context.Context, fleet *rollout.Fleet) error {
+	if s.conn == nil {
+		return nil
+	}
+	defer s.reportConnectivity()
+	for _, n := range sortedSet(s.conn.unchecked) {
+		if _, skipped := fleet.Skipped[n]; skipped {
+			delete(s.conn.unchecked, n)
+			continue
+		}
+		if !fleet.Done(n) {
+			continue
+		}
+		delete(s.conn.unchecked, n)
+		if err := s.conn.checker.After(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Syncer) reportConnectivity() {
+	if s.conn != nil {
+		r := s.conn.checker.Report()
+		s.res.Facts.Connectivity = &r
+	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,70 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"io"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// proberFunc answers /healthz for a node.
+type proberFunc func(node string) (verify.Health, error)
+
+func (f proberFunc) Healthz(_ context.Context, node string) (verify.Health, error) { return f(node) }
+
+// Nodes that finished are checked before the rollout goes on; one whose
+// kube-proxy never syncs after the restart stops it, though its pod is Ready.
+func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	restart := time.Now()
+	asked := map[string]int{}
+	var mu gosync.Mutex
+	prober := proberFunc(func(node string) (verify.Health, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[node]++
+		now := time.Now()
+		switch {
+		case node == "kwok-0":
+			return verify.Health{}, fmt.Errorf("HTTP 400 from the API server, not kube-proxy's answer: address not allowed")
+		case asked[node] == 1: // the baseline
+			return verify.Health{Code: 200, PerFamily: true, LastSync: restart.Add(-time.Minute), CurrentTime: now}, nil
+		case node == "b": // Ready, but no sync since its restart
+			return verify.Health{Code: 200, PerFamily: true, LastSync: restart.Add(-time.Minute), CurrentTime: now}, nil
+		}
+		return verify.Health{Code: 200, PerFamily: true, LastSync: now, CurrentTime: now}, nil
+	})
+	s := &Syncer{
+		o: Options{Connectivity: ConnectivityOptions{Health: verify.Auto, HealthTimeout: 30 * time.Millisecond}},
+		d: Deps{Log: logrus.NewEntry(log), Clock: clock.RealClock{}, NodeProxy: func(port int) (verify.Prober, error) {
+			assert.Equal(t, 10256, port)
+			return prober, nil
+		}},
+		res: &Result{},
+	}
+	fleet := newDoneFleet(t, "a", "b", "c", "kwok-0")
+	require.NoError(t, s.baseline(context.Background(), fleet, 10256))
+	s.markRestart(restart)
+
+	err := s.checkDone(context.Background(), fleet)
+	require.Error(t, err)
+	assert.True(t, verify.IsFailure(err))
+	assert.Contains(t, err.Error(), "node b")
+	assert.Equal(t, 0, asked["c"]-1, "checked in name order: c waits behind the failed b")
+	assert.Equal(t, 1, asked["kwok-0"], "unreachable before: asked once, never after")
+	r := s.res.Facts.Connectivity
+	require.NotNil(t, r)
+	assert.Equal(t, 2, r.Checked)
+	assert.Equal(t, 1, r.Passed)
+	assert.Equal(t, "kwok-0", r.Unreachable[0].Node)
+}

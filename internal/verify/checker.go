@@ -1,0 +1,235 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+)
+
+// Modes of --verify-health.
+const (
+	// Off: no connectivity checks.
+	Off = "off"
+	// Auto checks every node whose kube-proxy answered before the restart;
+	// nodes it could not reach then (e.g. kwok's loopback addresses, which
+	// the API server refuses to proxy to) are reported and not checked.
+	Auto = "auto"
+	// Required: every live node must answer before the restart, else the
+	// run fails before it restarts anything.
+	Required = "required"
+)
+
+// Modes lists the accepted --verify-health values.
+var Modes = []string{Off, Auto, Required}
+
+// NodeResult is one node's outcome, as reported in the facts.
+type NodeResult struct {
+	Node   string `json:"node"`
+	Detail string `json:"detail"`
+}
+
+// Report is what the checks saw, as reported in the facts (connectivity).
+type Report struct {
+	Mode string `json:"mode"`
+	// Baseline nodes answered before the restart; Checked were checked
+	// after theirs, Passed of them passed.
+	Baseline int `json:"baseline"`
+	Checked  int `json:"checked"`
+	Passed   int `json:"passed"`
+	// Unreachable before the restart: not checked after (mode auto).
+	Unreachable []NodeResult `json:"unreachable"`
+	// UnhealthyBefore answered before the restart but not healthy: a
+	// failure after is reported, never the restart's fault.
+	UnhealthyBefore []NodeResult `json:"unhealthy_before"`
+	// NotEligible are nodes whose kube-proxy said nodeEligible false.
+	NotEligible []string `json:"not_eligible"`
+	// Failed nodes passed readiness but not the checks.
+	Failed []NodeResult `json:"failed"`
+	// Traffic is the Service whose ClusterIP was connected to from each node, if any.
+	Traffic string `json:"traffic,omitempty"`
+	// Requests are the API requests the checks made (node proxy GETs,
+	// probe pods' create, watch and delete).
+	Requests int64 `json:"api_requests"`
+	// Seconds is the time spent checking after the restarts, all nodes together.
+	Seconds float64 `json:"seconds"`
+}
+
+// Failure is a node whose kube-proxy passed readiness but not the checks.
+type Failure struct {
+	Node   string
+	Detail string
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("connectivity check on node %s failed although its kube-proxy pod is Ready: %s", f.Node, f.Detail)
+}
+
+// Checker takes the baseline before the restart and checks each node after
+// its new kube-proxy is Ready.
+type Checker struct {
+	Prober Prober
+	// Traffic, when set, also connects to a Service from each node.
+	Traffic *Traffic
+	Clock   clock.WithTicker
+	Log     *logrus.Entry
+	Mode    string
+	// Interval between two /healthz polls of one node; Timeout for a node
+	// to show a sync after its restart.
+	Interval, Timeout time.Duration
+	// Since is when the restart was sent (local clock).
+	Since time.Time
+	// Parallel bounds the baseline's concurrent GETs.
+	Parallel int
+
+	mu     sync.Mutex
+	before map[string]Health
+	report Report
+	gets   atomic.Int64
+}
+
+func (c *Checker) healthz(ctx context.Context, node string) (Health, error) {
+	c.gets.Add(1)
+	return c.Prober.Healthz(ctx, node)
+}
+
+// Baseline asks every node's kube-proxy before the restart.
+func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
+	c.before = map[string]Health{}
+	c.report = Report{Mode: c.Mode, Unreachable: []NodeResult{}, UnhealthyBefore: []NodeResult{}, NotEligible: []string{}, Failed: []NodeResult{}}
+	par := max(c.Parallel, 1)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			h, err := c.healthz(ctx, n)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			switch {
+			case err != nil:
+				c.report.Unreachable = append(c.report.Unreachable, NodeResult{n, err.Error()})
+			default:
+				c.before[n] = h
+				c.report.Baseline++
+				if h.Code != 200 {
+					c.report.UnhealthyBefore = append(c.report.UnhealthyBefore, NodeResult{n, h.String()})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sortResults(c.report.Unreachable)
+	sortResults(c.report.UnhealthyBefore)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(c.report.Unreachable) > 0 {
+		first := c.report.Unreachable[0]
+		if c.Mode == Required {
+			return fmt.Errorf("connectivity baseline: kube-proxy's /healthz on %d node(s) cannot be reached through the API server's node proxy, e.g. node %s: %s; nothing was restarted (the restart is owed to the next run): fix the access (get on nodes/proxy, see roles/kube_proxy_sync/files/rbac.yaml) or use --verify-health auto",
+				len(c.report.Unreachable), first.Node, first.Detail)
+		}
+		c.Log.Warnf("connectivity baseline: %d node(s) not reachable through the API server's node proxy are not checked after their restart, e.g. %s: %s", len(c.report.Unreachable), first.Node, first.Detail)
+	}
+	return nil
+}
+
+// Wants reports whether node is to be checked after its restart.
+func (c *Checker) Wants(node string) bool {
+	_, ok := c.before[node]
+	return ok
+}
+
+// After checks node once its new kube-proxy pod is Ready: /healthz must
+// answer 200 and show a sync since the restart, within Timeout; then the
+// traffic check, if any. A *Failure is the node's; a node already
+// unhealthy before is only reported.
+func (c *Checker) After(ctx context.Context, node string) error {
+	start := c.Clock.Now()
+	defer func() {
+		c.report.Seconds += c.Clock.Since(start).Seconds()
+	}()
+	c.report.Checked++
+	detail := c.health(ctx, node)
+	if detail == "" && c.Traffic != nil {
+		if err := c.Traffic.Check(ctx, node); err != nil {
+			detail = err.Error()
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if detail == "" {
+		c.report.Passed++
+		return nil
+	}
+	if before := c.before[node]; before.Code != 200 {
+		c.Log.Warnf("connectivity check on node %s failed (%s), as before the restart (%s): not the restart's doing", node, detail, before)
+		return nil
+	}
+	c.report.Failed = append(c.report.Failed, NodeResult{node, detail})
+	return &Failure{Node: node, Detail: detail}
+}
+
+// health polls /healthz until it proves a sync since the restart; it
+// returns "" on success, else what it saw last.
+func (c *Checker) health(ctx context.Context, node string) string {
+	deadline := c.Clock.Now().Add(c.Timeout)
+	ticker := c.Clock.NewTicker(c.Interval)
+	defer ticker.Stop()
+	last := "no answer"
+	for {
+		h, err := c.healthz(ctx, node)
+		local := c.Clock.Now()
+		switch {
+		case err != nil:
+			last = err.Error()
+		case h.SyncedSince(c.Since, local):
+			if h.NodeEligible != nil && !*h.NodeEligible {
+				c.report.NotEligible = append(c.report.NotEligible, node)
+			}
+			return ""
+		default:
+			last = h.String()
+		}
+		if !local.Before(deadline) {
+			return fmt.Sprintf("kube-proxy's /healthz did not show a sync since the restart within %s: last answer: %s", c.Timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err().Error()
+		case <-ticker.C():
+		}
+	}
+}
+
+// Report is what the checks saw so far.
+func (c *Checker) Report() Report {
+	r := c.report
+	r.Requests = c.gets.Load()
+	if c.Traffic != nil {
+		r.Traffic = c.Traffic.Service
+		r.Requests += c.Traffic.Requests.Load()
+	}
+	return r
+}
+
+// IsFailure reports whether err is a node failing the checks.
+func IsFailure(err error) bool {
+	var f *Failure
+	return errors.As(err, &f)
+}
+
+func sortResults(r []NodeResult) {
+	sort.Slice(r, func(i, j int) bool { return r[i].Node < r[j].Node })
+}

@@ -1,0 +1,174 @@
+// Package verify checks that kube-proxy on a node really works after its
+// restart, beyond its pod being Ready: kube-proxy's own /healthz through the
+// API server's node proxy (a sync completed since the restart), and
+// optionally a real TCP connection to a Service's ClusterIP from the node.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Health is what kube-proxy's /healthz answered.
+type Health struct {
+	// Code is kube-proxy's HTTP status: 200 healthy, 503 not (stale
+	// rules, or from 1.28 on a node being deleted).
+	Code int
+	// LastSync is the oldest of the per-IP-family sync times (kube-proxy
+	// >= 1.33 reports them in "status"); zero when kube-proxy reports none:
+	// it has not synced yet, or is older and says only "lastUpdated", which
+	// it sets to its current time whenever it is healthy.
+	LastSync time.Time
+	// PerFamily: the answer is of a kube-proxy that reports per-family
+	// sync times (>= 1.33), whether or not it has synced yet.
+	PerFamily bool
+	// CurrentTime is the node's clock when it answered.
+	CurrentTime time.Time
+	// NodeEligible is kube-proxy's view of its node (>= 1.28): false on a
+	// node being deleted. Nil when not reported.
+	NodeEligible *bool
+}
+
+// Prober asks kube-proxy's /healthz on one node.
+type Prober interface {
+	// Healthz returns what kube-proxy answered, or an error when the
+	// request did not reach it (the API server would not or could not proxy).
+	Healthz(ctx context.Context, node string) (Health, error)
+}
+
+// NodeProxy asks /healthz through the API server's node proxy:
+// GET /api/v1/nodes/NODE:PORT/proxy/healthz. It needs get on nodes/proxy.
+// It uses an HTTP client of its own over the rest config, because client-go's
+// REST client drops the status code of an answer that is not a Status
+// object, and kube-proxy answers 503 with its own JSON.
+type NodeProxy struct {
+	Client *http.Client
+	Base   *url.URL
+	Port   int
+	// Requests counts the GETs sent.
+	Requests int64
+}
+
+// NewNodeProxy builds the prober over cfg. wrap (the run's request
+// counter) wraps the transport; the run's retrying transport is left out:
+// the checks poll on their own, and a 503 from kube-proxy is an answer.
+func NewNodeProxy(cfg *rest.Config, wrap func(http.RoundTripper) http.RoundTripper, port int, timeout time.Duration) (*NodeProxy, error) {
+	c := rest.CopyConfig(cfg)
+	c.WrapTransport = nil
+	if wrap != nil {
+		c.Wrap(wrap)
+	}
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("build the node proxy client: %w", err)
+	}
+	hc.Timeout = timeout
+	base, _, err := rest.DefaultServerUrlFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("build the node proxy client: %w", err)
+	}
+	return &NodeProxy{Client: hc, Base: base, Port: port}, nil
+}
+
+type healthz struct {
+	LastUpdated  time.Time `json:"lastUpdated"`
+	CurrentTime  time.Time `json:"currentTime"`
+	NodeEligible *bool     `json:"nodeEligible"`
+	// Healthy is only in the answers of kube-proxy >= 1.33, which report
+	// per-family sync times in Status (none before the first sync)
+	Healthy *bool `json:"healthy"`
+	Status  map[string]struct {
+		LastUpdated time.Time `json:"lastUpdated"`
+	} `json:"status"`
+}
+
+// Healthz GETs kube-proxy's /healthz on node.
+func (p *NodeProxy) Healthz(ctx context.Context, node string) (Health, error) {
+	u := *p.Base
+	u.Path = path.Join(u.Path, "/api/v1/nodes", node+":"+strconv.Itoa(p.Port), "proxy", "healthz")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Health{}, err
+	}
+	req.Header.Set("Accept", "application/json")
+	p.Requests++
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return Health{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Health{}, err
+	}
+	return ParseHealthz(resp.StatusCode, body)
+}
+
+// ParseHealthz reads kube-proxy's answer. A body that is not kube-proxy's
+// (the API server's own error, e.g. it will not proxy to a loopback
+// address, or nothing listens on the port) is an error.
+func ParseHealthz(code int, body []byte) (Health, error) {
+	var h healthz
+	if err := json.Unmarshal(body, &h); err != nil || h.CurrentTime.IsZero() {
+		msg := strings.TrimSpace(string(body))
+		var st struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(body, &st) == nil && st.Message != "" {
+			msg = st.Message
+		}
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return Health{}, fmt.Errorf("HTTP %d from the API server, not kube-proxy's answer: %s", code, msg)
+	}
+	out := Health{Code: code, CurrentTime: h.CurrentTime, NodeEligible: h.NodeEligible, PerFamily: h.Healthy != nil}
+	for _, s := range h.Status {
+		if out.LastSync.IsZero() || s.LastUpdated.Before(out.LastSync) {
+			out.LastSync = s.LastUpdated
+		}
+	}
+	return out, nil
+}
+
+// SyncedSince reports whether the answer proves a sync by kube-proxy after
+// since (a time on the checking host's clock), judging the node's clock by
+// its currentTime against local, the local time the answer arrived. For a
+// kube-proxy older than 1.33 a healthy answer is all there is.
+func (h Health) SyncedSince(since, local time.Time) bool {
+	if h.Code != http.StatusOK {
+		return false
+	}
+	if !h.PerFamily {
+		return true
+	}
+	skew := h.CurrentTime.Sub(local)
+	return h.LastSync.After(since.Add(skew))
+}
+
+// String is a short description for messages.
+func (h Health) String() string {
+	s := fmt.Sprintf("HTTP %d", h.Code)
+	switch {
+	case h.PerFamily && h.LastSync.IsZero():
+		s += ", no sync since kube-proxy started"
+	case h.PerFamily:
+		s += fmt.Sprintf(", last sync %s", h.LastSync.UTC().Format(time.RFC3339))
+	case h.Code == http.StatusOK:
+		s += ", no per-family sync time (kube-proxy < 1.33)"
+	}
+	if h.NodeEligible != nil {
+		s += fmt.Sprintf(", nodeEligible %t", *h.NodeEligible)
+	}
+	return s
+}

@@ -1,0 +1,241 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+)
+
+var t0 = time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)
+
+func ts(d time.Duration) string { return t0.Add(d).Format(time.RFC3339Nano) }
+
+// Answers of real kube-proxy versions (the formats of
+// pkg/proxy/healthcheck at 1.27, 1.28-1.32 and 1.33+).
+func TestParseHealthz(t *testing.T) {
+	cases := []struct {
+		name      string
+		code      int
+		body      string
+		err       string
+		perFamily bool
+		lastSync  time.Time
+		eligible  *bool
+	}{
+		{name: "1.27 healthy", code: 200, body: fmt.Sprintf(`{"lastUpdated": %q,"currentTime": %q}`, ts(0), ts(0))},
+		{name: "1.28 not eligible", code: 503, body: fmt.Sprintf(`{"lastUpdated": %q,"currentTime": %q, "nodeEligible": false}`, ts(-time.Minute), ts(0)), eligible: ptrTo(false)},
+		{name: "1.34 synced", code: 200, body: fmt.Sprintf(`{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true},"IPv6":{"lastUpdated":%q,"healthy":true}}}`, ts(0), ts(0), ts(-2*time.Second), ts(-3*time.Second)),
+			perFamily: true, lastSync: t0.Add(-3 * time.Second), eligible: ptrTo(true)},
+		{name: "1.34 before its first sync", code: 200, body: fmt.Sprintf(`{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true}`, ts(0), ts(0)),
+			perFamily: true, eligible: ptrTo(true)},
+		{name: "the API server will not proxy (kwok's loopback address)", code: 400,
+			body: `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"address not allowed","reason":"BadRequest","code":400}`,
+			err:  "HTTP 400 from the API server, not kube-proxy's answer: address not allowed"},
+		{name: "nothing listens", code: 503, body: `{"kind":"Status","message":"error trying to reach service: dial tcp 172.18.0.3:10256: connect: connection refused","code":503}`,
+			err: "connection refused"},
+		{name: "not JSON", code: 502, body: "Bad Gateway", err: "HTTP 502 from the API server, not kube-proxy's answer: Bad Gateway"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := ParseHealthz(tc.code, []byte(tc.body))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.code, h.Code)
+			assert.Equal(t, tc.perFamily, h.PerFamily)
+			assert.True(t, tc.lastSync.Equal(h.LastSync), "last sync %s", h.LastSync)
+			assert.Equal(t, tc.eligible, h.NodeEligible)
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestSyncedSince(t *testing.T) {
+	restart := t0
+	synced := Health{Code: 200, PerFamily: true, LastSync: t0.Add(2 * time.Second), CurrentTime: t0.Add(3 * time.Second)}
+	assert.True(t, synced.SyncedSince(restart, t0.Add(3*time.Second)))
+	stale := Health{Code: 200, PerFamily: true, LastSync: t0.Add(-time.Second), CurrentTime: t0.Add(3 * time.Second)}
+	assert.False(t, stale.SyncedSince(restart, t0.Add(3*time.Second)), "a sync before the restart is the old kube-proxy's")
+	never := Health{Code: 200, PerFamily: true, CurrentTime: t0.Add(3 * time.Second)}
+	assert.False(t, never.SyncedSince(restart, t0.Add(3*time.Second)), "no sync yet")
+	assert.False(t, Health{Code: 503, PerFamily: true, LastSync: t0.Add(time.Minute)}.SyncedSince(restart, t0))
+	assert.True(t, Health{Code: 200}.SyncedSince(restart, t0), "before 1.33 a 200 is all there is")
+	// the node's clock runs 10s behind ours: its sync 2s after the restart reads 8s before it
+	behind := Health{Code: 200, PerFamily: true, LastSync: t0.Add(-8 * time.Second), CurrentTime: t0.Add(-7 * time.Second)}
+	assert.True(t, behind.SyncedSince(restart, t0.Add(3*time.Second)))
+}
+
+// An httptest server stands in for the API server's node proxy: the real
+// path, the real status code of kube-proxy's 503 (client-go's REST client
+// would drop it), one request per call.
+func TestNodeProxy(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/v1/nodes/a:10256/proxy/healthz":
+			_, _ = fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`, ts(0), ts(0), ts(0))
+		case "/api/v1/nodes/b:10256/proxy/healthz":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":false,"healthy":true}`, ts(0), ts(0))
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"kind":"Status","message":"address not allowed","code":400}`))
+		}
+	}))
+	defer srv.Close()
+	var counted int
+	count := func(rt http.RoundTripper) http.RoundTripper {
+		return rtFunc(func(r *http.Request) (*http.Response, error) { counted++; return rt.RoundTrip(r) })
+	}
+	p, err := NewNodeProxy(&rest.Config{Host: srv.URL}, count, 10256, time.Second)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	h, err := p.Healthz(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, 200, h.Code)
+	assert.True(t, h.PerFamily)
+	h, err = p.Healthz(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, 503, h.Code, "kube-proxy's own status code")
+	assert.Equal(t, ptrTo(false), h.NodeEligible)
+	_, err = p.Healthz(ctx, "kwok-0")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "address not allowed")
+	assert.Equal(t, []string{"/api/v1/nodes/a:10256/proxy/healthz", "/api/v1/nodes/b:10256/proxy/healthz", "/api/v1/nodes/kwok-0:10256/proxy/healthz"}, asked)
+	assert.Equal(t, 3, counted, "one request per check, no retries")
+}
+
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// fakeProber answers from a script per node: each call takes the next
+// answer, the last one repeats.
+type fakeProber struct {
+	mu      sync.Mutex
+	answers map[string][]func() (Health, error)
+	calls   map[string]int
+}
+
+func (f *fakeProber) Healthz(_ context.Context, node string) (Health, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.answers[node]
+	if len(a) == 0 {
+		return Health{}, fmt.Errorf("HTTP 400 from the API server, not kube-proxy's answer: address not allowed")
+	}
+	i := min(f.calls[node], len(a)-1)
+	f.calls[node]++
+	return a[i]()
+}
+
+func healthy(lastSync time.Time) func() (Health, error) {
+	return func() (Health, error) {
+		return Health{Code: 200, PerFamily: true, LastSync: lastSync, CurrentTime: time.Now()}, nil
+	}
+}
+
+func unhealthy() (Health, error) {
+	return Health{Code: 503, PerFamily: true, CurrentTime: time.Now()}, nil
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
+}
+
+func newChecker(p Prober, mode string) *Checker {
+	return &Checker{Prober: p, Clock: clock.RealClock{}, Log: quietLog(), Mode: mode,
+		Interval: time.Millisecond, Timeout: 50 * time.Millisecond, Parallel: 4}
+}
+
+func TestCheckerBaselineAndAfter(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		// healthy before; after the restart: no sync yet, then a sync
+		"a": {healthy(old), unhealthy, func() (Health, error) { return healthy(time.Now())() }},
+		// healthy before; after the restart never syncs again: readiness alone would pass it
+		"b": {healthy(old), healthy(old)},
+		// unhealthy before and after: reported, not the restart's fault
+		"c": {unhealthy},
+		// "d" is unreachable (kwok): not checked
+	}}
+	c := newChecker(p, Auto)
+	ctx := context.Background()
+	require.NoError(t, c.Baseline(ctx, []string{"a", "b", "c", "d"}))
+	assert.True(t, c.Wants("a"))
+	assert.False(t, c.Wants("d"))
+	c.Since = time.Now()
+
+	require.NoError(t, c.After(ctx, "a"))
+	err := c.After(ctx, "b")
+	require.Error(t, err)
+	assert.True(t, IsFailure(err))
+	assert.Contains(t, err.Error(), "node b")
+	assert.Contains(t, err.Error(), "did not show a sync since the restart")
+	require.NoError(t, c.After(ctx, "c"), "unhealthy before: not the restart's doing")
+
+	r := c.Report()
+	assert.Equal(t, Auto, r.Mode)
+	assert.Equal(t, 3, r.Baseline)
+	assert.Equal(t, 3, r.Checked)
+	assert.Equal(t, 1, r.Passed)
+	assert.Equal(t, []NodeResult{{"d", "HTTP 400 from the API server, not kube-proxy's answer: address not allowed"}}, r.Unreachable)
+	require.Len(t, r.UnhealthyBefore, 1)
+	assert.Equal(t, "c", r.UnhealthyBefore[0].Node)
+	require.Len(t, r.Failed, 1)
+	assert.Equal(t, "b", r.Failed[0].Node)
+	// a: 1 before + 2 after; b and c: polled until the timeout; d once
+	assert.Equal(t, int64(p.calls["a"]+p.calls["b"]+p.calls["c"]+1), r.Requests)
+	assert.Equal(t, 3, p.calls["a"], "a healthy node costs its baseline GET and one GET per poll until it shows a sync")
+}
+
+func TestCheckerRequiredFailsOnAnUnreachableBaseline(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){"a": {healthy(old)}}}
+	err := newChecker(p, Required).Baseline(context.Background(), []string{"a", "kwok-0"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "1 node(s)")
+	assert.Contains(t, err.Error(), "kwok-0")
+	assert.Contains(t, err.Error(), "nothing was restarted")
+}
+
+// Budget: a healthy node whose kube-proxy has synced by the time its pod
+// is Ready costs exactly 2 API requests (one GET before, one after).
+func TestCheckerRequestsPerHealthyNode(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	nodes := []string{"a", "b", "c", "d", "e"}
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){}}
+	for _, n := range nodes {
+		p.answers[n] = []func() (Health, error){healthy(old), func() (Health, error) { return healthy(time.Now())() }}
+	}
+	c := newChecker(p, Required)
+	require.NoError(t, c.Baseline(context.Background(), nodes))
+	c.Since = time.Now().Add(-time.Millisecond)
+	for _, n := range nodes {
+		require.NoError(t, c.After(context.Background(), n))
+	}
+	assert.Equal(t, int64(2*len(nodes)), c.Report().Requests)
+}
