@@ -36,6 +36,9 @@ const healthPollInterval = time.Second
 type connectivity struct {
 	checker   *verify.Checker
 	unchecked map[string]bool
+	// pending: the fleet's pending count at the last look; first: no look yet
+	pending int
+	first   bool
 }
 
 // baseline asks each live node's kube-proxy before the restart (and
@@ -64,7 +67,7 @@ func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) e
 	if err := c.Baseline(ctx, live); err != nil {
 		return err
 	}
-	s.conn = &connectivity{checker: c, unchecked: map[string]bool{}}
+	s.conn = &connectivity{checker: c, unchecked: map[string]bool{}, first: true}
 	for _, n := range live {
 		if c.Wants(n) {
 			s.conn.unchecked[n] = true
@@ -111,15 +114,23 @@ func (s *Syncer) checkDone(ctx context.Context, fleet *rollout.Fleet) error {
 	if s.conn == nil {
 		return nil
 	}
+	// a node finishing or going away lowers the pending count: look only then
+	pending := fleet.PendingCount()
+	if pending == s.conn.pending && !s.conn.first {
+		return nil
+	}
+	s.conn.pending, s.conn.first = pending, false
 	defer s.reportConnectivity()
-	for _, n := range sortedSet(s.conn.unchecked) {
+	var finished []string
+	for n := range s.conn.unchecked {
 		if _, skipped := fleet.Skipped[n]; skipped {
 			delete(s.conn.unchecked, n)
-			continue
+		} else if fleet.Done(n) {
+			finished = append(finished, n)
 		}
-		if !fleet.Done(n) {
-			continue
-		}
+	}
+	sort.Strings(finished)
+	for _, n := range finished {
 		delete(s.conn.unchecked, n)
 		if err := s.conn.checker.After(ctx, n); err != nil {
 			return err
@@ -133,13 +144,4 @@ func (s *Syncer) reportConnectivity() {
 		r := s.conn.checker.Report()
 		s.res.Facts.Connectivity = &r
 	}
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
