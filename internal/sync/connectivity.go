@@ -62,6 +62,9 @@ func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) e
 		if c.Traffic, err = s.trafficTarget(ctx); err != nil {
 			return err
 		}
+		if err := c.Traffic.Cleanup(ctx); err != nil {
+			return err
+		}
 	}
 	live := fleet.Live()
 	if err := c.Baseline(ctx, live); err != nil {

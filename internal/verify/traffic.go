@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -19,6 +20,7 @@ import (
 
 // PodAPI is what the traffic check does with pods.
 type PodAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
@@ -47,6 +49,24 @@ type Traffic struct {
 	Timeout time.Duration
 	// Requests counts the API requests made (create, watch, delete per node).
 	Requests atomic.Int64
+}
+
+// Cleanup deletes probe pods an earlier run left behind (it was killed
+// between creating and deleting one).
+func (t *Traffic) Cleanup(ctx context.Context) error {
+	t.Requests.Add(1)
+	list, err := t.Pods.List(ctx, metav1.ListOptions{LabelSelector: ProbeLabel + "=" + ProbeLabelValue})
+	if err != nil {
+		return fmt.Errorf("list leftover traffic probe pods in %s: %w", t.Namespace, err)
+	}
+	for _, p := range list.Items {
+		t.Requests.Add(1)
+		err := t.Pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete leftover traffic probe pod %s/%s: %w", t.Namespace, p.Name, err)
+		}
+	}
+	return nil
 }
 
 // Check runs the probe pod on node and waits for its verdict.

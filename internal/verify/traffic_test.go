@@ -82,3 +82,18 @@ func TestTrafficFails(t *testing.T) {
 	assert.Contains(t, err.Error(), "cannot run")
 	assert.Contains(t, err.Error(), "--verify-traffic-image")
 }
+
+// A probe pod an earlier, killed run left behind is removed; other pods stay.
+func TestTrafficCleanup(t *testing.T) {
+	left := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-old", Namespace: "kube-system",
+		Labels: map[string]string{ProbeLabel: ProbeLabelValue}}}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-abc", Namespace: "kube-system",
+		Labels: map[string]string{"k8s-app": "kube-proxy"}}}
+	cs := fake.NewClientset(left, other)
+	tr := &Traffic{Pods: cs.CoreV1().Pods("kube-system"), Namespace: "kube-system"}
+	require.NoError(t, tr.Cleanup(context.Background()))
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	assert.Equal(t, "kube-proxy-abc", pods.Items[0].Name)
+}
