@@ -70,6 +70,9 @@ func setDefaults(c *config, minor int) {
 	if c.Logging.Format == "" {
 		c.Logging.Format = "text"
 	}
+	if c.Logging.FlushFrequency.Duration.Duration == 0 {
+		c.Logging.FlushFrequency.Duration.Duration = 5 * time.Second
+	}
 	// Linux platform defaults
 	if c.Mode == "" {
 		c.Mode = "iptables"
@@ -395,6 +398,9 @@ func (v *validator) clusterCIDRs(cidrs []string) {
 
 func (v *validator) logging() {
 	l := v.c.Logging
+	if v.minor >= 35 && l.FlushFrequency.Duration.Duration <= 0 {
+		v.add("logging.flushFrequency", l.FlushFrequency.Duration.Duration.String(), "must be greater than zero")
+	}
 	switch l.Format {
 	case "text":
 	case "json":
