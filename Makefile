@@ -11,7 +11,7 @@ NODES ?= 3
 export NODES
 
 .PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
-	cluster-up cluster-down demo bench bench-small fuzz clean
+	cluster-up cluster-down demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
@@ -27,6 +27,9 @@ test: ## everything CI runs: lint, unit, e2e against the local control plane, mo
 
 test-unit: ## fast hermetic tests
 	go test -short -count=1 ./...
+
+difftest: ## config validation against kube-proxy's own code, every supported minor (hack/difftest)
+	hack/difftest.sh
 
 test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-up first)
 	hack/e2e.sh

@@ -1,0 +1,1 @@
+../_template/difftest_test.go
