@@ -32,7 +32,16 @@ KWOK_WORKDIR="${CLUSTER_DIR}/kwok"
 KWOK_CLUSTER_DIR="${KWOK_WORKDIR}/clusters/${CLUSTER_NAME}"
 
 # fd 9 is the lock below: closed for kwokctl, whose daemons would inherit it.
-kwokctl() { KWOK_WORKDIR="${KWOK_WORKDIR}" "${TOOLS_BIN}/kwokctl" --name "${CLUSTER_NAME}" "$@" 9>&-; }
+# Its own log lines go to .cache/cluster/kwokctl.log (shown when it fails).
+KWOKCTL_LOG="${CLUSTER_DIR}/kwokctl.log"
+kwokctl() {
+  mkdir -p "${CLUSTER_DIR}"
+  printf '\n$ kwokctl %s\n' "$*" >>"${KWOKCTL_LOG}"
+  if ! KWOK_WORKDIR="${KWOK_WORKDIR}" "${TOOLS_BIN}/kwokctl" --name "${CLUSTER_NAME}" "$@" >>"${KWOKCTL_LOG}" 2>&1 9>&-; then
+    tail -n 20 "${KWOKCTL_LOG}" >&2
+    return 1
+  fi
+}
 kubectl() { "${TOOLS_BIN}/kubectl" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 
 # dump_logs: the last lines of every component's log, for a failed start.
@@ -185,7 +194,7 @@ log "API server ready at $(kubectl config view -o jsonpath='{.clusters[0].cluste
 # anything that follows a node or host-network pod IP stays on this machine.
 log "scaling kwok nodes to ${NODES}"
 kwokctl scale node --replicas "${NODES}" \
-  --param '.nodeIPs = ["127.1.0.1"]' --param '.podCIDRs = ["10.0.0.0/24"]' >&2 ||
+  --param '.nodeIPs = ["127.1.0.1"]' --param '.podCIDRs = ["10.0.0.0/24"]' ||
   die "kwokctl scale node --replicas ${NODES} failed"
 # ready_nodes: how many kwok nodes have condition Ready=True. One list call:
 # `kubectl wait` on 1000 nodes watches them one by one and takes minutes.
