@@ -11,7 +11,7 @@ NODES ?= 3
 export NODES
 
 .PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
-	cluster-up cluster-down demo bench bench-small fuzz difftest clean
+	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
@@ -57,6 +57,15 @@ cluster-up: ## build (once) and start etcd, apiserver, controller-manager, sched
 cluster-down:
 	hack/cluster-down.sh
 
+kind-up: ## build (once, offline) and start a kind cluster: real kubelets and kube-proxy, 1 control plane + 2 workers
+	hack/kind-up.sh
+
+kind-down: ## delete the kind cluster and stop the project-owned Docker engine
+	hack/kind-down.sh
+
+test-real: ## real-node e2e tests against $$KUBECONFIG or the kind cluster (make kind-up first)
+	hack/e2e-real.sh
+
 demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix
 	hack/demo.sh
 
@@ -69,5 +78,5 @@ bench-small: build ## one small round, part of make test
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	hack/fuzz.sh
 
-clean: cluster-down
+clean: cluster-down kind-down
 	rm -rf bin dist .cache .venv roles/kube_proxy_sync/library/kube_proxy_sync_*

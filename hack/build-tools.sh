@@ -9,20 +9,30 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build-tools.sh [--force]
+# Usage: hack/build-tools.sh [--force] [control-plane|kind]
+#   control-plane (default): what hack/cluster-up.sh needs
+#   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
+#         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
+#         KUBE_PROXY_OLD_VERSION, and a static pause
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TOOLS_DIR="${REPO_ROOT}/hack/tools"
-FORCE=0
-[[ "${1:-}" == "--force" ]] && FORCE=1
+FORCE=0 GROUP=control-plane
+for arg in "$@"; do
+  case "${arg}" in
+    --force) FORCE=1 ;;
+    control-plane | kind) GROUP="${arg}" ;;
+    *) die "usage: hack/build-tools.sh [--force] [control-plane|kind]" ;;
+  esac
+done
 
 command -v go >/dev/null || die "go is not on PATH: install Go (see go.mod for the version)"
 mkdir -p "${TOOLS_BIN}"
 
 # One build at a time (make cluster-up may run from two shells at once).
-exec 8>"${CACHE_DIR}/build.lock"
+exec 8>"${TOOLS_BIN}/.build.lock"
 if ! flock -n 8; then
   log "another build of the tools is running; waiting for it"
   flock 8
@@ -56,9 +66,12 @@ build() {
     fi
     log "building ${name} ${stamp%% *} from ${pkg} ..."
     start=${SECONDS}
-    (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" \
-      -o "${TOOLS_BIN}/.${name}.tmp" "${pkg}") ||
-      die "building ${name} failed (see the go output above)"
+    mkdir -p "${CACHE_DIR}/logs"
+    if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" \
+      -o "${TOOLS_BIN}/.${name}.tmp" "${pkg}") >"${CACHE_DIR}/logs/build-${name}.log" 2>&1; then
+      tail -n 30 "${CACHE_DIR}/logs/build-${name}.log" >&2
+      die "building ${name} failed (log: ${CACHE_DIR#"${REPO_ROOT}/"}/logs/build-${name}.log)"
+    fi
     # Rename, so a running copy of the old binary is not written over.
     mv -f "${TOOLS_BIN}/.${name}.tmp" "${TOOLS_BIN}/${name}"
     printf '%s\n' "${stamp}" >"${TOOLS_BIN}/${name}.stamp"
@@ -66,16 +79,48 @@ build() {
   done
 }
 
-k8s_minor="${KUBERNETES_VERSION#v*.}"
-k8s_minor="${k8s_minor%%.*}"
-k8s_major="${KUBERNETES_VERSION#v}"
-k8s_major="${k8s_major%%.*}"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X ${pkg}.gitVersion=${KUBERNETES_VERSION}"
-  k8s_ldflags+=" -X ${pkg}.gitMajor=${k8s_major} -X ${pkg}.gitMinor=${k8s_minor}"
-  k8s_ldflags+=" -X ${pkg}.gitTreeState=clean"
-done
+# k8s_ldflags VERSION: the version stamps Kubernetes' own build sets (kubeadm
+# compares its own version with the cluster's).
+k8s_ldflags() {
+  local v="$1" minor major pkg flags="-s -w"
+  minor="${v#v*.}"
+  minor="${minor%%.*}"
+  major="${v#v}"
+  major="${major%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${v}"
+    flags+=" -X ${pkg}.gitMajor=${major} -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean"
+  done
+  printf '%s' "${flags}"
+}
+
+if [[ "${GROUP}" == kind ]]; then
+  build "${TOOLS_DIR}/kind" "-s -w" "${KIND_VERSION} $(module_hash "${TOOLS_DIR}/kind")" \
+    kind=sigs.k8s.io/kind
+  build "${TOOLS_DIR}/node" "$(k8s_ldflags "${KUBERNETES_VERSION}")" \
+    "${KUBERNETES_VERSION} $(module_hash "${TOOLS_DIR}/node")" \
+    kubeadm=k8s.io/kubernetes/cmd/kubeadm \
+    kubelet=k8s.io/kubernetes/cmd/kubelet \
+    kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+  # The checksum database lacks many k8s.io/*@v0.27.x: go.sum is the record.
+  GONOSUMDB=k8s.io build "${TOOLS_DIR}/kube-proxy-${KUBE_PROXY_OLD_VERSION%.*}" \
+    "$(k8s_ldflags "${KUBE_PROXY_OLD_VERSION}")" \
+    "${KUBE_PROXY_OLD_VERSION} $(module_hash "${TOOLS_DIR}/kube-proxy-${KUBE_PROXY_OLD_VERSION%.*}")" \
+    "kube-proxy-${KUBE_PROXY_OLD_VERSION}=k8s.io/kubernetes/cmd/kube-proxy"
+  # pause: the C source ships in the kubernetes module.
+  pause_src="$(cd "${TOOLS_DIR}/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+  if stale pause "${KUBERNETES_VERSION} $(sha256sum <"${pause_src}" | cut -c1-16)"; then
+    command -v gcc >/dev/null || die "gcc is needed for the static pause binary: apt-get install gcc libc6-dev"
+    gcc -Os -static -DVERSION="${KUBERNETES_VERSION}" -o "${TOOLS_BIN}/pause" "${pause_src}" ||
+      die "building pause from ${pause_src} failed"
+    printf '%s\n' "${KUBERNETES_VERSION} $(sha256sum <"${pause_src}" | cut -c1-16)" >"${TOOLS_BIN}/pause.stamp"
+    log "built pause"
+  fi
+  log "kind tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: kind ${KIND_VERSION}, $("${TOOLS_BIN}/kubelet" --version), kube-proxy ${KUBE_PROXY_OLD_VERSION}"
+  exit 0
+fi
+k8s_ldflags="$(k8s_ldflags "${KUBERNETES_VERSION}")"
 
 # etcd's main package is the root of go.etcd.io/etcd/server/v3.
 build "${TOOLS_DIR}/etcd" "-s -w" "${ETCD_VERSION} $(module_hash "${TOOLS_DIR}/etcd")" \

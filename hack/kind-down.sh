@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Deletes the kind cluster (hack/kind-up.sh), reports the packets that tried
+# to leave its docker network (hack/kind/egress.sh; exit 1 if any did), and
+# stops the project-owned Docker engine if this checkout started one. Built
+# images stay in the engine's data root under .cache for the next kind-up.
+# Safe to run twice or when nothing runs.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KIND_CLUSTER="${KIND_CLUSTER:-kps}"
+DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env 2>/dev/null || true)"
+[[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST || unset DOCKER_HOST
+
+egress=0
+if docker info >/dev/null 2>&1; then
+  egress="$("${REPO_ROOT}/hack/kind/egress.sh" count kind)"
+  "${REPO_ROOT}/hack/kind/egress.sh" remove kind
+  if [[ -x "${TOOLS_BIN}/kind" ]] && "${TOOLS_BIN}/kind" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
+    log "deleting kind cluster ${KIND_CLUSTER}"
+    "${TOOLS_BIN}/kind" delete cluster --name "${KIND_CLUSTER}" >/dev/null 2>&1
+  fi
+fi
+rm -f "${CACHE_DIR}/kind/kubeconfig"
+"${REPO_ROOT}/hack/docker.sh" down
+log "packets that tried to leave the kind network: ${egress}"
+((egress == 0)) || die "${egress} packets tried to leave the kind cluster's docker network (dropped): something in the cluster talks to an address outside it"
