@@ -20,6 +20,21 @@ for arch in amd64 arm64; do
 done
 
 if [[ "${scenario}" == kind ]]; then
+  # The project's own kind cluster (make kind-up), when it is up: its engine,
+  # its node image and config, its control plane's address; kept afterwards
+  # for make kind-down.
+  if [[ -f "${CACHE_DIR}/kind/kubeconfig" ]]; then
+    DOCKER_HOST="$(hack/docker.sh env || true)"
+    [[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST
+    export PATH="${TOOLS_BIN}:${PATH}"
+    export KPS_KIND_CLUSTER="${KIND_CLUSTER:-kps}"
+    export KPS_KIND_IMAGE="kps.local/kind-node:${KUBERNETES_VERSION}"
+    export KPS_KIND_CONFIG="${CACHE_DIR}/kind/cluster.yaml"
+    export KUBE_PROXY_SYNC_MOLECULE_KEEP=true
+    KPS_KIND_CONTROL_PLANE_ADDRESS="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${KPS_KIND_CLUSTER}-control-plane")" ||
+      die "no control-plane container of the kind cluster ${KPS_KIND_CLUSTER}: run make kind-up"
+    export KPS_KIND_CONTROL_PLANE_ADDRESS
+  fi
   if ! command -v kind >/dev/null 2>&1; then
     log "SKIP molecule scenario kind: the kind CLI is not installed (https://kind.sigs.k8s.io); nothing was run"
     exit 0

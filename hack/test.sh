@@ -27,11 +27,19 @@ step "ansible lint"
 hack/venv.sh
 hack/lint-ansible.sh
 
-step "local control plane"
-if [[ -z "${KUBECONFIG:-}" ]]; then
-  trap 'step "cluster down"; hack/cluster-down.sh' EXIT
-  hack/cluster-up.sh
+# The kwok tier: scale and API behaviour, on a local control plane whose
+# nodes are fake (kwok marks every pod Ready whatever its probe or config).
+if [[ -n "${KUBECONFIG:-}" ]]; then
+  step "e2e tests against KUBECONFIG"
+  hack/e2e.sh
+  step "real-node e2e tests against KUBECONFIG"
+  hack/e2e-real.sh
+  step "all green"
+  exit 0
 fi
+step "local control plane"
+trap 'step "cluster down"; hack/cluster-down.sh' EXIT
+hack/cluster-up.sh
 step "e2e tests"
 hack/e2e.sh
 if [[ -x hack/bench.sh ]]; then
@@ -40,4 +48,18 @@ if [[ -x hack/bench.sh ]]; then
 fi
 step "molecule default scenario"
 hack/molecule.sh default
+hack/cluster-down.sh
+
+# The real tier: real kubelets and a real kube-proxy in a kind cluster,
+# built offline. Everything promised about kube-proxy itself is shown here.
+step "kind cluster"
+trap 'step "kind down"; hack/kind-down.sh' EXIT
+hack/kind-up.sh
+step "real-node e2e tests"
+KUBECONFIG="${CACHE_DIR}/kind/kubeconfig" hack/e2e-real.sh
+step "molecule kind scenario"
+hack/molecule.sh kind
+trap - EXIT
+step "kind down"
+hack/kind-down.sh
 step "all green"

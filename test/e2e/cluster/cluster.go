@@ -93,7 +93,27 @@ func Connect(t testing.TB) *Cluster {
 	if err != nil {
 		unavailable(t, fmt.Sprintf("cluster of %s is not ready: %v %s", path, err, bytes.TrimSpace(body)))
 	}
+	if err := onlyFakeNodes(ctx, client); err != nil {
+		t.Fatalf("refusing to run the kwok e2e suite against %s: %v", path, err)
+	}
 	return &Cluster{Client: client, RestConfig: cfg, KubeconfigPath: path, Namespace: Namespace, RepoRoot: root}
+}
+
+// onlyFakeNodes refuses a cluster with real nodes. This suite replaces
+// kube-proxy's objects with the seed manifests and writes made-up server
+// addresses: on a real node, kube-proxy would connect to them. Real clusters
+// get test/realnode, which only writes the cluster's own control plane.
+func onlyFakeNodes(ctx context.Context, client kubernetes.Interface) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		if n.Labels["type"] != "kwok" {
+			return fmt.Errorf("node %s is not a kwok fake node (label type=kwok): this suite writes made-up API server addresses that a real kube-proxy would connect to; run test/realnode (make test-real) against real clusters", n.Name)
+		}
+	}
+	return nil
 }
 
 func unavailable(t testing.TB, reason string) {

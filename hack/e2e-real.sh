@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The real-node e2e tier (test/realnode): real kubelets and a real
+# kube-proxy, against $KUBECONFIG, else the kind cluster (make kind-up).
+# E2E_REQUIRED=1 (set by make test and CI) turns "no cluster" into a failure.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+go test -count=1 -p 1 -tags e2e -timeout 40m ./test/realnode/... "$@"
