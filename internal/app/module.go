@@ -45,6 +45,8 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 	"verify_traffic_image":   str(func(o *Options) *string { return &o.VerifyTrafficImg }),
 	"verify_traffic_timeout": duration(func(o *Options) *time.Duration { return &o.VerifyTrafficWait }),
 	"rollback_on_failure":    boolean(func(o *Options) *bool { return &o.RollbackOnFailure }),
+	"no_rollback":            boolean(func(o *Options) *bool { return &o.NoRollback }),
+	"progress_deadline":      duration(func(o *Options) *time.Duration { return &o.ProgressDeadline }),
 	"skip_unschedulable":     boolean(func(o *Options) *bool { return &o.SkipUnschedulable }),
 	"set":                    setArg,
 }

@@ -63,6 +63,8 @@ type Options struct {
 	VerifyTrafficImg  string
 	VerifyTrafficWait time.Duration
 	RollbackOnFailure bool
+	NoRollback        bool
+	ProgressDeadline  time.Duration
 	NotReadyTolerance time.Duration
 	SkipUnschedulable bool
 
@@ -81,7 +83,6 @@ func NewOptions() *Options {
 		Container:         "kube-proxy",
 		ProbePath:         probe.Auto,
 		Restart:           sync.RestartAuto,
-		Timeout:           5 * time.Minute,
 		RequestTimeout:    20 * time.Second,
 		Retries:           5,
 		Output:            "text",
@@ -95,6 +96,7 @@ func NewOptions() *Options {
 		VerifyHealthWait:  time.Minute,
 		VerifyTrafficImg:  DefaultTrafficImage,
 		VerifyTrafficWait: 30 * time.Second,
+		RollbackOnFailure: true,
 		NotReadyTolerance: nodes.DefaultPolicy.NotReadyTolerance,
 	}
 }
@@ -111,9 +113,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Set, "set", o.Set, "KubeProxyConfiguration field to set in config.conf, as dotted.path=value; repeatable (e.g. --set mode=ipvs --set ipvs.strictARP=true)")
 	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data is applied with server-side apply (field manager kube-proxy-sync)")
 	fs.StringVar(&o.ProbePath, "probe-path", o.ProbePath, "readiness probe path: auto (/livez for kube-proxy >= 1.28, /healthz before), /livez, /healthz, or none (leave the probe alone)")
-	fs.StringVar(&o.KubeProxyVersion, "kube-proxy-version", o.KubeProxyVersion, "kube-proxy version to assume (default: from the image tag, else the API server's)")
+	fs.StringVar(&o.KubeProxyVersion, "kube-proxy-version", o.KubeProxyVersion, "kube-proxy version to assume (default: from the image tag; when that is not a version, --probe-path auto leaves the probes alone)")
 	fs.StringVar(&o.Restart, "restart", o.Restart, "restart policy: auto (only when the config changed or a restart is owed), always, never")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the rollout")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "optional bound on the whole rollout (default: none); reaching it fails the run but rolls nothing back")
+	fs.DurationVar(&o.ProgressDeadline, "progress-deadline", o.ProgressDeadline, "fail (and roll back) when no node finished for this long (default: derived from the pod's grace period, minReadySeconds and readiness probe, at least 2m)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of one API request attempt")
 	fs.IntVar(&o.Retries, "retries", o.Retries, "retries of an API request after a connection error, 429 or 5xx")
 	fs.BoolVar(&o.Check, "check", o.Check, "dry run: compute and report, write nothing")
@@ -134,7 +137,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VerifyTraffic, "verify-traffic", o.VerifyTraffic, "with --verify-health: NAMESPACE/NAME of a Service with ready endpoints; after each node's restart a short-lived probe pod on that node opens a TCP connection to its ClusterIP (needs create and delete on pods, get on that Service)")
 	fs.StringVar(&o.VerifyTrafficImg, "verify-traffic-image", o.VerifyTrafficImg, "with --verify-traffic: image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the connection); use one every node has, like the kubelet's pause image")
 	fs.DurationVar(&o.VerifyTrafficWait, "verify-traffic-timeout", o.VerifyTrafficWait, "with --verify-traffic: how long the connection may take to succeed on one node")
-	fs.BoolVar(&o.RollbackOnFailure, "rollback-on-failure", o.RollbackOnFailure, "if the rollout (or canary) fails, restore the ConfigMap data and restart once more; the run still exits 1")
+	fs.BoolVar(&o.RollbackOnFailure, "rollback-on-failure", o.RollbackOnFailure, "when the new template fails (a pod that cannot run, the progress deadline, --verify), restore the ConfigMap data and the pod template; the run still exits 1 (default on; an interrupt or --timeout never rolls back)")
+	fs.BoolVar(&o.NoRollback, "no-rollback", o.NoRollback, "leave a failed rollout as it is (same as --rollback-on-failure=false)")
 	fs.DurationVar(&o.NotReadyTolerance, "not-ready-tolerance", o.NotReadyTolerance, "a node NotReady for longer than this counts as going away: its pod neither blocks nor fails the rollout")
 	fs.BoolVar(&o.SkipUnschedulable, "skip-unschedulable", o.SkipUnschedulable, "treat cordoned nodes as going away too")
 	fs.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long to wait for another run's lease (kube-system/kube-proxy-sync) before failing with \"locked\"")
@@ -193,8 +197,11 @@ func (o *Options) Validate() error {
 	if !slices.Contains([]string{sync.RestartAuto, sync.RestartAlways, sync.RestartNever}, o.Restart) {
 		return fmt.Errorf("--restart %q: want auto, always or never", o.Restart)
 	}
-	if o.Timeout <= 0 || o.Timeout > 24*time.Hour {
-		return fmt.Errorf("--timeout %s: want more than 0 and at most 24h", o.Timeout)
+	if o.Timeout < 0 || o.Timeout > 24*time.Hour {
+		return fmt.Errorf("--timeout %s: want 0 (none) to 24h", o.Timeout)
+	}
+	if o.ProgressDeadline < 0 || o.ProgressDeadline > 24*time.Hour {
+		return fmt.Errorf("--progress-deadline %s: want 0 (derived) to 24h", o.ProgressDeadline)
 	}
 	if o.RequestTimeout <= 0 || o.RequestTimeout > 10*time.Minute {
 		return fmt.Errorf("--request-timeout %s: want more than 0 and at most 10m", o.RequestTimeout)
@@ -253,9 +260,9 @@ func (o *Options) syncOptions() sync.Options {
 	return sync.Options{ZoneLabel: zoneLabel,
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
-		Restart: o.Restart, Timeout: o.Timeout, Check: o.Check, Diff: o.Diff,
+		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
-		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure,
+		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,
 		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
 			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait},
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},

@@ -47,19 +47,41 @@ type Log struct {
 	Path string
 }
 
+// Check opens the log for appending (creating it 0600) and closes it: a
+// run calls it before its first write, so an unwritable log fails the run
+// while the cluster is still untouched.
+func (l Log) Check() error {
+	if l.Path == "" {
+		return nil
+	}
+	f, err := l.open()
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (l Log) open() (*os.File, error) {
+	if dir := filepath.Dir(l.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("audit log %s: %w (change --audit-log to a writable path)", l.Path, err)
+		}
+	}
+	f, err := os.OpenFile(l.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open audit log %s: %w (check the directory exists and is writable, or change --audit-log)", l.Path, err)
+	}
+	return f, nil
+}
+
 // Append writes one record and fsyncs it. The file is created 0600.
 func (l Log) Append(r Record) error {
 	if l.Path == "" {
 		return nil
 	}
-	if dir := filepath.Dir(l.Path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("audit log %s: %w", l.Path, err)
-		}
-	}
-	f, err := os.OpenFile(l.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := l.open()
 	if err != nil {
-		return fmt.Errorf("open audit log %s: %w (check the directory exists and is writable, or change --audit-log)", l.Path, err)
+		return err
 	}
 	line, err := json.Marshal(r)
 	if err != nil {

@@ -70,9 +70,12 @@ func Desired(current *corev1.Probe, path string, port int, host string) *corev1.
 	return p
 }
 
-// Matches reports whether the current probe already is an HTTP GET of path on port.
+// Matches reports whether the current probe already is exactly the one
+// Desired builds: an HTTP GET of path on port and host, plain HTTP, no
+// headers, and no other handler. Anything else is replaced whole, so a
+// rerun on a probe that was once changed by hand converges in one step.
 func Matches(current *corev1.Probe, path string, port int, host string) bool {
-	if current == nil || current.HTTPGet == nil {
+	if current == nil || current.HTTPGet == nil || current.Exec != nil || current.TCPSocket != nil || current.GRPC != nil {
 		return false
 	}
 	g := current.HTTPGet
@@ -80,5 +83,5 @@ func Matches(current *corev1.Probe, path string, port int, host string) bool {
 	if scheme == "" {
 		scheme = corev1.URISchemeHTTP
 	}
-	return g.Path == path && g.Port.String() == fmt.Sprint(port) && g.Host == host && scheme == corev1.URISchemeHTTP
+	return g.Path == path && g.Port.String() == fmt.Sprint(port) && g.Host == host && scheme == corev1.URISchemeHTTP && len(g.HTTPHeaders) == 0
 }

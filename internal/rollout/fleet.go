@@ -45,6 +45,54 @@ type podState struct {
 	gen      int64
 	ready    bool
 	deleting bool
+	// problem says why the pod cannot run (a container waiting in
+	// CrashLoopBackOff, restarted twice...), empty when nothing says so
+	problem string
+}
+
+// brokenReasons are container waiting reasons that mean the pod will not
+// run without someone changing something: its config, its image, the node.
+var brokenReasons = map[string]bool{
+	"CrashLoopBackOff":           true,
+	"ImagePullBackOff":           true,
+	"ErrImagePull":               true,
+	"InvalidImageName":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+}
+
+// BrokenRestarts is the restart count from which a container of a new pod
+// counts as unable to run, whatever it is waiting in.
+const BrokenRestarts = 2
+
+// podProblem describes why a pod cannot run, or returns "".
+func podProblem(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		waiting := cs.State.Waiting
+		if (waiting == nil || !brokenReasons[waiting.Reason]) && cs.RestartCount < BrokenRestarts {
+			continue
+		}
+		what := fmt.Sprintf("container %s restarted %d times", cs.Name, cs.RestartCount)
+		if waiting != nil && waiting.Reason != "" {
+			what = fmt.Sprintf("container %s is waiting in %s (restarted %d times)", cs.Name, waiting.Reason, cs.RestartCount)
+			if waiting.Message != "" {
+				what += ": " + waiting.Message
+			}
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			last := fmt.Sprintf("exit code %d", t.ExitCode)
+			if t.Reason != "" {
+				last += ", " + t.Reason
+			}
+			if t.Message != "" {
+				last += ": " + strings.TrimSpace(t.Message)
+			}
+			what += "; last error: " + last
+		}
+		return what
+	}
+	return ""
 }
 
 // Fleet is what we know of the DaemonSet's pods, per node. It keeps a few
@@ -60,6 +108,9 @@ type Fleet struct {
 	// expected are the nodes that had a pod when the fleet was observed.
 	expected        map[string]bool
 	resourceVersion string
+	// exempt are live nodes whose pod was not Ready before the restart:
+	// they neither hold the wait nor fail it
+	exempt map[string]bool
 	// kept up to date per event, over live expected nodes
 	notDone map[string]bool
 	unready map[string]bool
@@ -73,7 +124,7 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 		return nil, fmt.Errorf("daemonset %s/%s selector: %w", c.Namespace, c.Name, err)
 	}
 	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
-		expected: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+		expected: map[string]bool{}, exempt: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
 	pods := c.Pods
 	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = f.selector
@@ -114,10 +165,25 @@ func (f *Fleet) Skip(node, reason string) {
 	f.touch(node)
 }
 
+// Exempt leaves live nodes out of the completion check (their pod was
+// already not Ready before the restart: not the restart's doing).
+func (f *Fleet) Exempt(nodes []string) {
+	if f.exempt == nil {
+		f.exempt = map[string]bool{}
+	}
+	for _, n := range nodes {
+		f.exempt[n] = true
+		f.touch(n)
+	}
+}
+
+// Exempted reports whether a node was left out by Exempt.
+func (f *Fleet) Exempted(node string) bool { return f.exempt[node] }
+
 // touch recomputes one node's bookkeeping.
 func (f *Fleet) touch(node string) {
 	_, skip := f.Skipped[node]
-	if !f.expected[node] || skip {
+	if !f.expected[node] || skip || f.exempt[node] {
 		delete(f.notDone, node)
 		delete(f.unready, node)
 		return
@@ -139,7 +205,7 @@ func (f *Fleet) upsert(p *corev1.Pod) {
 		return
 	}
 	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
-	f.pods[p.UID] = podState{name: p.Name, node: p.Spec.NodeName, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil}
+	f.pods[p.UID] = podState{name: p.Name, node: p.Spec.NodeName, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
 	if f.byNode[p.Spec.NodeName] == nil {
 		f.byNode[p.Spec.NodeName] = map[types.UID]bool{}
 	}
@@ -198,6 +264,62 @@ func (f *Fleet) OldPod(node string) (types.UID, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// Broken is a pod of the new template that cannot run.
+type Broken struct {
+	Node    string
+	Pod     string
+	Problem string
+}
+
+func (b Broken) String() string {
+	return fmt.Sprintf("node %s, pod %s: %s", b.Node, b.Pod, b.Problem)
+}
+
+// Broken lists the pods of the new template on live, not exempted nodes
+// that cannot run, sorted by node.
+func (f *Fleet) Broken() []Broken {
+	var out []Broken
+	for _, p := range f.pods {
+		if p.problem == "" || p.deleting || p.gen < f.Generation || f.exempt[p.node] {
+			continue
+		}
+		if _, skip := f.Skipped[p.node]; skip {
+			continue
+		}
+		out = append(out, Broken{Node: p.node, Pod: p.name, Problem: p.problem})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Node < out[j].Node || out[i].Node == out[j].Node && out[i].Pod < out[j].Pod
+	})
+	return out
+}
+
+// NewPods lists the UIDs and names of pods made from the current template
+// (or a later one), not being deleted.
+func (f *Fleet) NewPods() map[types.UID]string {
+	out := map[types.UID]string{}
+	for uid, p := range f.pods {
+		if !p.deleting && p.gen >= f.Generation {
+			out[uid] = p.name
+		}
+	}
+	return out
+}
+
+// Stuck counts the nodes with a pod not Ready that the DaemonSet
+// controller will count against maxUnavailable although the rollout must
+// not wait for them: nodes going away and exempted ones.
+func (f *Fleet) Stuck() int {
+	n := 0
+	for node := range f.expected {
+		_, skip := f.Skipped[node]
+		if (skip || f.exempt[node]) && !f.Ready(node) {
+			n++
+		}
+	}
+	return n
 }
 
 // Live lists the expected nodes that are not skipped, sorted.

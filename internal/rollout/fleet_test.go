@@ -92,3 +92,83 @@ func TestChangePatch(t *testing.T) {
 	assert.JSONEq(t, `{"metadata":{"annotations":{"kube-proxy-sync.io/original-update-strategy":null}},
 		"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","readinessProbe":null}]}}}}`, string(b))
 }
+
+func TestBrokenPods(t *testing.T) {
+	waiting := func(p *corev1.Pod, reason string, restarts int32) *corev1.Pod {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "kube-proxy", RestartCount: restarts,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "back-off 10s"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", Message: "permission denied\n"}},
+		}}
+		return p
+	}
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		want  string // "" : not broken
+		nodes []string
+	}{
+		{"crash loop", waiting(pod("a2", "a", "2", false), "CrashLoopBackOff", 1),
+			"container kube-proxy is waiting in CrashLoopBackOff (restarted 1 times): back-off 10s; last error: exit code 1, Error: permission denied", []string{"a"}},
+		{"image pull", waiting(pod("a2", "a", "2", false), "ImagePullBackOff", 0), "ImagePullBackOff", []string{"a"}},
+		{"err image pull", waiting(pod("a2", "a", "2", false), "ErrImagePull", 0), "ErrImagePull", []string{"a"}},
+		{"config error", waiting(pod("a2", "a", "2", false), "CreateContainerConfigError", 0), "CreateContainerConfigError", []string{"a"}},
+		{"run error", waiting(pod("a2", "a", "2", false), "RunContainerError", 0), "RunContainerError", []string{"a"}},
+		{"restarted twice, running again", waiting(pod("a2", "a", "2", true), "", 2), "restarted 2 times", []string{"a"}},
+		{"starting", waiting(pod("a2", "a", "2", false), "ContainerCreating", 0), "", nil},
+		{"restarted once", waiting(pod("a2", "a", "2", false), "", 1), "", nil},
+		{"old template crash-looping: not the restart's doing", waiting(pod("a0", "a", "1", false), "CrashLoopBackOff", 9), "", nil},
+		{"on a node going away", waiting(pod("c2", "c", "2", false), "CrashLoopBackOff", 3), "", nil},
+		{"on a node exempted (unready before)", waiting(pod("b2", "b", "2", false), "CrashLoopBackOff", 3), "", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(map[string]string{"c": nodes.ToBeDeleted}, pod("a1", "a", "1", true), pod("b1", "b", "1", false), pod("c1", "c", "1", false))
+			f.Exempt([]string{"b"})
+			f.SetGeneration(2)
+			f.upsert(tc.pod)
+			got := f.Broken()
+			var names []string
+			for _, b := range got {
+				names = append(names, b.Node)
+				assert.Contains(t, b.Problem, tc.want)
+				assert.Equal(t, tc.pod.Name, b.Pod)
+			}
+			assert.Equal(t, tc.nodes, names)
+		})
+	}
+}
+
+func TestExemptAndStuck(t *testing.T) {
+	f := newFleet(map[string]string{"c": nodes.ToBeDeleted},
+		pod("a1", "a", "1", true), pod("b1", "b", "1", false), pod("c1", "c", "1", false), pod("d1", "d", "1", true))
+	f.Exempt([]string{"b"})
+	f.SetGeneration(2)
+	assert.Equal(t, []string{"a", "d"}, f.Pending(), "b (unready before) and c (going away) hold no wait")
+	assert.Equal(t, 2, f.Stuck(), "b's and c's pods count against the controller's maxUnavailable")
+	assert.True(t, f.Exempted("b"))
+}
+
+func TestChangePatchRestoresRestartedAt(t *testing.T) {
+	prev := "2026-01-02T03:04:05Z"
+	b, err := Change{RestoreRestartedAt: &prev}.Patch()
+	assert.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-01-02T03:04:05Z"}}}}}`, string(b))
+	none := ""
+	b, err = Change{RestoreRestartedAt: &none}.Patch()
+	assert.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":null}}}}}`, string(b))
+	assert.True(t, Change{RestoreRestartedAt: &none}.Restarts())
+}
+
+// A rollback to an exec (or tcpSocket) probe must not leave the HTTP GET
+// next to it: the API server refuses a probe with two handlers.
+func TestChangePatchReplacesProbeHandler(t *testing.T) {
+	exec := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	b, err := Change{Container: "kube-proxy", Probe: exec, LivenessProbe: exec}.Patch()
+	assert.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy",
+		"readinessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null},
+		"livenessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null}}]}}}}`, string(b))
+}

@@ -41,10 +41,15 @@ type Change struct {
 	ResourceVersion string
 	Hash            string
 	RestartAt       *time.Time
-	Container       string
-	Probe           *corev1.Probe
+	// RestoreRestartedAt puts the template's restartedAt back to a value
+	// read before (a rollback); "" removes it.
+	RestoreRestartedAt *string
+	Container          string
+	Probe              *corev1.Probe
 	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
 	RemoveProbe bool
+	// LivenessProbe replaces the container's liveness probe.
+	LivenessProbe *corev1.Probe
 	// Strategy replaces spec.updateStrategy; SaveStrategy/ClearStrategy
 	// record or drop the original in StrategyAnnotation.
 	Strategy      *appsv1.DaemonSetUpdateStrategy
@@ -53,7 +58,9 @@ type Change struct {
 }
 
 // Restarts reports whether the change makes the DaemonSet roll its pods.
-func (c Change) Restarts() bool { return c.RestartAt != nil || c.Probe != nil || c.RemoveProbe }
+func (c Change) Restarts() bool {
+	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil
+}
 
 // RestartedAt is the value the change gives the pod template's
 // RestartedAtAnnotation, "" if it restarts nothing that way.
@@ -77,14 +84,17 @@ func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
 	if c.Strategy != nil && ds.Spec.UpdateStrategy.Type != c.Strategy.Type {
 		return false
 	}
-	if c.Probe != nil || c.RemoveProbe {
-		var probe *corev1.Probe
+	if c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil {
+		var probe, liveness *corev1.Probe
 		for _, ctr := range ds.Spec.Template.Spec.Containers {
 			if ctr.Name == c.Container {
-				probe = ctr.ReadinessProbe
+				probe, liveness = ctr.ReadinessProbe, ctr.LivenessProbe
 			}
 		}
-		if c.RemoveProbe != (probe == nil) || c.Probe != nil && !apiequality.Semantic.DeepEqual(c.Probe, probe) {
+		if (c.Probe != nil || c.RemoveProbe) && (c.RemoveProbe != (probe == nil) || c.Probe != nil && !apiequality.Semantic.DeepEqual(c.Probe, probe)) {
+			return false
+		}
+		if c.LivenessProbe != nil && !apiequality.Semantic.DeepEqual(c.LivenessProbe, liveness) {
 			return false
 		}
 	}
@@ -125,31 +135,36 @@ func (c Change) Patch() ([]byte, error) {
 		spec["updateStrategy"] = st
 	}
 	tmpl := map[string]interface{}{}
-	if c.RestartAt != nil {
+	switch {
+	case c.RestartAt != nil:
 		tmpl["metadata"] = map[string]interface{}{
-			"annotations": map[string]string{RestartedAtAnnotation: c.RestartedAt()},
+			"annotations": map[string]interface{}{RestartedAtAnnotation: c.RestartedAt()},
 		}
+	case c.RestoreRestartedAt != nil && *c.RestoreRestartedAt == "":
+		tmpl["metadata"] = map[string]interface{}{"annotations": map[string]interface{}{RestartedAtAnnotation: nil}}
+	case c.RestoreRestartedAt != nil:
+		tmpl["metadata"] = map[string]interface{}{"annotations": map[string]interface{}{RestartedAtAnnotation: *c.RestoreRestartedAt}}
 	}
+	container := map[string]interface{}{"name": c.Container}
 	if c.RemoveProbe {
-		tmpl["spec"] = map[string]interface{}{
-			"containers": []interface{}{map[string]interface{}{"name": c.Container, "readinessProbe": nil}},
-		}
+		container["readinessProbe"] = nil
 	}
 	if c.Probe != nil {
-		probe, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.Probe)
+		probe, err := probePatch(c.Probe)
 		if err != nil {
 			return nil, err
 		}
-		// a probe switched from another handler must not keep it ($patch:
-		// replace would do, but drops the probe when there was none)
-		for _, handler := range []string{"exec", "tcpSocket", "grpc"} {
-			if _, ok := probe[handler]; !ok {
-				probe[handler] = nil
-			}
+		container["readinessProbe"] = probe
+	}
+	if c.LivenessProbe != nil {
+		probe, err := probePatch(c.LivenessProbe)
+		if err != nil {
+			return nil, err
 		}
-		tmpl["spec"] = map[string]interface{}{
-			"containers": []interface{}{map[string]interface{}{"name": c.Container, "readinessProbe": probe}},
-		}
+		container["livenessProbe"] = probe
+	}
+	if len(container) > 1 {
+		tmpl["spec"] = map[string]interface{}{"containers": []interface{}{container}}
 	}
 	if len(tmpl) > 0 {
 		spec["template"] = tmpl
@@ -158,6 +173,31 @@ func (c Change) Patch() ([]byte, error) {
 		patch["spec"] = spec
 	}
 	return json.Marshal(patch)
+}
+
+// probePatch renders a probe so that a strategic merge patch replaces the
+// live one's handler instead of merging into it: every handler and every
+// HTTP GET field the probe does not set is set to null, so no earlier
+// exec, tcpSocket or grpc handler, host or header survives next to it.
+// ($patch: replace would do too, but drops the probe when there was none.)
+func probePatch(p *corev1.Probe) (map[string]interface{}, error) {
+	probe, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		return nil, err
+	}
+	for _, handler := range []string{"exec", "httpGet", "tcpSocket", "grpc"} {
+		if _, ok := probe[handler]; !ok {
+			probe[handler] = nil
+		}
+	}
+	if get, ok := probe["httpGet"].(map[string]interface{}); ok {
+		for _, field := range []string{"host", "scheme", "httpHeaders"} {
+			if _, ok := get[field]; !ok {
+				get[field] = nil
+			}
+		}
+	}
+	return probe, nil
 }
 
 // Client patches and watches one DaemonSet. The clients are those of the

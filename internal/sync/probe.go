@@ -21,11 +21,17 @@ type probePlan struct {
 	// probe is the readiness probe to set, nil when the current one is right
 	// or the probe is not managed.
 	probe *corev1.Probe
+	// liveness replaces a liveness probe on /healthz, which from 1.28 on
+	// fails on nodes being deleted (and would get kube-proxy killed there).
+	liveness *corev1.Probe
 	// healthPath and port: kube-proxy's health endpoint for its version,
 	// whether or not the probe is managed
 	healthPath string
 	port       int
 }
+
+// changes reports whether a probe is to be replaced.
+func (p probePlan) changes() bool { return p.probe != nil || p.liveness != nil }
 
 // findContainer picks the kube-proxy container of the DaemonSet.
 func findContainer(ds *appsv1.DaemonSet, name string) (*corev1.Container, error) {
@@ -47,11 +53,11 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 		return probePlan{}, err
 	}
 	plan := probePlan{container: c.Name}
-	v := s.kubeProxyVersion(ctx, c.Image)
+	v := s.kubeProxyVersion(c.Image)
 	if v != nil {
 		plan.version = "v" + v.String()
 	}
-	plan.healthPath = probe.Livez
+	plan.healthPath = probe.Healthz // served by every version
 	if v != nil {
 		plan.healthPath = probe.PathFor(v)
 	}
@@ -70,7 +76,13 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 		return plan, nil
 	case probe.Auto:
 		if v == nil {
-			return probePlan{}, fmt.Errorf("cannot tell the kube-proxy version from image %q or the API server; pass --kube-proxy-version or --probe-path", c.Image)
+			// the API server's version says nothing: kube-proxy may be
+			// three minors older, and 1.27 does not serve /livez
+			s.d.Log.Warnf("cannot tell the kube-proxy version from image %q: the readiness and liveness probes are left alone; pass --kube-proxy-version or --probe-path to manage them", c.Image)
+			if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+				plan.path = c.ReadinessProbe.HTTPGet.Path
+			}
+			return plan, nil
 		}
 		plan.path = probe.PathFor(v)
 	default:
@@ -80,43 +92,21 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 	if !probe.Matches(c.ReadinessProbe, plan.path, plan.port, host) {
 		plan.probe = probe.Desired(c.ReadinessProbe, plan.path, plan.port, host)
 	}
+	if lp := c.LivenessProbe; plan.path == probe.Livez && lp != nil && lp.HTTPGet != nil && lp.HTTPGet.Path == probe.Healthz {
+		s.d.Log.Infof("the liveness probe of container %s checks /healthz, which fails on nodes being deleted from 1.28 on: moving it to %s", c.Name, probe.Livez)
+		plan.liveness = probe.Desired(lp, probe.Livez, plan.port, host)
+	}
 	return plan, nil
 }
 
-// kubeProxyVersion: --kube-proxy-version, else the image tag, else (only
-// when the probe path depends on it) the API server's version.
-func (s *Syncer) kubeProxyVersion(ctx context.Context, image string) *version.Version {
-	if v, ok := s.versions[image]; ok {
-		return v
-	}
-	v := s.findVersion(ctx, image)
-	if s.versions == nil {
-		s.versions = map[string]*version.Version{}
-	}
-	s.versions[image] = v
-	return v
-}
-
-func (s *Syncer) findVersion(ctx context.Context, image string) *version.Version {
+// kubeProxyVersion: --kube-proxy-version, else the image tag, else nil
+// (never the API server's version: kube-proxy may be older).
+func (s *Syncer) kubeProxyVersion(image string) *version.Version {
 	if s.o.KubeProxyVersion != "" {
 		return version.MustParseGeneric(s.o.KubeProxyVersion) // validated before
 	}
 	v, err := probe.ImageVersion(image)
-	if err == nil {
-		return v
-	}
-	if s.o.ProbePath != probe.Auto {
-		return nil
-	}
-	s.d.Log.Warnf("%v; using the API server's version instead", err)
-	info, err := s.d.Kube.ServerVersion(ctx)
 	if err != nil {
-		s.d.Log.Warnf("get API server version: %v", err)
-		return nil
-	}
-	v, err = version.ParseGeneric(info.GitVersion)
-	if err != nil {
-		s.d.Log.Warnf("API server version %q: %v", info.GitVersion, err)
 		return nil
 	}
 	return v
@@ -129,4 +119,13 @@ func containerProbe(ds *appsv1.DaemonSet, name string) *corev1.Probe {
 		return nil
 	}
 	return c.ReadinessProbe.DeepCopy()
+}
+
+// containerLiveness is a container's liveness probe, nil if none.
+func containerLiveness(ds *appsv1.DaemonSet, name string) *corev1.Probe {
+	c, err := findContainer(ds, name)
+	if err != nil || c.LivenessProbe == nil {
+		return nil
+	}
+	return c.LivenessProbe.DeepCopy()
 }

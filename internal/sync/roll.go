@@ -3,11 +3,14 @@ package sync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,19 +25,65 @@ import (
 // again in case they started going away.
 const recheckEvery = 15 * time.Second
 
+var (
+	errNoProgress     = errors.New("progress deadline exceeded")
+	errOverallTimeout = errors.New("--timeout exceeded")
+)
+
+// failure is a rollout failure that is the new template's doing (pods that
+// cannot run, no node finishing within the progress deadline, a failed
+// verify): the one kind of failure that is rolled back. An interrupt, the
+// overall --timeout or an API error is not one.
+type failure struct{ err error }
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// brokenError names the pods of the new template that cannot run.
+type brokenError struct{ broken []rollout.Broken }
+
+func (e *brokenError) Error() string {
+	var parts []string
+	for i, b := range e.broken {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e.broken)-5))
+			break
+		}
+		parts = append(parts, b.String())
+	}
+	return fmt.Sprintf("kube-proxy cannot run on the new template on %d node(s): %s", len(e.broken), strings.Join(parts, "; "))
+}
+
 // roll waits for the restart to reach every live node. With the rolling
 // strategy the DaemonSet controller replaces the pods within its
 // maxUnavailable; with canary we delete them ourselves: the canary nodes
-// first, then the rest, never more than the batch size at once.
-func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet) error {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
+// first, then the rest, never more than the batch size at once. A pod of
+// the new template that cannot run stops it at once; so does a progress
+// deadline with no node finishing.
+func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strategy string) error {
+	if s.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, errOverallTimeout)
+		defer cancel()
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	deadline := s.o.ProgressDeadline
+	if deadline <= 0 {
+		deadline = ProgressDeadline(p.ds, p.probe.container)
+	}
+	lastDone := s.watchProgress(ctx, deadline, stop)
 	r := &s.res.Facts.Rollout
-	r.Strategy = s.o.Strategy
+	r.Strategy = strategy
 	start := s.d.Clock.Now()
 	var lastLog time.Time
 	midway := true
-	progress := func() {
+	pending := fleet.PendingCount()
+	progress := func() error {
+		if n := fleet.PendingCount(); n < pending {
+			lastDone.Store(s.d.Clock.Now().UnixNano())
+			pending = n
+		}
 		if u := fleet.Unavailable(); u > r.MaxUnavailable {
 			r.MaxUnavailable = u
 		}
@@ -48,39 +97,119 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet) error {
 				s.step(ctx, StepWaiting)
 			}
 		}
+		if b := fleet.Broken(); len(b) > 0 {
+			return &failure{&brokenError{b}}
+		}
+		return nil
 	}
 	s.step(ctx, StepDaemonSetPatched)
 
 	var step func() (bool, error)
-	if s.o.Strategy == StrategyCanary {
-		defer s.finishCanary(ctx)
+	if strategy == StrategyCanary {
 		c, err := s.newCanary(ctx, p.ds, fleet)
 		if err != nil {
 			return err
 		}
 		r.CanaryNodes = c.canary
 		step = func() (bool, error) {
-			progress()
-			if err := s.checkDone(ctx, fleet); err != nil {
+			if err := progress(); err != nil {
 				return false, err
+			}
+			if err := s.checkDone(ctx, fleet); err != nil {
+				return false, &failure{err} // a restarted kube-proxy that does not serve
 			}
 			return c.step(ctx)
 		}
 	} else {
+		// a raised maxUnavailable goes back however the wait ends
+		defer s.finishStrategy(ctx)
 		step = func() (bool, error) {
-			progress()
-			if err := s.checkDone(ctx, fleet); err != nil {
+			if err := progress(); err != nil {
 				return false, err
+			}
+			if err := s.checkDone(ctx, fleet); err != nil {
+				return false, &failure{err} // a restarted kube-proxy that does not serve
 			}
 			return fleet.PendingCount() == 0, nil
 		}
 	}
 	err := s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
 	s.fillRollout(fleet, start)
-	if err == nil && s.o.Verify {
-		err = s.verify(ctx, p, fleet)
+	switch cause := context.Cause(ctx); {
+	case err == nil:
+	case errors.Is(cause, errNoProgress):
+		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
+	case errors.Is(cause, errOverallTimeout):
+		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
+	default:
+		return err
 	}
-	return err
+	if s.o.Verify {
+		if err := s.verify(ctx, p, fleet); err != nil {
+			return &failure{err}
+		}
+	}
+	if strategy == StrategyCanary {
+		s.finishStrategy(ctx)
+	}
+	return nil
+}
+
+// watchProgress cancels ctx with errNoProgress once deadline passes with no
+// node finished; the returned time (unix nanoseconds) is when one last did.
+func (s *Syncer) watchProgress(ctx context.Context, deadline time.Duration, stop context.CancelCauseFunc) *atomic.Int64 {
+	last := &atomic.Int64{}
+	last.Store(s.d.Clock.Now().UnixNano())
+	tick := min(max(deadline/10, 100*time.Millisecond), 5*time.Second)
+	ticker := s.d.Clock.NewTicker(tick)
+	go func() {
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C():
+				if s.d.Clock.Since(time.Unix(0, last.Load())) >= deadline {
+					stop(errNoProgress)
+					return
+				}
+			}
+		}
+	}()
+	return last
+}
+
+// ProgressDeadline is how long a rollout may go without any node finishing
+// before it counts as failed, derived from how long one healthy node can
+// take: the old pod's termination grace period, the DaemonSet's
+// minReadySeconds, and the readiness probe's initial delay, period times
+// (success + failure threshold) and timeout, doubled, plus a minute for
+// pulling and starting the image; at least 2 minutes.
+func ProgressDeadline(ds *appsv1.DaemonSet, container string) time.Duration {
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if g := ds.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	node := grace + int64(ds.Spec.MinReadySeconds)
+	if c, err := findContainer(ds, container); err == nil && c.ReadinessProbe != nil {
+		rp := c.ReadinessProbe
+		period, success, failure, timeout := int64(rp.PeriodSeconds), int64(rp.SuccessThreshold), int64(rp.FailureThreshold), int64(rp.TimeoutSeconds)
+		// the API server's defaults for zero values
+		if period == 0 {
+			period = 10
+		}
+		if success == 0 {
+			success = 1
+		}
+		if failure == 0 {
+			failure = 3
+		}
+		if timeout == 0 {
+			timeout = 1
+		}
+		node += int64(rp.InitialDelaySeconds) + period*(success+failure) + timeout
+	}
+	return max(2*time.Minute, time.Duration(2*node)*time.Second+time.Minute)
 }
 
 func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
@@ -144,41 +273,105 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 	return nil
 }
 
+// savedStrategy is the DaemonSet's own updateStrategy: the one an earlier
+// run saved in StrategyAnnotation while it had it changed, else the current one.
+func (s *Syncer) savedStrategy(ds *appsv1.DaemonSet) (orig appsv1.DaemonSetUpdateStrategy, saved bool, err error) {
+	raw := ds.Annotations[rollout.StrategyAnnotation]
+	if raw == "" {
+		return ds.Spec.UpdateStrategy, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &orig); err != nil {
+		return orig, true, fmt.Errorf("daemonset %s/%s annotation %s is not an updateStrategy: %w; fix it by hand", s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation, err)
+	}
+	return orig, true, nil
+}
+
+// canaryLeftover reports whether an earlier canary run stopped half-way:
+// the DaemonSet is on OnDelete with its own strategy saved. Its template
+// is not verified on every node, so nothing may give it back to the
+// controller before a run has finished the canary or replaced the template.
+func canaryLeftover(ds *appsv1.DaemonSet) bool {
+	return ds.Annotations[rollout.StrategyAnnotation] != "" && ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+}
+
 // canaryStrategy adds the switch to OnDelete to the restart PATCH, keeping
 // the original strategy in an annotation so that it is restored even if this
 // run dies.
-func canaryStrategy(ch *rollout.Change, ds *appsv1.DaemonSet) error {
-	if saved := ds.Annotations[rollout.StrategyAnnotation]; saved != "" {
-		ch.SaveStrategy = saved // a leftover of an interrupted canary: keep the real original
-	} else {
-		b, err := json.Marshal(ds.Spec.UpdateStrategy)
-		if err != nil {
-			return err
-		}
-		ch.SaveStrategy = string(b)
+func (s *Syncer) canaryStrategy(ch *rollout.Change, ds *appsv1.DaemonSet) error {
+	orig, _, err := s.savedStrategy(ds)
+	if err != nil {
+		return err
 	}
+	b, err := json.Marshal(orig)
+	if err != nil {
+		return err
+	}
+	ch.SaveStrategy = string(b)
 	ch.Strategy = &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
 	return nil
 }
 
-// restoreStrategy puts back the updateStrategy an earlier canary saved. The
-// DaemonSet controller then finishes that rollout on its own.
+// rollingStrategy adds to the restart PATCH what the DaemonSet controller
+// needs to roll the new template through the live nodes within their
+// budget. The controller counts every node without an available pod
+// against maxUnavailable, so with maxUnavailable 1 a single stuck pod on a
+// node going away (or one already unready before) stops it. For the
+// duration of the rollout maxUnavailable is raised by the number of those
+// stuck pods, so the live nodes get exactly the DaemonSet's own budget; the
+// original is saved in StrategyAnnotation, put back at the end, on failure,
+// on interrupt, and by any later run if this one died.
+func (s *Syncer) rollingStrategy(ch *rollout.Change, ds *appsv1.DaemonSet, fleet *rollout.Fleet) error {
+	orig, saved, err := s.savedStrategy(ds)
+	if err != nil {
+		return err
+	}
+	stuck := fleet.Stuck()
+	ru := orig.RollingUpdate
+	surge := ru != nil && ru.MaxSurge != nil && ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
+	if orig.Type != appsv1.RollingUpdateDaemonSetStrategyType || stuck == 0 || surge {
+		if saved { // a leftover: this PATCH restores it
+			ch.Strategy, ch.ClearStrategy = &orig, true
+		}
+		return nil
+	}
+	budget := intstr.FromInt32(1)
+	if ru != nil && ru.MaxUnavailable != nil {
+		budget = *ru.MaxUnavailable
+	}
+	// resolved the way the DaemonSet controller does, over the nodes that should run a pod
+	n, err := intstr.GetScaledValueFromIntOrPercent(&budget, int(ds.Status.DesiredNumberScheduled), true)
+	if err != nil {
+		return fmt.Errorf("daemonset %s/%s maxUnavailable %q: %w", s.o.Namespace, s.o.DaemonSet, budget.String(), err)
+	}
+	raised := orig.DeepCopy()
+	if raised.RollingUpdate == nil {
+		raised.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
+	}
+	raised.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(int32(n + stuck)))
+	b, err := json.Marshal(orig)
+	if err != nil {
+		return err
+	}
+	ch.Strategy, ch.SaveStrategy = raised, string(b)
+	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, budget.String(), n+stuck)
+	return nil
+}
+
+// restoreStrategy puts back the updateStrategy an earlier run saved,
+// unless an unfinished canary holds the DaemonSet on OnDelete (that one is
+// resumed, or replaced by this run's restart).
 func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	saved := ds.Annotations[rollout.StrategyAnnotation]
-	if saved == "" {
-		return ds, nil
+	orig, saved, err := s.savedStrategy(ds)
+	if err != nil || !saved || canaryLeftover(ds) {
+		return ds, err
 	}
-	var orig appsv1.DaemonSetUpdateStrategy
-	if err := json.Unmarshal([]byte(saved), &orig); err != nil {
-		return nil, fmt.Errorf("daemonset %s/%s annotation %s is not an updateStrategy: %w; fix it by hand", s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation, err)
-	}
-	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an interrupted canary rollout", orig.Type, s.o.Namespace, s.o.DaemonSet)
+	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", orig.Type, s.o.Namespace, s.o.DaemonSet)
 	return s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
 }
 
-// finishCanary restores the strategy after a canary, also when it failed or
-// was interrupted.
-func (s *Syncer) finishCanary(ctx context.Context) {
+// finishStrategy restores the strategy after a rollout: a canary that
+// succeeded, a raised maxUnavailable however the rollout ended.
+func (s *Syncer) finishStrategy(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
@@ -186,7 +379,11 @@ func (s *Syncer) finishCanary(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		_, err = s.restoreStrategy(ctx, ds)
+		orig, saved, err := s.savedStrategy(ds)
+		if err != nil || !saved {
+			return err
+		}
+		_, err = s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
 		return err
 	})
 	if err != nil {
@@ -218,8 +415,14 @@ func (s *Syncer) newCanary(ctx context.Context, ds *appsv1.DaemonSet, fleet *rol
 		unready[n] = true
 	}
 	c := &canary{s: s, fleet: fleet, batch: batch, inflight: map[string]bool{}, deleted: map[string]bool{}}
-	// canary nodes are healthy ones, so a failure there is the new config's
+	// canary nodes are healthy ones, so a failure there is the new config's;
+	// nodes already on the new template (a resumed canary) need nothing,
+	// nodes unready before take no slot: the controller replaces their pods
+	// once the strategy is restored
 	for _, n := range live {
+		if fleet.Done(n) || fleet.Exempted(n) {
+			continue
+		}
 		if len(c.canary) < s.o.CanaryNodes && !unready[n] {
 			c.canary = append(c.canary, n)
 		} else {
@@ -314,9 +517,13 @@ func isGone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
-// rollback restores the ConfigMap data captured before the change and rolls
-// the pods once more; the run still fails, saying why.
-func (s *Syncer) rollback(ctx context.Context, p plan, cause error) error {
+// rollback restores the ConfigMap data captured before the change and the
+// DaemonSet's pod template as it was before the restart (restartedAt, probe)
+// together with its updateStrategy. The controller then sees its previous
+// revision again: pods never restarted stay as they are, pods of the failed
+// template (broken or not) are replaced by ones reading the restored data.
+// The run still fails, saying why.
+func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	f := &s.res.Facts
@@ -333,33 +540,43 @@ func (s *Syncer) rollback(ctx context.Context, p plan, cause error) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: restoring configmap %s/%s: %v", cause, s.o.Namespace, s.o.ConfigMap, err)
+		return fmt.Errorf("%w; rollback failed too: restoring configmap %s/%s: %v; run again with the previous values to restore them", cause, s.o.Namespace, s.o.ConfigMap, err)
 	}
 	// the DaemonSet controller writes status all the while: retry on conflict
+	var restored *appsv1.DaemonSet
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ds, err := s.dss.Get(ctx)
 		if err != nil {
 			return err
 		}
-		now := s.d.Clock.Now()
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: p.before.Hash, RestartAt: &now, Container: p.probe.container}
+		prev := p.ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation]
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: p.before.Hash, RestoreRestartedAt: &prev, Container: p.probe.container}
 		if p.probe.probe != nil {
 			old := containerProbe(p.ds, p.probe.container)
 			ch.Probe, ch.RemoveProbe = old, old == nil
 		}
-		if saved := ds.Annotations[rollout.StrategyAnnotation]; saved != "" {
-			var orig appsv1.DaemonSetUpdateStrategy
-			if json.Unmarshal([]byte(saved), &orig) == nil {
-				ch.Strategy, ch.ClearStrategy = &orig, true
-			}
+		if p.probe.liveness != nil {
+			ch.LivenessProbe = containerLiveness(p.ds, p.probe.container)
 		}
-		_, err = s.dss.Apply(ctx, ch)
+		if orig, saved, err := s.savedStrategy(ds); err == nil && saved {
+			ch.Strategy, ch.ClearStrategy = &orig, true
+		}
+		restored, err = s.dss.Apply(ctx, ch)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: configmap restored but restarting daemonset: %v", cause, err)
+		return fmt.Errorf("%w; rollback failed too: configmap restored but restoring the template of daemonset %s/%s: %v; run again with the previous values", cause, s.o.Namespace, s.o.DaemonSet, err)
+	}
+	if restored.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		// nothing replaces them on its own: delete the failed template's pods
+		for uid, name := range fleet.NewPods() {
+			err := s.d.Kube.Pods(s.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+			if err != nil && !isGone(err) {
+				s.d.Log.Warnf("rollback: delete kube-proxy pod %s of the failed template: %v; delete it by hand", name, err)
+			}
+		}
 	}
 	f.RolledBack, f.RollbackReason = true, cause.Error()
-	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored configmap %s/%s and restarted kube-proxy: %v (audit id %s)", s.o.Namespace, s.o.ConfigMap, cause, f.AuditID))
-	return fmt.Errorf("rolled back (configmap data restored, kube-proxy restarted once more): %w", cause)
+	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored configmap %s/%s and the kube-proxy pod template: %v (audit id %s)", s.o.Namespace, s.o.ConfigMap, cause, f.AuditID))
+	return fmt.Errorf("rolled back (configmap data and pod template restored, kube-proxy pods of the new template replaced): %w", cause)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -138,4 +139,31 @@ func newDoneFleet(t *testing.T, nodeNames ...string) *rollout.Fleet {
 	require.NoError(t, err)
 	require.Empty(t, f.Pending())
 	return f
+}
+
+func TestProgressDeadline(t *testing.T) {
+	ds := func(probe *corev1.Probe, minReady int32, grace *int64) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{}
+		d.Spec.MinReadySeconds = minReady
+		d.Spec.Template.Spec.TerminationGracePeriodSeconds = grace
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-proxy", ReadinessProbe: probe}}
+		return d
+	}
+	g := func(v int64) *int64 { return &v }
+	cases := []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		want time.Duration
+	}{
+		{"kubeadm's: no probe, default grace, at least 2m", ds(nil, 0, nil), 2 * time.Minute},
+		{"probe defaults: 2*(30+10*(1+3)+1)+60", ds(&corev1.Probe{}, 0, nil), 202 * time.Second},
+		{"slow probe and minReadySeconds", ds(&corev1.Probe{InitialDelaySeconds: 15, PeriodSeconds: 30, FailureThreshold: 5, SuccessThreshold: 1, TimeoutSeconds: 5}, 10, g(60)),
+			time.Duration(2*(60+10+15+30*6+5)+60) * time.Second},
+		{"short grace still at least 2m", ds(nil, 0, g(1)), 2 * time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, ProgressDeadline(tc.ds, "kube-proxy"))
+		})
+	}
 }

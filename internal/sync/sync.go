@@ -14,7 +14,6 @@ import (
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -54,7 +53,11 @@ type Options struct {
 	ProbePath        string
 	KubeProxyVersion string
 	Restart          string
-	Timeout          time.Duration
+	// Timeout bounds the whole rollout (0: none); reaching it rolls nothing back.
+	Timeout time.Duration
+	// ProgressDeadline fails the rollout when no node finished for this
+	// long (0: derived from the pod's timings, see ProgressDeadline).
+	ProgressDeadline time.Duration
 	Check            bool
 	Diff             bool
 	LockTimeout      time.Duration
@@ -70,7 +73,9 @@ type Options struct {
 	Verify    bool
 	// VerifyEndpoints is how many live nodes --verify also asks for kube-proxy's
 	// health endpoint through the API server's node proxy (0: none).
-	VerifyEndpoints   int
+	VerifyEndpoints int
+	// RollbackOnFailure (the default; --no-rollback turns it off) restores
+	// the ConfigMap data and the pod template when the new template fails.
 	RollbackOnFailure bool
 	// Connectivity: checks of each node's kube-proxy before and after its restart.
 	Connectivity ConnectivityOptions
@@ -109,8 +114,6 @@ type Syncer struct {
 	lease *lock.Lease
 	res   *Result
 	conn  *connectivity
-	// versions found per image, so a second capture asks nothing twice
-	versions map[string]*version.Version
 	// noted: the validation rules' note (unknown version) was logged
 	noted bool
 }
@@ -139,7 +142,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	f := s.res.Facts
 	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("interrupted: %w; what was written stays consistent: a restart not finished is owed and the next run completes it", err)
+		err = fmt.Errorf("interrupted, nothing rolled back: %w", err)
 	}
 	s.report(ctx, err)
 	s.res.Facts.APIRequests = s.requests()
@@ -158,9 +161,13 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return err
 	}
 	// 2. writes happen under a Lease, on a fresh capture: a run that waited
-	// for another may find there is nothing left to do
-	// for a run that may wait; a run that loses the lease is cancelled
+	// for another may find there is nothing left to do; a run that loses
+	// the lease is cancelled. What can fail before the first write is
+	// checked before it.
 	if !s.o.Check && p.writes() {
+		if err := s.d.Audit.Check(); err != nil {
+			return fmt.Errorf("before any write: %w", err)
+		}
 		held, release, lockErr := s.lease.Acquire(ctx, s.o.LockTimeout)
 		if lockErr != nil {
 			return lockErr
@@ -221,18 +228,43 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return err
 	}
 
-	// 5. roll and wait, node-aware; undo the change if asked and it failed
+	// 5. roll and wait, node-aware; undo the change if the new template
+	// failed (never on an interrupt or the overall --timeout)
+	strategy := s.o.Strategy
+	if fleet == nil && canaryLeftover(p.ds) && !s.o.Check {
+		// an earlier canary stopped half-way on this template: finish it
+		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
+		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
+			return err
+		}
+		strategy = StrategyCanary
+	}
 	if fleet == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
-	} else if err := s.roll(ctx, p, fleet); err != nil {
-		if s.o.RollbackOnFailure {
-			return s.rollback(ctx, p, err)
+	} else if err := s.roll(ctx, p, fleet, strategy); err != nil {
+		var failed *failure
+		switch {
+		case ctx.Err() != nil || !errors.As(err, &failed):
+			return fmt.Errorf("%w; %s", err, s.nextRun(strategy))
+		case !f.Restarted:
+			return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
+		case !s.o.RollbackOnFailure:
+			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(strategy))
 		}
-		return err
+		return s.rollback(ctx, p, fleet, err)
 	}
 	s.res.Msg = s.summary()
 	return nil
+}
+
+// nextRun says what a rerun does after a rollout that stopped without a
+// rollback.
+func (s *Syncer) nextRun(strategy string) string {
+	if strategy == StrategyCanary {
+		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+	}
+	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
 }
 
 // plan is everything one capture tells us.
@@ -253,7 +285,7 @@ type plan struct {
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, canaryLeftover := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.probe != nil || canaryLeftover
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || canaryLeftover
 }
 
 func (s *Syncer) plan(ctx context.Context) (plan, error) {
@@ -282,7 +314,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
 	}
-	if (p.reason != "" || p.probe.probe != nil) && s.o.Strategy == StrategyRolling &&
+	if (p.reason != "" || p.probe.changes()) && s.o.Strategy == StrategyRolling &&
 		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", s.o.Namespace, s.o.DaemonSet)
 	}
@@ -415,17 +447,17 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		f.RestartRequired, f.RestartReason = reason != "", reason
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
 		if s.o.Restart != RestartNever {
-			if reason != "" || adopt || p.probe.probe != nil {
+			if reason != "" || adopt || p.probe.changes() {
 				ch.Hash = hash
 			}
 			if reason != "" {
 				now := s.d.Clock.Now()
 				ch.RestartAt = &now
 			}
-			ch.Probe = p.probe.probe
+			ch.Probe, ch.LivenessProbe = p.probe.probe, p.probe.liveness
 		}
-		f.ProbeChanged = ch.Probe != nil
-		if !f.RestartRequired && ch.Probe != nil {
+		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
+		if !f.RestartRequired && f.ProbeChanged {
 			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
 		}
 		if ch.Hash == "" || s.o.Check {
@@ -433,7 +465,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		}
 		if ch.Restarts() {
 			var err error
-			if fleet, err = s.observe(ctx, ds); err != nil {
+			if fleet, err = s.observe(ctx, ds, false); err != nil {
 				return err
 			}
 			if s.conn == nil {
@@ -441,10 +473,14 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 					return err
 				}
 			}
+			strategy := s.rollingStrategy
 			if s.o.Strategy == StrategyCanary {
-				if err := canaryStrategy(&ch, ds); err != nil {
-					return err
+				strategy = func(ch *rollout.Change, ds *appsv1.DaemonSet, _ *rollout.Fleet) error {
+					return s.canaryStrategy(ch, ds)
 				}
+			}
+			if err := strategy(&ch, ds, fleet); err != nil {
+				return err
 			}
 			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
 				return err
@@ -472,8 +508,10 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	return fleet, nil
 }
 
-// observe surveys the nodes and lists the pods, before the restart.
-func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet) (*rollout.Fleet, error) {
+// observe surveys the nodes and lists the pods, before the restart. Live
+// nodes whose pod is not Ready are left out of the wait (resuming a
+// canary: only those whose pod is of an older template).
+func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet, resume bool) (*rollout.Fleet, error) {
 	skipped, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes)
 	if err != nil {
 		return nil, err
@@ -484,6 +522,18 @@ func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet) (*rollout.Fl
 	}
 	r := &s.res.Facts.Rollout
 	r.SkippedNodes, r.UnreadyBefore = nodes.List(skipped), fleet.UnreadyLive()
+	if resume {
+		r.UnreadyBefore = []string{}
+		for _, n := range fleet.UnreadyLive() {
+			if _, _, old := fleet.OldPod(n); old {
+				r.UnreadyBefore = append(r.UnreadyBefore, n)
+			}
+		}
+	}
+	fleet.Exempt(r.UnreadyBefore)
+	if len(r.UnreadyBefore) > 0 {
+		s.d.Log.Infof("%d live node(s) had no Ready kube-proxy before the restart: left out of the wait and of the batches: %v", len(r.UnreadyBefore), r.UnreadyBefore)
+	}
 	if len(skipped) > 0 {
 		s.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), r.SkippedNodes)
 	}

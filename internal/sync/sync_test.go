@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/version"
 	k8sversion "k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -32,6 +33,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -312,7 +314,7 @@ func TestProbeFix(t *testing.T) {
 		{"1.27 eks build keeps /healthz", "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/kube-proxy:v1.27.16-eksbuild.1", "/healthz", "/healthz", false},
 		{"1.27 with /livez goes back to /healthz", "registry.k8s.io/kube-proxy:v1.27.16", "/livez", "/healthz", true},
 		{"tag and digest", "registry.k8s.io/kube-proxy:v1.30.0@sha256:0000000000000000000000000000000000000000000000000000000000000000", "/healthz", "/livez", true},
-		{"digest only falls back to the API server (fake: v1.29)", "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000", "/healthz", "/livez", true},
+		{"digest only: version unknown, probe left alone (the API server says v1.29, kube-proxy may be 1.27)", "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000", "/healthz", "/healthz", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,6 +335,53 @@ func TestProbeFix(t *testing.T) {
 			} else {
 				assert.Empty(t, f.writes())
 			}
+		})
+	}
+}
+
+// Whatever shape the live probe has, one run replaces its handler and the
+// next finds nothing to do (a strategic merge alone would keep a host, a
+// header or a second handler, and report probe-changed forever).
+func TestProbeShapesConverge(t *testing.T) {
+	get := func(mut func(g *corev1.HTTPGetAction)) *corev1.Probe {
+		g := &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(10256)}
+		if mut != nil {
+			mut(g)
+		}
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: g}, PeriodSeconds: 7}
+	}
+	cases := []struct {
+		name  string
+		probe *corev1.Probe
+	}{
+		{"host 127.0.0.1", get(func(g *corev1.HTTPGetAction) { g.Path, g.Host = "/livez", "127.0.0.1" })},
+		{"a header", get(func(g *corev1.HTTPGetAction) {
+			g.Path, g.HTTPHeaders = "/livez", []corev1.HTTPHeader{{Name: "X", Value: "y"}}
+		})},
+		{"https", get(func(g *corev1.HTTPGetAction) { g.Path, g.Scheme = "/livez", corev1.URISchemeHTTPS })},
+		{"named port", get(func(g *corev1.HTTPGetAction) { g.Path, g.Port = "/livez", intstr.FromString("healthz") })},
+		{"exec", &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}},
+		{"tcpSocket", &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(10256)}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.1")
+			ds.Spec.Template.Spec.Containers[0].ReadinessProbe = tc.probe
+			f := newFixture(t, seedConfigMap(), ds)
+			res, err := f.run(t, Options{})
+			require.NoError(t, err)
+			assert.True(t, res.Facts.ProbeChanged)
+			got := f.daemonSet(t).Spec.Template.Spec.Containers[0].ReadinessProbe
+			require.NotNil(t, got)
+			assert.Nil(t, got.Exec, "no second handler")
+			assert.Nil(t, got.TCPSocket, "no second handler")
+			assert.Equal(t, &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(10256), Scheme: corev1.URISchemeHTTP}, got.HTTPGet, "the handler replaced whole")
+			assert.Equal(t, tc.probe.PeriodSeconds, got.PeriodSeconds, "timing kept")
+
+			res, err = f.run(t, Options{})
+			require.NoError(t, err)
+			assert.False(t, res.Facts.ProbeChanged, "the next run finds nothing to do")
+			assert.False(t, res.Changed)
 		})
 	}
 }
@@ -432,4 +481,35 @@ func TestLostLeaseStopsTheRun(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "lost the lease"), err.Error())
 	assert.Empty(t, f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation], "no restart after the lease was lost")
 	assert.NotContains(t, f.writes(), "patch daemonsets")
+}
+
+// A liveness probe on /healthz fails on nodes being deleted from 1.28 on:
+// it moves to /livez with the readiness probe; before 1.28 it stays.
+func TestLivenessProbeOnHealthz(t *testing.T) {
+	for _, tc := range []struct {
+		image, want string
+	}{
+		{"registry.k8s.io/kube-proxy:v1.33.1", "/livez"},
+		{"registry.k8s.io/kube-proxy:v1.27.16", "/healthz"},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			ds := seedDaemonSet(tc.image)
+			c := &ds.Spec.Template.Spec.Containers[0]
+			c.ReadinessProbe.HTTPGet.Path = probe.PathFor(version.MustParseGeneric(strings.TrimPrefix(tc.image, "registry.k8s.io/kube-proxy:")))
+			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(10256), Host: "127.0.0.1"}}, FailureThreshold: 8}
+			f := newFixture(t, seedConfigMap(), ds)
+			res, err := f.run(t, Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want == "/livez", res.Facts.ProbeChanged)
+			got := f.daemonSet(t).Spec.Template.Spec.Containers[0].LivenessProbe
+			assert.Equal(t, tc.want, got.HTTPGet.Path)
+			assert.Equal(t, int32(8), got.FailureThreshold, "timing kept")
+			if tc.want == "/livez" {
+				assert.Empty(t, got.HTTPGet.Host, "handler replaced, not merged")
+			}
+			res, err = f.run(t, Options{})
+			require.NoError(t, err)
+			assert.False(t, res.Facts.ProbeChanged, "converged")
+		})
+	}
 }

@@ -28,7 +28,7 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 			changed = true
 		}
 	}
-	if !changed && p.reason == "" && p.probe.probe == nil {
+	if !changed && p.reason == "" && !p.probe.changes() {
 		return nil // nothing written, nothing restarted
 	}
 	minor, note := kpvalidate.Rules(s.validationVersion(ds))

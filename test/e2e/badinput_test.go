@@ -15,10 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/version"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
@@ -167,9 +165,9 @@ func TestBadInput(t *testing.T) {
 		{name: "args wrong type timeout", raw: `{"timeout":["5m"]}`, msg: "module arg timeout: want a duration"},
 
 		// bounds
-		{name: "timeout negative", args: map[string]any{"timeout": "-1s"}, msg: "--timeout -1s: want more than 0"},
-		{name: "timeout absurd", args: map[string]any{"timeout": "1000h"}, msg: "--timeout 1000h0m0s: want more than 0 and at most 24h"},
-		{name: "timeout negative seconds", raw: `{"timeout":-5}`, msg: "--timeout -5s: want more than 0"},
+		{name: "timeout negative", args: map[string]any{"timeout": "-1s"}, msg: "--timeout -1s: want 0 (none) to 24h"},
+		{name: "timeout absurd", args: map[string]any{"timeout": "1000h"}, msg: "--timeout 1000h0m0s: want 0 (none) to 24h"},
+		{name: "timeout negative seconds", raw: `{"timeout":-5}`, msg: "--timeout -5s: want 0 (none) to 24h"},
 		{name: "request timeout zero", args: map[string]any{"request_timeout": "0s"}, msg: "--request-timeout 0s: want more than 0"},
 		{name: "retries negative", args: map[string]any{"retries": -1}, msg: "--retries -1: want 0 to 20"},
 		{name: "retries absurd", args: map[string]any{"retries": 1000}, msg: "--retries 1000: want 0 to 20"},
@@ -261,9 +259,11 @@ func closedLocalPort(t *testing.T) string {
 	return addr
 }
 
-// An image tag that is not a version is no reason to fail: with
-// --probe-path auto the run warns and takes the API server's version.
-func TestUnparsableImageTagFallsBackToServerVersion(t *testing.T) {
+// An image tag that is not a version is no reason to fail, nor to guess:
+// the API server's version says nothing about kube-proxy's (it may be three
+// minors older, and 1.27 does not serve /livez), so with --probe-path auto
+// the run leaves the probe alone and says so.
+func TestUnknownKubeProxyVersionLeavesProbeAlone(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
@@ -271,21 +271,18 @@ func TestUnparsableImageTagFallsBackToServerVersion(t *testing.T) {
 	_, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(context.Background(), cluster.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 	c.WaitRolloutComplete(t, 2*time.Minute)
-	info, err := c.Client.Discovery().ServerVersion()
-	require.NoError(t, err)
+	before := c.DaemonSet(t)
+	pods := c.PodUIDs(t)
 
-	r := runModule(t, moduleArgsJSON(t, map[string]any{"kubeconfig": c.KubeconfigPath, "probe_path": "auto", "timeout": "2m"}))
+	r := runModule(t, moduleArgsJSON(t, map[string]any{"kubeconfig": c.KubeconfigPath, "probe_path": "auto"}))
 	require.Equal(t, 0, r.Code, "msg: %s\nstderr: %s", r.Msg, r.Stderr)
 	assert.False(t, r.Failed)
 	assert.Contains(t, r.Stderr, `example.com/kube-proxy:latest`)
-	assert.Contains(t, r.Stderr, `tag is not a version`)
-	assert.Contains(t, r.Stderr, "using the API server's version instead")
+	assert.Contains(t, r.Stderr, "probes are left alone")
 	f := r.facts()
-	assert.Equal(t, info.GitVersion, f.KubeProxyVersion)
-	want := probe.PathFor(version.MustParseGeneric(info.GitVersion))
-	assert.Equal(t, want, f.ProbePath, "the probe path for the API server's version")
-	got := c.DaemonSet(t).Spec.Template.Spec.Containers[0].ReadinessProbe
-	require.NotNil(t, got, "the probe was set from the server's version")
-	require.NotNil(t, got.HTTPGet)
-	assert.Equal(t, want, got.HTTPGet.Path)
+	assert.Empty(t, f.KubeProxyVersion)
+	assert.False(t, f.ProbeChanged)
+	after := c.DaemonSet(t)
+	assert.Equal(t, before.Spec.Template, after.Spec.Template, "the pod template (probe included) untouched")
+	cluster.AssertNoneReplaced(t, pods, c.PodUIDs(t))
 }

@@ -125,9 +125,11 @@ func TestFailedCanaryRollsBack(t *testing.T) {
 	// the canary nodes (sorted first) can't get their pod back
 	denyKubeProxyPodsOn(t, c, extra[0], extra[1])
 	before := c.ConfigMap(t)
-	original := c.DaemonSet(t).Spec.UpdateStrategy
+	dsBefore := c.DaemonSet(t)
+	original := dsBefore.Spec.UpdateStrategy
+	podsBefore := c.PodUIDs(t)
 
-	r := runSync(t, c, "--server", "https://10.96.0.4:6443", "--probe-path", "none", "--timeout", "15s",
+	r := runSync(t, c, "--server", "https://10.96.0.4:6443", "--probe-path", "none", "--progress-deadline", "15s",
 		"--strategy", "canary", "--canary-nodes", "2", "--rollback-on-failure")
 	assert.Equal(t, 1, r.Code)
 	assert.True(t, r.Failed)
@@ -141,6 +143,11 @@ func TestFailedCanaryRollsBack(t *testing.T) {
 	ds := c.DaemonSet(t)
 	assert.Equal(t, original, ds.Spec.UpdateStrategy, "updateStrategy restored")
 	assert.Equal(t, configmap.Hash(before.Data, before.BinaryData), ds.Annotations[rollout.HashAnnotation])
+	// the controller got the DaemonSet back with its previous template, not
+	// the unverified one: the nodes past the canaries keep their pods
+	assert.Equal(t, dsBefore.Spec.Template, ds.Spec.Template, "pod template restored")
+	kept := untouched(podsBefore, c.PodUIDs(t))
+	assert.Len(t, kept, len(podsBefore)-2, "only the two canary nodes lost their pod: %v", kept)
 }
 
 // Five runs at once on the same change: one rollout, every pod replaced once.

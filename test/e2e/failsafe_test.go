@@ -1,0 +1,238 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// The first restarted pod crash-loops on the new config: the run stops at
+// once (well before its progress deadline), puts back the ConfigMap data
+// and the pod template it found, so the pods it never restarted are left
+// alone and the broken one is replaced by one reading the old data, and
+// fails naming the node, the pod and the container's last error.
+func TestCrashLoopingPodRollsBackAtOnce(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	cmBefore, dsBefore := c.ConfigMap(t), c.DaemonSet(t)
+	podsBefore := c.PodUIDs(t)
+	breaker := breakPodsOfGeneration(t, c, templateGeneration(t, dsBefore)+1)
+
+	// a deadline no fake node reaches: only the crash loop can end the wait early
+	r := runSync(t, c, "--server", "https://10.96.3.1:6443", "--probe-path", "none", "--progress-deadline", "10m", "--timeout", "0")
+	broken := breaker.Stop()
+	require.Equal(t, 1, r.Code, "stdout msg: %s\nstderr: %s", r.Msg, r.Stderr)
+	require.NotEmpty(t, broken, "the breaker saw a pod of the new template")
+	assert.True(t, r.facts().Restarted)
+	assert.True(t, r.facts().RolledBack, "rolled back by default")
+	assert.Contains(t, r.Msg, "CrashLoopBackOff")
+	assert.Contains(t, r.Msg, crashLoopError, "the container's last error")
+	named := false
+	for node, pod := range broken {
+		named = named || strings.Contains(r.Msg, "node "+node+", pod "+pod.Name)
+	}
+	assert.True(t, named, "the message names a broken node and its pod: %s", r.Msg)
+
+	cmAfter, dsAfter := c.ConfigMap(t), c.DaemonSet(t)
+	assert.Equal(t, cmBefore.Data, cmAfter.Data, "configmap data restored")
+	assert.Equal(t, dsBefore.Spec.Template, dsAfter.Spec.Template, "pod template restored exactly (restartedAt, probe)")
+	assert.Equal(t, dsBefore.Spec.UpdateStrategy, dsAfter.Spec.UpdateStrategy)
+	assert.Equal(t, configmap.Hash(cmBefore.Data, cmBefore.BinaryData), dsAfter.Annotations[rollout.HashAnnotation], "nothing owed: the data and the stamp agree")
+
+	// the controller replaces the broken pods with ones of the restored template
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	podsAfter := c.PodUIDs(t)
+	for node, pod := range broken {
+		assert.NotEqual(t, pod.UID, podsAfter[node], "node %s: its broken pod was replaced", node)
+	}
+	kept := untouched(podsBefore, podsAfter)
+	sort.Strings(kept)
+	assert.Len(t, kept, len(podsBefore)-len(broken), "every node without a broken pod keeps the pod it had: %v", kept)
+	assert.NotEmpty(t, kept, "the rollout stopped at the first broken node")
+}
+
+// The progress deadline, not a wall-clock timeout, is what fails a rollout:
+// a slow healthy rollout that takes longer than the deadline in total
+// succeeds (each node finishes within it), and one that stops making
+// progress fails at the deadline and is rolled back.
+func TestProgressDeadline(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	extra := addNodes(t, c, "slow", 3)                              // 6 nodes, maxUnavailable 1
+
+	t.Run("slow healthy rollout", func(t *testing.T) {
+		slowRollout(t, c) // minReadySeconds: every node takes a few seconds, one at a time
+		before := c.PodUIDs(t)
+		deadline := 12 * time.Second
+		r := runSync(t, c, "--server", "https://10.96.3.2:6443", "--probe-path", "none", "--progress-deadline", deadline.String(), "--timeout", "0")
+		require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+		assert.Greater(t, r.facts().Rollout.Duration, deadline.Seconds(), "the rollout as a whole took longer than the deadline (else this proves nothing)")
+		assert.False(t, r.facts().RolledBack)
+		cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
+		assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.2:6443")
+	})
+
+	t.Run("no progress", func(t *testing.T) {
+		c.WaitRolloutComplete(t, 2*time.Minute)
+		cmBefore, dsBefore := c.ConfigMap(t), c.DaemonSet(t)
+		// no node's pod ever comes back
+		all := append([]string{}, extra...)
+		for n := range c.PodUIDs(t) {
+			all = append(all, n)
+		}
+		denyKubeProxyPodsOn(t, c, all...)
+		r := runSync(t, c, "--server", "https://10.96.3.3:6443", "--probe-path", "none", "--progress-deadline", "10s", "--timeout", "0")
+		require.Equal(t, 1, r.Code, r.Msg+"\n"+r.Stderr)
+		assert.Contains(t, r.Msg, "progress deadline")
+		assert.True(t, r.facts().RolledBack, "rolled back by default")
+		assert.Equal(t, cmBefore.Data, c.ConfigMap(t).Data, "configmap data restored")
+		assert.Equal(t, dsBefore.Spec.Template, c.DaemonSet(t).Spec.Template, "pod template restored")
+	})
+}
+
+// An interrupt (Ansible's timeout sends SIGTERM) never rolls back, even
+// with --rollback-on-failure: the ConfigMap keeps the new data, the
+// DaemonSet the new template and the matching stamp, and the message says
+// what the next run does.
+func TestInterruptNeverRollsBack(t *testing.T) {
+	c := cluster.Connect(t)
+	bin := kubeProxySyncBinary(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	slowRollout(t, c)
+	crashStart(t, c, true)
+	server := "https://10.96.3.4:6443"
+	args := []string{"--kubeconfig", c.KubeconfigPath, "--server", server, "--probe-path", "none",
+		"--output", "json", "--rollback-on-failure"}
+
+	stopped := runPaused(t, bin, args, kpsync.StepWaiting, syscall.SIGTERM)
+	assert.Equal(t, app.ExitFailed, stopped.code, "stderr: %s", stopped.stderr)
+	var res result
+	require.NoError(t, json.Unmarshal([]byte(stopped.stdout), &res), stopped.stdout)
+	assert.False(t, res.facts().RolledBack)
+	assert.Contains(t, res.Msg, "next run")
+
+	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	assert.Contains(t, cm.Data["kubeconfig.conf"], server, "the new data stays")
+	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData), ds.Annotations[rollout.HashAnnotation], "consistent: nothing owed")
+	assert.NotEmpty(t, ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation], "the new template stays")
+}
+
+// A canary interrupted half-way leaves the DaemonSet on OnDelete with the
+// pods it did not reach untouched (the controller never rolls a template
+// the canary has not verified); the next run with the same values resumes
+// it: every pod replaced exactly once, the strategy back as it was.
+func TestInterruptedCanaryResumes(t *testing.T) {
+	c := cluster.Connect(t)
+	bin := kubeProxySyncBinary(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	addNodes(t, c, "resume", 3)
+	slowRollout(t, c)
+	crashStart(t, c, true)
+	original := c.DaemonSet(t).Spec.UpdateStrategy
+	before := c.PodUIDs(t)
+	history := watchPods(t, c)
+	args := []string{"--kubeconfig", c.KubeconfigPath, "--server", "https://10.96.3.5:6443", "--probe-path", "none",
+		"--output", "json", "--strategy", "canary", "--canary-nodes", "1", "--batch-size", "1"}
+
+	stopped := runPaused(t, bin, args, kpsync.StepWaiting, syscall.SIGTERM)
+	assert.Equal(t, app.ExitFailed, stopped.code, "stderr: %s", stopped.stderr)
+	var res result
+	require.NoError(t, json.Unmarshal([]byte(stopped.stdout), &res), stopped.stdout)
+	assert.Contains(t, res.Msg, "resumes")
+	ds := c.DaemonSet(t)
+	assert.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, "still OnDelete: the controller must not roll the rest")
+	assert.Contains(t, ds.Annotations, rollout.StrategyAnnotation)
+	mid := c.PodUIDs(t)
+	kept := untouched(before, mid)
+	assert.GreaterOrEqual(t, len(kept), len(before)-2, "at most the canary and one batch replaced: %v", kept)
+	rerun := runBinary(t, bin, args, nil)
+	require.Equal(t, 0, rerun.code, "rerun: %s\n%s", rerun.stdout, rerun.stderr)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	perNode := history.Stop()
+	cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
+	for node, n := range perNode {
+		assert.Equal(t, 2, n, "node %s: its pod replaced exactly once", node)
+	}
+	ds = c.DaemonSet(t)
+	assert.Equal(t, original, ds.Spec.UpdateStrategy, "strategy restored once the canary finished")
+	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
+	assert.True(t, hashConsistent(t, c))
+}
+
+// The default (rolling) strategy with maxUnavailable 1 completes although
+// one node is going away with a stuck pod and another live node's pod was
+// unready before the run and never comes back: neither holds the wait nor
+// fails it, the DaemonSet controller's budget is raised by those two for
+// the duration, and the DaemonSet's own maxUnavailable is back afterwards.
+func TestRollingDoesNotStallOnStuckPods(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	extra := addNodes(t, c, "stall", 3)
+	leaving, unready := extra[0], extra[1]
+	unmanage(t, c, leaving)
+	taintToBeDeleted(t, c, leaving)
+	setPodUnready(t, c, leaving)
+	setPodUnready(t, c, unready)       // its node stays live and Ready
+	denyKubeProxyPodsOn(t, c, unready) // and its pod never comes back once replaced
+	original := c.DaemonSet(t).Spec.UpdateStrategy
+	require.Equal(t, "1", original.RollingUpdate.MaxUnavailable.String())
+	before := c.PodUIDs(t)
+
+	r := runSync(t, c, "--server", "https://10.96.3.6:6443", "--probe-path", "none", "--timeout", "2m")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	f := r.facts()
+	assert.Equal(t, []string{unready}, f.Rollout.UnreadyBefore)
+	require.Len(t, f.Rollout.SkippedNodes, 1)
+	assert.Equal(t, leaving, f.Rollout.SkippedNodes[0].Name)
+	assert.False(t, f.RolledBack)
+	assert.LessOrEqual(t, f.Rollout.MaxUnavailable, 1, "the live nodes' budget is exactly maxUnavailable")
+
+	after := c.PodUIDs(t)
+	for node, uid := range before {
+		if node != leaving && node != unready {
+			assert.NotEqual(t, uid, after[node], "live node %s got a new pod", node)
+		}
+	}
+	ds := c.DaemonSet(t)
+	assert.Equal(t, original, ds.Spec.UpdateStrategy, "maxUnavailable back as it was")
+	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
+	assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.6:6443")
+}
+
+// An audit log that cannot be written fails the run before its first
+// write, not between the ConfigMap write and the restart.
+func TestUnwritableAuditLogFailsBeforeAnyWrite(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	before := stateOf(t, c)
+	pods := c.PodUIDs(t)
+	r := runSync(t, c, "--server", "https://10.96.3.7:6443", "--probe-path", "none", "--audit-log", t.TempDir()) // a directory
+	assert.Equal(t, 1, r.Code)
+	assert.Contains(t, r.Msg, "audit log")
+	assertUntouched(t, c, before)
+	cluster.AssertNoneReplaced(t, pods, c.PodUIDs(t))
+}
