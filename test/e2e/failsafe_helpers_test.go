@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -151,4 +152,132 @@ func untouched(before, after map[string]types.UID) []string {
 		}
 	}
 	return out
+}
+
+// keepUnready plays a kube-proxy that runs but never passes its readiness
+// probe on the given nodes (a node whose network is broken, a node being
+// deleted where /healthz fails): every pod there, old or new, is kept not
+// Ready, without any sign of crashing. kwok stops managing the nodes, so
+// that it never flashes a new pod there Ready first; their Ready condition
+// stays True until the node lifecycle controller's grace period (40s)
+// runs out, longer than a test here takes.
+func keepUnready(t *testing.T, c *cluster.Cluster, nodes ...string) {
+	t.Helper()
+	for _, n := range nodes {
+		unmanage(t, c, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pods := c.Client.CoreV1().Pods(c.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
+	require.NoError(t, err)
+	on := map[string]bool{}
+	for _, n := range nodes {
+		on[n] = true
+	}
+	unready := func(p *corev1.Pod) {
+		if !on[p.Spec.NodeName] || p.DeletionTimestamp != nil || (p.Status.PodIP != "" && !podIsReady(p)) {
+			return
+		}
+		if p.Status.PodIP == "" { // kwok's pod stages only pick up pods without one
+			p.Status.PodIP, p.Status.PodIPs = "127.1.0.1", []corev1.PodIP{{IP: "127.1.0.1"}}
+			p.Status.Phase = corev1.PodRunning
+		}
+		p.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"},
+		}
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].Ready = false
+		}
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			t.Errorf("keep pod %s unready: %v", p.Name, err)
+		}
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	for i := range list.Items {
+		unready(&list.Items[i])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+					unready(p)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	// wait until the pods read back unready
+	require.Eventually(t, func() bool {
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
+		if err != nil {
+			return false
+		}
+		for i := range l.Items {
+			if on[l.Items[i].Spec.NodeName] && podIsReady(&l.Items[i]) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond)
+}
+
+// watchMaxUnavailable records every change of the DaemonSet's
+// maxUnavailable; the returned func stops and lists them in order.
+func watchMaxUnavailable(t *testing.T, c *cluster.Cluster) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
+	ds, err := dss.Get(ctx, cluster.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	w, err := dss.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cluster.Name, ResourceVersion: ds.ResourceVersion})
+	require.NoError(t, err)
+	budget := func(ds *appsv1.DaemonSet) string {
+		if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+			return ru.MaxUnavailable.String()
+		}
+		return string(ds.Spec.UpdateStrategy.Type)
+	}
+	last := budget(ds)
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if d, isDS := ev.Object.(*appsv1.DaemonSet); isDS {
+					if b := budget(d); b != last {
+						last = b
+						seen = append(seen, b)
+					}
+				}
+			}
+		}
+	}()
+	stop := func() []string {
+		cancel()
+		<-done
+		return seen
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

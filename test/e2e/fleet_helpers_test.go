@@ -160,8 +160,9 @@ func setMaxUnavailable(t *testing.T, c *cluster.Cluster, v string) {
 
 // denyKubeProxyPodsOn makes the API server refuse new kube-proxy pods for
 // the given nodes (a ValidatingAdmissionPolicy on the DaemonSet controller's
-// node affinity), so a restart there never comes back. Removed at the end.
-func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) {
+// node affinity), so a restart there never comes back. Removed at the end,
+// or earlier by the returned func.
+func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) (remove func()) {
 	t.Helper()
 	ctx := context.Background()
 	quoted := make([]string, len(nodes))
@@ -172,7 +173,7 @@ func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) {
 		!has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) ||
 		!object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
 			has(t.matchFields) && t.matchFields.exists(f, f.values.exists(v, v in [%s])))`, strings.Join(quoted, ","))
-	name := "e2e-deny-kube-proxy-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	name := "e2e-deny-kube-proxy-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	fail := admissionregistrationv1.Fail
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -198,12 +199,15 @@ func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) {
 		},
 	}
 	ar := c.Client.AdmissionregistrationV1()
+	remove = func() {
+		_ = ar.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = ar.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	}
 	_, err := ar.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ar.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}) })
+	t.Cleanup(remove)
 	_, err = ar.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ar.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}) })
 
 	// the policy takes effect once the API server has compiled it: probe with a dry run
 	probe := &corev1.Pod{
@@ -220,4 +224,5 @@ func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) {
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
 	})
 	require.NoError(t, err, "admission policy never took effect")
+	return remove
 }
