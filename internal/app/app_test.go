@@ -110,7 +110,7 @@ func run(t *testing.T, args ...string) runResult {
 func writes(c *fake.Clientset) int {
 	n := 0
 	for _, a := range c.Actions() {
-		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" && a.GetResource().Resource != "selfsubjectaccessreviews" {
 			n++
 		}
 	}

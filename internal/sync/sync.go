@@ -168,6 +168,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if err := s.d.Audit.Check(); err != nil {
 			return fmt.Errorf("before any write: %w", err)
 		}
+		if err := s.checkAccess(ctx, p); err != nil {
+			return err
+		}
 		held, release, lockErr := s.lease.Acquire(ctx, s.o.LockTimeout)
 		if lockErr != nil {
 			return lockErr

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,10 +108,21 @@ type fixture struct {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	return &fixture{
-		client: fake.NewClientset(objs...),
+		client: allowAll(fake.NewClientset(objs...)),
 		clock:  clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
 		audit:  filepath.Join(t.TempDir(), "audit.jsonl"),
 	}
+}
+
+// allowAll answers every SelfSubjectAccessReview with allowed, as an
+// admin's would (the fake clientset returns the review unanswered).
+func allowAll(c *fake.Clientset) *fake.Clientset {
+	c.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = true
+		return true, r, nil
+	})
+	return c
 }
 
 func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
@@ -144,7 +156,7 @@ func (f *fixture) writes() []string {
 		case "get", "list", "watch":
 			continue
 		}
-		if a.GetResource().Resource == "leases" {
+		if r := a.GetResource().Resource; r == "leases" || r == "selfsubjectaccessreviews" {
 			continue
 		}
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)

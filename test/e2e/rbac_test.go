@@ -109,10 +109,16 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 			msg: `get configmap "kube-system/kube-proxy": forbidden: the kubeconfig user needs get on configmaps`},
 		{name: "no get on daemonsets", resource: "daemonsets", verb: "get",
 			msg: `get daemonset "kube-system/kube-proxy": forbidden: the kubeconfig user needs get on daemonsets`},
+		// every verb the run will use is asked for (SelfSubjectAccessReview)
+		// before the first write, also those it would need only later
 		{name: "no update on configmaps", resource: "configmaps", verb: "update",
-			msg: `update configmap "kube-system/kube-proxy": forbidden: the kubeconfig user needs update on configmaps`},
+			msg: `forbidden: the kubeconfig user needs update on configmaps "kube-proxy" in namespace kube-system`},
 		{name: "no patch on daemonsets", resource: "daemonsets", verb: "patch", unstamped: true,
-			msg: `patch daemonset "kube-system/kube-proxy": forbidden: the kubeconfig user needs patch on daemonsets`},
+			msg: `forbidden: the kubeconfig user needs patch on daemonsets.apps "kube-proxy" in namespace kube-system`},
+		{name: "no watch on pods", resource: "pods", verb: "watch",
+			msg: `forbidden: the kubeconfig user needs watch on pods in namespace kube-system`},
+		{name: "no delete on pods (the rollback may need it)", resource: "pods", verb: "delete",
+			msg: `forbidden: the kubeconfig user needs delete on pods in namespace kube-system`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

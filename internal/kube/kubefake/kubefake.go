@@ -8,17 +8,26 @@ import (
 	"context"
 	"errors"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
 
 // New is a fake clientset holding objs and the kube.Interface over it.
+// SelfSubjectAccessReviews are answered allowed, as for an admin (the bare
+// fake returns them unanswered); prepend a reactor to deny.
 func New(objs ...runtime.Object) (*fake.Clientset, kube.Interface) {
 	cs := fake.NewClientset(objs...)
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = true
+		return true, r, nil
+	})
 	return cs, Wrap(cs)
 }
 

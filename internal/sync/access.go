@@ -1,0 +1,102 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// access is one verb on one resource that the run will use.
+type access struct {
+	verb, group, resource, subresource, name string
+	namespaced                               bool
+}
+
+func (a access) String() string {
+	what := a.resource
+	if a.subresource != "" {
+		what += "/" + a.subresource
+	}
+	if a.group != "" {
+		what += "." + a.group
+	}
+	if a.name != "" {
+		what += fmt.Sprintf(" %q", a.name)
+	}
+	return a.verb + " on " + what
+}
+
+// neededAccess lists every verb a run with this plan can use, the
+// rollback's and the canary's included, so that a missing one fails the
+// run before its first write rather than half-way.
+func (s *Syncer) neededAccess(p plan) []access {
+	ns := func(verb, group, resource, name string) access {
+		return access{verb: verb, group: group, resource: resource, name: name, namespaced: true}
+	}
+	cm, ds := s.o.ConfigMap, s.o.DaemonSet
+	out := []access{
+		ns("get", "", "configmaps", cm),
+		ns("get", "apps", "daemonsets", ds),
+		ns("patch", "apps", "daemonsets", ds),
+		ns("get", "coordination.k8s.io", "leases", LeaseName),
+		ns("create", "coordination.k8s.io", "leases", ""),
+		ns("update", "coordination.k8s.io", "leases", LeaseName),
+		ns("create", "", "events", ""),
+	}
+	if len(p.keys) > 0 {
+		if s.o.Spec.Manifest != nil {
+			out = append(out, ns("patch", "", "configmaps", cm))
+		}
+		if s.o.Spec.Manifest == nil || s.o.RollbackOnFailure {
+			out = append(out, ns("update", "", "configmaps", cm)) // the write, or the rollback's
+		}
+	}
+	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
+	if s.o.Restart != RestartNever && (len(p.keys) > 0 || p.reason != "" || p.probe.changes() || leftover) {
+		// follow the rollout; the canary (and a rollback to OnDelete) deletes pods
+		out = append(out,
+			ns("list", "", "pods", ""), ns("watch", "", "pods", ""),
+			access{verb: "list", resource: "nodes"}, access{verb: "get", resource: "nodes"})
+		if s.o.Strategy == StrategyCanary || leftover || s.o.RollbackOnFailure {
+			out = append(out, ns("delete", "", "pods", ""))
+		}
+		if s.o.Verify && s.o.VerifyEndpoints > 0 {
+			out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy"})
+		}
+	}
+	return out
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReview) about every
+// verb the run will use, and fails naming all those it may not.
+func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
+	var denied []string
+	for _, a := range s.neededAccess(p) {
+		ra := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name}
+		if a.namespaced {
+			ra.Namespace = s.o.Namespace
+		}
+		review, err := s.reviewAccess(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra},
+		})
+		if err != nil {
+			return fmt.Errorf("check permissions before any write (SelfSubjectAccessReview for %s): %w", a, err)
+		}
+		if !review.Status.Allowed {
+			denied = append(denied, a.String())
+		}
+	}
+	if len(denied) > 0 {
+		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml); checked before any write, nothing was changed", strings.Join(denied, ", "), s.o.Namespace)
+	}
+	return nil
+}
+
+func (s *Syncer) reviewAccess(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
+	return s.d.Kube.SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+}
