@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"syscall"
@@ -13,6 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -242,5 +248,38 @@ func TestUnwritableAuditLogFailsBeforeAnyWrite(t *testing.T) {
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Msg, "audit log")
 	assertUntouched(t, c, before)
+	cluster.AssertNoneReplaced(t, pods, c.PodUIDs(t))
+}
+
+// An existing readiness probe of another shape (here with host 127.0.0.1,
+// which a strategic merge cannot remove) is replaced whole once; the next
+// run finds nothing to do instead of reporting probe-changed forever. A
+// liveness probe on /healthz moves to /livez with it (1.33 image).
+func TestProbeOfAnyShapeConverges(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,
+		"readinessProbe":{"httpGet":{"path":"/livez","port":10256,"host":"127.0.0.1"},"periodSeconds":7},
+		"livenessProbe":{"httpGet":{"path":"/healthz","port":10256,"host":"127.0.0.1"},"failureThreshold":8}}]}}}}`, cluster.Name)
+	_, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(context.Background(), cluster.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+
+	r := runSync(t, c, "--probe-path", "auto")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.facts().ProbeChanged)
+	ctr := c.DaemonSet(t).Spec.Template.Spec.Containers[0]
+	assert.Equal(t, &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(10256), Scheme: corev1.URISchemeHTTP}, ctr.ReadinessProbe.HTTPGet, "handler replaced, host gone")
+	assert.Equal(t, int32(7), ctr.ReadinessProbe.PeriodSeconds, "timing kept")
+	assert.Equal(t, &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(10256), Scheme: corev1.URISchemeHTTP}, ctr.LivenessProbe.HTTPGet, "liveness on /livez")
+	assert.Equal(t, int32(8), ctr.LivenessProbe.FailureThreshold)
+
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	pods := c.PodUIDs(t)
+	r = runSync(t, c, "--probe-path", "auto")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.False(t, r.facts().ProbeChanged, "converged")
+	assert.False(t, r.Changed)
 	cluster.AssertNoneReplaced(t, pods, c.PodUIDs(t))
 }
