@@ -9,12 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
 // access is one verb on one resource that the run will use.
 type access struct {
 	verb, group, resource, subresource, name string
 	namespaced                               bool
+	// namespace, when set, is another namespace than the run's
+	namespace string
 }
 
 func (a access) String() string {
@@ -65,8 +68,12 @@ func (s *Syncer) neededAccess(p plan) []access {
 		if s.o.Strategy == StrategyCanary || leftover || s.o.RollbackOnFailure {
 			out = append(out, ns("delete", "", "pods", ""))
 		}
-		if s.o.Verify && s.o.VerifyEndpoints > 0 {
+		if (s.o.Verify && s.o.VerifyEndpoints > 0) || (s.o.Connectivity.Health != "" && s.o.Connectivity.Health != verify.Off) {
 			out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy"})
+		}
+		if svcNS, svc, ok := strings.Cut(s.o.Connectivity.Traffic, "/"); ok {
+			out = append(out, ns("create", "", "pods", ""),
+				access{verb: "get", resource: "services", name: svc, namespace: svcNS})
 		}
 	}
 	return out
@@ -80,6 +87,9 @@ func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
 		ra := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name}
 		if a.namespaced {
 			ra.Namespace = s.o.Namespace
+		}
+		if a.namespace != "" {
+			ra.Namespace = a.namespace
 		}
 		review, err := s.reviewAccess(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra},
