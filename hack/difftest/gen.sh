@@ -4,7 +4,8 @@
 # versions.txt. One module per minor because a module holds one
 # k8s.io/kubernetes version. k8s.io/kubernetes is not meant to be used as a
 # module: its go.mod points every staging repository at ./staging, so each is
-# replaced with its published release of the same version.
+# replaced with its published release of the same version, and every other
+# dependency is pinned to the version that release was built with.
 #
 # Usage: hack/difftest/gen.sh [1.NN ...]   (default: every minor)
 set -euo pipefail
@@ -45,6 +46,13 @@ while read -r minor kube staging overrides; do
       done
       echo "	${m} => ${m} ${v}"
     done
+    # and every other dependency at the version that kube-proxy release was
+    # built with: the product module's newer ones (kube-openapi,
+    # structured-merge-diff) do not build with older Kubernetes libraries
+    awk '/^require \(/ {r=1; next} r && /^\)/ {r=0} r && $2 ~ /^v/ && $2 != "v0.0.0" {print $1, $2}' "${src}/go.mod" |
+      sort -u | while read -r m v; do
+        echo "	${m} => ${m} ${v}"
+      done
     echo ")"
   } >"${dir}/go.mod"
   ln -sfn ../_template/difftest_test.go "${dir}/difftest_test.go"
