@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -179,33 +180,59 @@ func TestZonalRolloutOneZoneAtATime(t *testing.T) {
 	cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
 }
 
-// The canary of the first zone never comes back: the run fails, and no
-// pod outside that canary node was replaced (UIDs unchanged): the other
-// zones are untouched.
+// The canary of the first zone never comes back. Without rollback: the run
+// fails, the DaemonSet stays on OnDelete so nothing rolls the other zones
+// later, and no pod outside that canary node was replaced (UIDs unchanged).
+// With the default rollback: the template goes back, and still no other
+// pod is replaced.
 func TestZonalFailedCanaryLeavesOtherZonesUntouched(t *testing.T) {
-	c := cluster.Connect(t)
-	c.Reset(t)
-	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
-	zoneOf := zonedNodes(t, c, "zfail")
-	canary := "zfail-00" // zone-a sorts first, its first node is its canary
-	require.Equal(t, "zone-a", zoneOf[canary])
-	denyKubeProxyPodsOn(t, c, canary)
-	before := c.PodUIDs(t)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		rollback bool
+	}{
+		{"no rollback", []string{"--no-rollback"}, false},
+		{"rollback", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cluster.Connect(t)
+			c.Reset(t)
+			require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+			prefix := "zfail"
+			if tc.rollback {
+				prefix = "zback"
+			}
+			zoneOf := zonedNodes(t, c, prefix)
+			canary := prefix + "-00" // zone-a sorts first, its first node is its canary
+			require.Equal(t, "zone-a", zoneOf[canary])
+			denyKubeProxyPodsOn(t, c, canary)
+			before := c.PodUIDs(t)
+			template := c.DaemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation]
 
-	r := runSync(t, c, "--server", "https://10.96.0.8:6443", "--probe-path", "none", "--timeout", "20s",
-		"--strategy", "zonal", "--canary-nodes", "1", "--batch-size", "2")
-	require.Equal(t, 1, r.Code, r.Msg+"\n"+r.Stderr)
-	f := r.facts()
-	assert.Equal(t, []string{canary}, f.Rollout.CanaryNodes)
-	require.NotEmpty(t, f.Rollout.Zones)
-	assert.Equal(t, "zone-a", f.Rollout.Zones[0].Name)
-	assert.False(t, f.Rollout.Zones[0].Done)
+			args := append([]string{"--server", "https://10.96.0.8:6443", "--probe-path", "none", "--progress-deadline", "15s",
+				"--strategy", "zonal", "--canary-nodes", "1", "--batch-size", "2"}, tc.args...)
+			r := runSync(t, c, args...)
+			require.Equal(t, 1, r.Code, r.Msg+"\n"+r.Stderr)
+			f := r.facts()
+			assert.Equal(t, []string{canary}, f.Rollout.CanaryNodes)
+			require.NotEmpty(t, f.Rollout.Zones)
+			assert.Equal(t, "zone-a", f.Rollout.Zones[0].Name)
+			assert.False(t, f.Rollout.Zones[0].Done)
+			assert.Equal(t, tc.rollback, f.RolledBack, r.Msg)
 
-	after := c.PodUIDs(t)
-	for n, uid := range before {
-		if n == canary {
-			continue
-		}
-		assert.Equal(t, uid, after[n], "node %s (zone %q): its kube-proxy pod must not be replaced", n, zoneOf[n])
+			ds := c.DaemonSet(t)
+			if tc.rollback {
+				assert.Equal(t, template, ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation], "the template is the one the pods run")
+			} else {
+				assert.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, "nothing rolls the other zones after the run")
+			}
+			after := c.PodUIDs(t)
+			for n, uid := range before {
+				if n == canary {
+					continue
+				}
+				assert.Equal(t, uid, after[n], "node %s (zone %q): its kube-proxy pod must not be replaced", n, zoneOf[n])
+			}
+		})
 	}
 }
