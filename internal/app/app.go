@@ -207,13 +207,15 @@ func fail(streams Streams, o *Options, res *sync.Result, err error) int {
 }
 
 // moduleResult is the one JSON object on stdout: Ansible's module result,
-// also printed by --output json.
+// also printed by --output json. The facts are its top-level return values
+// (read through `register`); no ansible_facts, so no fact cache keeps an old
+// result (the role sets a fact only when asked, kube_proxy_sync_set_facts).
 type moduleResult struct {
-	Changed      bool                  `json:"changed"`
-	Failed       bool                  `json:"failed"`
-	Msg          string                `json:"msg"`
-	AnsibleFacts map[string]sync.Facts `json:"ansible_facts"`
-	Diff         *sync.Diff            `json:"diff,omitempty"`
+	Changed bool   `json:"changed"`
+	Failed  bool   `json:"failed"`
+	Msg     string `json:"msg"`
+	sync.Facts
+	Diff *sync.Diff `json:"diff,omitempty"`
 }
 
 func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
@@ -227,8 +229,7 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	if o.Output == "json" {
 		out := moduleResult{
 			Changed: res.Changed, Failed: err != nil, Msg: msg,
-			AnsibleFacts: map[string]sync.Facts{"kube_proxy_sync": res.Facts},
-			Diff:         res.Diff,
+			Facts: res.Facts, Diff: res.Diff,
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(w, string(b))

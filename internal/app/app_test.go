@@ -163,7 +163,7 @@ func TestModuleModeRoundTrip(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	assert.True(t, res.Changed)
 	assert.False(t, res.Failed)
-	facts := res.AnsibleFacts["kube_proxy_sync"]
+	facts := res.Facts
 	assert.True(t, facts.CheckMode)
 	assert.True(t, facts.ConfigMapChanged)
 	assert.Equal(t, []string{"kubeconfig.conf:clusters[0].cluster.server"}, facts.ChangedKeys)

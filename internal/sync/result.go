@@ -13,26 +13,29 @@ const (
 	ReasonForced        = "forced"
 )
 
-// Facts are what later playbook tasks branch on (ansible_facts.kube_proxy_sync).
+// Facts are what later playbook tasks branch on: the module's return values
+// (plugins/modules/*.yml documents them under RETURN).
 // The names are a public contract: add, never rename.
 type Facts struct {
-	ConfigMapChanged       bool           `json:"configmap_changed"`
-	ResourceVersionBefore  string         `json:"resource_version_before"`
-	ResourceVersionAfter   string         `json:"resource_version_after"`
-	ResourceVersionChanged bool           `json:"resource_version_changed"`
-	ChangedKeys            []string       `json:"changed_keys"`
-	RestartRequired        bool           `json:"restart_required"`
-	Restarted              bool           `json:"restarted"`
-	RestartReason          string         `json:"restart_reason"`
-	ProbePath              string         `json:"probe_path"`
-	ProbeChanged           bool           `json:"probe_changed"`
-	KubeProxyVersion       string         `json:"kube_proxy_version"`
-	Rollout                rollout.Status `json:"rollout"`
-	RolledBack             bool           `json:"rolled_back"`
-	RollbackReason         string         `json:"rollback_reason"`
-	CheckMode              bool           `json:"check_mode"`
-	AuditID                string         `json:"audit_id"`
-	APIRequests            int64          `json:"api_requests"`
+	ConfigMapChanged       bool     `json:"configmap_changed"`
+	ResourceVersionBefore  string   `json:"resource_version_before"`
+	ResourceVersionAfter   string   `json:"resource_version_after"`
+	ResourceVersionChanged bool     `json:"resource_version_changed"`
+	ChangedKeys            []string `json:"changed_keys"`
+	RestartRequired        bool     `json:"restart_required"`
+	Restarted              bool     `json:"restarted"`
+	RestartReason          string   `json:"restart_reason"`
+	// Adopted: stamped the data hash on a DaemonSet never seen before, no restart.
+	Adopted          bool           `json:"adopted"`
+	ProbePath        string         `json:"probe_path"`
+	ProbeChanged     bool           `json:"probe_changed"`
+	KubeProxyVersion string         `json:"kube_proxy_version"`
+	Rollout          rollout.Status `json:"rollout"`
+	RolledBack       bool           `json:"rolled_back"`
+	RollbackReason   string         `json:"rollback_reason"`
+	CheckMode        bool           `json:"check_mode"`
+	AuditID          string         `json:"audit_id"`
+	APIRequests      int64          `json:"api_requests"`
 	// Connectivity is what the checks before and after each node's restart
 	// saw (--verify-health), nil when they were off.
 	Connectivity *verify.Report `json:"connectivity,omitempty"`

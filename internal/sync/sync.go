@@ -140,7 +140,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
 	// also when the run failed half-way: what it wrote is a change Ansible must show
 	f := s.res.Facts
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted, nothing rolled back: %w", err)
 	}
@@ -463,7 +463,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		if !f.RestartRequired && f.ProbeChanged {
 			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
 		}
+		adopted := adopt && ch.Hash != "" && !ch.Restarts()
 		if ch.Hash == "" || s.o.Check {
+			f.Adopted = adopted && s.o.Check // what a real run would write
 			return nil
 		}
 		if ch.Restarts() {
@@ -498,8 +500,8 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			return err
 		}
 		ds = patched
-		f.Restarted = ch.Restarts()
-		if adopt && !ch.Restarts() {
+		f.Restarted, f.Adopted = ch.Restarts(), adopted
+		if adopted {
 			s.d.Log.Infof("adopted daemonset %s/%s: stamped %s, no restart", s.o.Namespace, s.o.DaemonSet, rollout.HashAnnotation)
 		}
 		return nil

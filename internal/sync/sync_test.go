@@ -272,7 +272,9 @@ func TestFirstRunAdoptsWithoutRestart(t *testing.T) {
 	res, err := f.run(t, Options{})
 	require.NoError(t, err)
 	assert.False(t, res.Facts.Restarted)
-	assert.False(t, res.Changed)
+	// the stamp is a write: Ansible must see it as a change
+	assert.True(t, res.Facts.Adopted)
+	assert.True(t, res.Changed)
 	assert.Equal(t, []string{"patch daemonsets"}, f.writes())
 	got := f.daemonSet(t)
 	assert.Equal(t, configmap.Hash(seedConfigMap().Data, nil), got.Annotations[rollout.HashAnnotation])

@@ -28,15 +28,15 @@ import (
 
 type result struct {
 	Code    int
-	Changed bool                    `json:"changed"`
-	Failed  bool                    `json:"failed"`
-	Msg     string                  `json:"msg"`
-	Facts   map[string]kpsync.Facts `json:"ansible_facts"`
-	Diff    map[string]string       `json:"diff"`
-	Stderr  string
+	Changed bool   `json:"changed"`
+	Failed  bool   `json:"failed"`
+	Msg     string `json:"msg"`
+	kpsync.Facts
+	Diff   map[string]string `json:"diff"`
+	Stderr string
 }
 
-func (r result) facts() kpsync.Facts { return r.Facts["kube_proxy_sync"] }
+func (r result) facts() kpsync.Facts { return r.Facts }
 
 // runSync runs the command in-process against the cluster, JSON output.
 func runSync(t *testing.T, c *cluster.Cluster, args ...string) result {

@@ -136,13 +136,16 @@ type syncResult struct {
 				Available int32   `json:"available"`
 				Duration  float64 `json:"duration_seconds"`
 			} `json:"rollout"`
-		} `json:"kube_proxy_sync"`
-	} `json:"ansible_facts"`
+		}
+	} `json:"-"` // the module's return values, top-level in the same object (parseSync)
 }
 
 func parseSync(r timed) (syncResult, error) {
 	var s syncResult
 	if err := json.Unmarshal(r.stdout, &s); err != nil {
+		return s, fmt.Errorf("%s printed no JSON result (%v): stdout %q, stderr %s", r.Command, err, r.stdout, r.stderrTail)
+	}
+	if err := json.Unmarshal(r.stdout, &s.Facts.KPS); err != nil {
 		return s, fmt.Errorf("%s printed no JSON result (%v): stdout %q, stderr %s", r.Command, err, r.stdout, r.stderrTail)
 	}
 	if s.Failed || r.ExitCode != 0 {
