@@ -10,13 +10,13 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible venv molecule molecule-kind \
+.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kind \
 	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
 
-dist: ## static linux/amd64 and linux/arm64 builds, also as the role's binary modules
+dist: venv ## static linux/amd64 and linux/arm64 builds, as the collection's binary modules, and the collection tarball
 	hack/dist.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
@@ -39,13 +39,16 @@ lint: lint-go lint-ansible
 lint-go:
 	hack/lint-go.sh
 
-lint-ansible: venv
+lint-ansible: venv ## yamllint, syntax check, ansible-lint (production) on every toolchain
 	hack/lint-ansible.sh
 
-venv: ## pinned ansible-core, ansible-lint, molecule, yamllint in .venv
+sanity: venv dist ## ansible-test sanity on the collection, on every toolchain
+	hack/sanity.sh
+
+venv: ## the pinned Ansible toolchains in .venv/NAME (requirements/NAME.txt): kubespray, newest
 	hack/venv.sh
 
-molecule: venv dist ## molecule default scenario against the local cluster
+molecule: venv dist ## molecule default scenario against the local cluster, on every toolchain (ANSIBLE_TOOLCHAINS)
 	hack/molecule.sh default
 
 molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)
@@ -79,4 +82,4 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	hack/fuzz.sh
 
 clean: cluster-down kind-down
-	rm -rf bin dist .cache .venv roles/kube_proxy_sync/library/kube_proxy_sync_*
+	rm -rf bin dist .cache .venv plugins/modules/kube_proxy_sync_linux_amd64 plugins/modules/kube_proxy_sync_linux_arm64

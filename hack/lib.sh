@@ -6,7 +6,33 @@ CACHE_DIR="${CACHE_DIR:-${REPO_ROOT}/.cache}"
 TOOLS_BIN="${CACHE_DIR}/bin"
 CLUSTER_DIR="${CACHE_DIR}/cluster"
 KUBECONFIG_PATH="${CLUSTER_DIR}/kubeconfig"
-VENV_DIR="${VENV_DIR:-${REPO_ROOT}/.venv}"
+# The pinned Ansible toolchains (requirements/NAME.txt, one virtualenv each
+# under VENV_ROOT), in the order make test runs them: kubespray's own pins
+# first, then the newest ansible-core this Python runs.
+VENV_ROOT="${VENV_ROOT:-${REPO_ROOT}/.venv}"
+ANSIBLE_TOOLCHAINS="${ANSIBLE_TOOLCHAINS:-kubespray newest}"
+venv_dir() { printf '%s/%s' "${VENV_ROOT}" "$1"; }
+# Ansible's, ansible-lint's and molecule's state and temp files stay inside
+# the checkout's cache, one directory per toolchain (their caches differ).
+ansible_env() {
+  local venv
+  venv="$(venv_dir "$1")"
+  [[ -x "${venv}/bin/ansible-playbook" ]] || die "no ${venv}: run make venv (hack/venv.sh $1) first"
+  export PATH="${venv}/bin:${PATH}"
+  export ANSIBLE_HOME="${CACHE_DIR}/ansible/$1"
+  export ANSIBLE_LOCAL_TEMP="${ANSIBLE_HOME}/tmp"
+  export XDG_CACHE_HOME="${CACHE_DIR}/xdg/$1"
+  mkdir -p "${ANSIBLE_LOCAL_TEMP}" "${XDG_CACHE_HOME}"
+}
+
+# This checkout is also the Ansible collection kube_proxy_sync.kube_proxy_sync
+# (galaxy.yml). collections_link puts it on a collections path under the
+# cache, so playbooks run from the checkout find its modules and role by FQCN.
+COLLECTIONS_DIR="${CACHE_DIR}/collections"
+collections_link() {
+  mkdir -p "${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync"
+  ln -sfn "${REPO_ROOT}" "${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync/kube_proxy_sync"
+}
 
 # Pinned versions, from the one file the Makefile includes too.
 while IFS=':=' read -r name _ value; do

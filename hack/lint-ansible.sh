@@ -1,46 +1,58 @@
 #!/usr/bin/env bash
-# Lint the Ansible side (make lint-ansible): yamllint and ansible-lint
-# (production profile) on roles/, playbooks/ and molecule/, then the check that
+# Lint the Ansible side (make lint-ansible) on each pinned toolchain
+# (ANSIBLE_TOOLCHAINS, default: kubespray newest): yamllint, the playbooks'
+# syntax check, ansible-lint (production profile) on the collection (roles/,
+# plugins/, meta/), playbooks/ and molecule/; then, once, the check that
 # meta/argument_specs.yml matches defaults/main.yml, and that check's self-test.
+#   hack/lint-ansible.sh [TOOLCHAIN...]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
-[[ -x "${VENV_DIR}/bin/ansible-lint" ]] || die "no ${VENV_DIR}: run make venv (hack/venv.sh) first"
-export PATH="${VENV_DIR}/bin:${PATH}"
-export ANSIBLE_CONFIG="${REPO_ROOT}/ansible.cfg"
-# Keep Ansible's and ansible-lint's caches and temp files inside the checkout.
-export ANSIBLE_HOME="${CACHE_DIR}/ansible"
-export ANSIBLE_LOCAL_TEMP="${ANSIBLE_HOME}/tmp"
-export XDG_CACHE_HOME="${CACHE_DIR}/xdg"
-mkdir -p "${ANSIBLE_LOCAL_TEMP}" "${XDG_CACHE_HOME}"
-# playbooks/cluster.yml imports kubespray's collection, which is not installed
-# here (no Galaxy): lint it against a stub of that collection.
-export ANSIBLE_COLLECTIONS_PATH="${REPO_ROOT}/molecule/resources/collections"
+# shellcheck disable=SC2206 # word splitting of the toolchain list is wanted
+toolchains=("$@")
+[[ ${#toolchains[@]} -gt 0 ]] || read -r -a toolchains <<<"${ANSIBLE_TOOLCHAINS}"
 
-# The role's binary modules are build outputs (make dist). ansible-lint's
-# syntax check only needs the files to exist, so stand in empty placeholders
-# when they are missing and remove them afterwards.
-library="roles/kube_proxy_sync/library"
+# The binary modules are build outputs (make dist). The syntax check only
+# needs the files to exist, so stand in placeholders when they are missing
+# and remove them afterwards.
 placeholders=()
 cleanup() { [[ ${#placeholders[@]} -eq 0 ]] || rm -f "${placeholders[@]}"; }
 trap cleanup EXIT
 for arch in amd64 arm64; do
-  module="${library}/kube_proxy_sync_linux_${arch}"
+  module="plugins/modules/kube_proxy_sync_linux_${arch}"
   if [[ ! -e "${module}" ]]; then
-    mkdir -p "${library}"
     printf '#!/bin/sh\necho "{\\"failed\\": true, \\"msg\\": \\"placeholder: run make dist\\"}"\nexit 1\n' > "${module}"
     chmod 0755 "${module}"
     placeholders+=("${module}")
   fi
 done
+collections_link
 
-log "yamllint"
-yamllint --strict roles playbooks molecule .yamllint .ansible-lint
+for toolchain in "${toolchains[@]}"; do
+  (
+    ansible_env "${toolchain}"
+    export ANSIBLE_CONFIG="${REPO_ROOT}/ansible.cfg"
+    # playbooks/cluster.yml imports kubespray's collection, which is not
+    # installed here: lint it against a stub of that collection.
+    export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
+    log "[${toolchain}] $(ansible --version | sed -n 1p)"
+    log "[${toolchain}] yamllint"
+    yamllint --strict roles plugins meta playbooks molecule galaxy.yml .yamllint .ansible-lint
+    log "[${toolchain}] syntax check of the playbooks"
+    for playbook in playbooks/*.yml; do
+      ansible-playbook --syntax-check -i playbooks/inventory/local.yml "${playbook}" >/dev/null
+    done
+    log "[${toolchain}] ansible-lint (production profile)"
+    ansible-lint --strict --profile production
+  )
+done
 
-log "ansible-lint (production profile)"
-ansible-lint --strict --profile production
+log "the arm64 module docs are the amd64 ones but for the architecture"
+normalize() { sed -e 's/amd64\|arm64/ARCH/g' -e 's/x86_64\|aarch64/MACHINE/g' "$1"; }
+diff <(normalize plugins/modules/kube_proxy_sync_linux_amd64.yml) <(normalize plugins/modules/kube_proxy_sync_linux_arm64.yml) ||
+  die "plugins/modules/kube_proxy_sync_linux_{amd64,arm64}.yml differ in more than the architecture: edit both"
 
 log "argument specs match the defaults"
-python hack/check-argument-specs.py
-python -m unittest hack/test_check_argument_specs.py 2>&1 | tail -n 3
+"$(venv_dir "${toolchains[-1]}")/bin/python" hack/check-argument-specs.py
+"$(venv_dir "${toolchains[-1]}")/bin/python" -m unittest hack/test_check_argument_specs.py 2>&1 | tail -n 3

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run a molecule scenario of the kube_proxy_sync role from the pinned venv:
+# Run a molecule scenario of the kube_proxy_sync role on each pinned toolchain
+# (ANSIBLE_TOOLCHAINS, default: kubespray newest, one after the other):
 #   hack/molecule.sh [default|kind] [molecule test options...]
 # default: against the local control plane (hack/cluster-up.sh); keeps the
 #          cluster unless KUBE_PROXY_SYNC_MOLECULE_DESTROY=true.
@@ -13,10 +14,9 @@ cd "${REPO_ROOT}"
 scenario="${1:-default}"
 shift || true
 [[ -f "molecule/${scenario}/molecule.yml" ]] || die "no molecule scenario '${scenario}' (molecule/*/molecule.yml)"
-[[ -x "${VENV_DIR}/bin/molecule" ]] || die "no ${VENV_DIR}: run make venv (hack/venv.sh) first"
 for arch in amd64 arm64; do
-  [[ -x "roles/kube_proxy_sync/library/kube_proxy_sync_linux_${arch}" ]] ||
-    die "roles/kube_proxy_sync/library/kube_proxy_sync_linux_${arch} is missing: run make dist"
+  [[ -x "plugins/modules/kube_proxy_sync_linux_${arch}" ]] ||
+    die "plugins/modules/kube_proxy_sync_linux_${arch} is missing: run make dist"
 done
 
 if [[ "${scenario}" == kind ]]; then
@@ -45,14 +45,12 @@ if [[ "${scenario}" == kind ]]; then
   fi
 fi
 
-export PATH="${VENV_DIR}/bin:${PATH}"
-# Keep Ansible's and molecule's state inside the checkout's cache directory.
-export ANSIBLE_HOME="${CACHE_DIR}/ansible"
-export ANSIBLE_LOCAL_TEMP="${ANSIBLE_HOME}/tmp"
-export XDG_CACHE_HOME="${CACHE_DIR}/xdg"
+# The role runs the collection's binary modules by FQCN: put this checkout,
+# which is the collection, on the collections path.
+collections_link
+export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
 export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
-mkdir -p "${ANSIBLE_LOCAL_TEMP}" "${XDG_CACHE_HOME}"
 # kubectl for the scenarios' own checks: the one hack/build-tools.sh built, else PATH's.
 if [[ -z "${KPS_KUBECTL:-}" ]]; then
   if [[ -x "${TOOLS_BIN}/kubectl" ]]; then KPS_KUBECTL="${TOOLS_BIN}/kubectl"; else KPS_KUBECTL="$(command -v kubectl || echo kubectl)"; fi
@@ -60,5 +58,12 @@ fi
 export KPS_KUBECTL
 
 command="${MOLECULE_COMMAND:-test}"
-log "molecule ${command} -s ${scenario}"
-exec molecule "${command}" -s "${scenario}" "$@"
+for toolchain in ${ANSIBLE_TOOLCHAINS}; do
+  (
+    ansible_env "${toolchain}"
+    log "[${toolchain}] molecule ${command} -s ${scenario} ($(ansible --version | sed -n 1p))"
+    start="${SECONDS}"
+    molecule "${command}" -s "${scenario}" "$@"
+    log "[${toolchain}] molecule ${command} -s ${scenario}: $((SECONDS - start))s"
+  )
+done

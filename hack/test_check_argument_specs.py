@@ -40,6 +40,13 @@ class CheckArgumentSpecsTest(unittest.TestCase):
         with (self.role / relative).open("a", encoding="utf-8") as handle:
             handle.write(text)
 
+    def add_option(self, text: str) -> None:
+        """Insert an option at the top of the main entry point's options."""
+        specs = self.role / "meta" / "argument_specs.yml"
+        lines = specs.read_text(encoding="utf-8").splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.startswith("    options:")) + 1
+        specs.write_text("".join(lines[:at]) + text + "".join(lines[at:]), encoding="utf-8")
+
     def test_real_role_passes(self) -> None:
         result = self.run_check()
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -52,10 +59,7 @@ class CheckArgumentSpecsTest(unittest.TestCase):
         self.assertIn("kube_proxy_sync_undocumented has no option", result.stderr)
 
     def test_spec_without_default_fails(self) -> None:
-        self.append(
-            "meta/argument_specs.yml",
-            "      kube_proxy_sync_spec_only:\n        type: str\n        description: Only in the spec.\n",
-        )
+        self.add_option("      kube_proxy_sync_spec_only:\n        type: str\n        description: Only in the spec.\n")
         result = self.run_check()
         self.assertEqual(result.returncode, 1)
         self.assertIn("option kube_proxy_sync_spec_only is not in defaults", result.stderr)
@@ -71,7 +75,7 @@ class CheckArgumentSpecsTest(unittest.TestCase):
 
     def test_option_without_description_fails(self) -> None:
         self.append("defaults/main.yml", "kube_proxy_sync_terse: 1\n")
-        self.append("meta/argument_specs.yml", "      kube_proxy_sync_terse:\n        type: int\n")
+        self.add_option("      kube_proxy_sync_terse:\n        type: int\n")
         result = self.run_check()
         self.assertEqual(result.returncode, 1)
         self.assertIn("kube_proxy_sync_terse needs a description", result.stderr)

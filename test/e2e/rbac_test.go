@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,12 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -202,20 +198,12 @@ func loadRBAC(t *testing.T, c *cluster.Cluster) rbacObjects {
 	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "roles", "kube_proxy_sync", "files", "rbac.yaml"))
 	require.NoError(t, err)
 	var objs rbacObjects
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		var content map[string]any
-		require.NoError(t, yaml.Unmarshal(doc, &content))
-		if len(content) == 0 {
-			continue // only comments
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		require.NoError(t, err, "rbac.yaml document:\n%s", doc)
+	list, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+	require.NoError(t, err, "rbac.yaml")
+	require.IsType(t, &corev1.List{}, list, "rbac.yaml is one v1 List")
+	for _, item := range list.(*corev1.List).Items {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+		require.NoError(t, err, "rbac.yaml item:\n%s", item.Raw)
 		switch o := obj.(type) {
 		case *rbacv1.Role:
 			objs.role = o
