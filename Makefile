@@ -10,7 +10,7 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kind \
+.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kubespray molecule-kind \
 	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
@@ -50,6 +50,9 @@ venv: ## the pinned Ansible toolchains in .venv/NAME (requirements/NAME.txt): ku
 
 molecule: venv dist ## molecule default scenario against the local cluster, on every toolchain (ANSIBLE_TOOLCHAINS)
 	hack/molecule.sh default
+
+molecule-kubespray: venv dist ## molecule kubespray scenario: kubespray's variable combinations, local cluster only
+	hack/molecule.sh kubespray
 
 molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)
 	hack/molecule.sh kind

@@ -48,7 +48,8 @@ fi
 # The role runs the collection's binary modules by FQCN: put this checkout,
 # which is the collection, on the collections path.
 collections_link
-export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}"
+# The stub of kubespray's collection stands in for kubespray's defaults role (scenario kubespray).
+export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
 export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
 # kubectl for the scenarios' own checks: the one hack/build-tools.sh built, else PATH's.

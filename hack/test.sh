@@ -58,6 +58,10 @@ if [[ -x hack/bench.sh ]]; then
 fi
 step "molecule default scenario (${ANSIBLE_TOOLCHAINS})"
 hack/molecule.sh default
+# kubespray's variable combinations on kubespray's own toolchain: what its
+# users run (make molecule-kubespray runs it on every toolchain).
+step "molecule kubespray scenario (kubespray)"
+ANSIBLE_TOOLCHAINS=kubespray hack/molecule.sh kubespray
 hack/cluster-down.sh
 
 # The real tier: real kubelets and a real kube-proxy in a kind cluster,
