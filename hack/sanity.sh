@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ansible-test sanity on the collection (make test runs it), on each pinned
-# toolchain (ANSIBLE_TOOLCHAINS). ansible-test wants the collection at
+# The collection as users get it, on each pinned toolchain (ANSIBLE_TOOLCHAINS):
+# the tarball installed offline, ansible-doc, the module run by its FQCN; then
+# ansible-test sanity (make test runs it all). ansible-test wants the collection at
 # ansible_collections/NAMESPACE/NAME/, outside any git checkout (it lists
 # files with git), so the tarball `make dist` built is unpacked under
 # .cache/sanity with a git repository of its own.
@@ -43,6 +44,22 @@ from pip._internal.cli.main import main
 sys.exit(main(["install"] + [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]))
 PY
     fi
+    # What a user does: install the tarball offline into an empty path, read
+    # the module's docs, run the module by its FQCN. A kubeconfig that is not
+    # there makes it fail at once, with a message that names it.
+    installed="${root}/installed"
+    rm -rf "${installed}"
+    log "[${toolchain}] ansible-galaxy collection install --offline ${tarball}"
+    ANSIBLE_COLLECTIONS_PATH="${installed}" ansible-galaxy collection install --offline --force -p "${installed}" "${tarball}" >/dev/null
+    arch="$(uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')"
+    module="kube_proxy_sync.kube_proxy_sync.kube_proxy_sync_linux_${arch}"
+    ANSIBLE_COLLECTIONS_PATH="${installed}" ansible-doc "${module}" | grep -q 'RETURN VALUES' ||
+      die "ansible-doc ${module} shows no return values"
+    out="$(ANSIBLE_COLLECTIONS_PATH="${installed}" ansible all -i localhost, -c local -m "${module}" \
+      -a kubeconfig=/nonexistent/kube-proxy-sync/kubeconfig 2>&1 || true)"
+    grep -q 'FAILED!' <<<"${out}" && grep -q '"msg": ".*/nonexistent/kube-proxy-sync/kubeconfig' <<<"${out}" ||
+      die "the installed module ${module} did not run as expected: ${out}"
+
     log "[${toolchain}] ansible-test sanity ($(ansible --version | sed -n 1p))"
     cd "${collection}"
     # The binary modules themselves are left out: validate-modules reads a
