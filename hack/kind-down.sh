@@ -20,6 +20,11 @@ if docker info >/dev/null 2>&1; then
     log "deleting kind cluster ${KIND_CLUSTER}"
     "${TOOLS_BIN}/kind" delete cluster --name "${KIND_CLUSTER}" >/dev/null 2>&1
   fi
+  # kind leaves its docker network (and so a bridge on the host) behind;
+  # remove it when no container of another cluster still uses it.
+  if [[ -z "$(docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' kind 2>/dev/null)" ]]; then
+    docker network rm kind >/dev/null 2>&1 || true
+  fi
 fi
 rm -f "${CACHE_DIR}/kind/kubeconfig"
 "${REPO_ROOT}/hack/docker.sh" down
