@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	gosync "sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,10 +81,15 @@ func (s *Syncer) neededAccess(p plan) []access {
 }
 
 // checkAccess asks the API server (SelfSubjectAccessReview) about every
-// verb the run will use, and fails naming all those it may not.
+// verb the run will use, and fails naming all those it may not. The
+// reviews go out at once: a dozen round trips in a row would all come
+// before the restart.
 func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
-	var denied []string
-	for _, a := range s.neededAccess(p) {
+	needed := s.neededAccess(p)
+	allowed := make([]bool, len(needed))
+	errs := make([]error, len(needed))
+	var wg gosync.WaitGroup
+	for i, a := range needed {
 		ra := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name}
 		if a.namespaced {
 			ra.Namespace = s.o.Namespace
@@ -91,13 +97,24 @@ func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
 		if a.namespace != "" {
 			ra.Namespace = a.namespace
 		}
-		review, err := s.reviewAccess(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra},
+		wg.Go(func() {
+			review, err := s.reviewAccess(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra},
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("check permissions before any write (SelfSubjectAccessReview for %s): %w", a, err)
+				return
+			}
+			allowed[i] = review.Status.Allowed
 		})
-		if err != nil {
-			return fmt.Errorf("check permissions before any write (SelfSubjectAccessReview for %s): %w", a, err)
+	}
+	wg.Wait()
+	var denied []string
+	for i, a := range needed {
+		if errs[i] != nil {
+			return errs[i]
 		}
-		if !review.Status.Allowed {
+		if !allowed[i] {
 			denied = append(denied, a.String())
 		}
 	}

@@ -121,8 +121,13 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			return c.step(ctx)
 		}
 	} else {
-		// a raised maxUnavailable goes back however the wait ends
-		defer s.finishStrategy(ctx)
+		// a raised maxUnavailable goes back however the wait ends (any
+		// later run restores it too); nothing to do if none was raised
+		defer func() {
+			if s.strategyChanged {
+				s.finishStrategy(ctx)
+			}
+		}()
 		step = func() (bool, error) {
 			if err := progress(); err != nil {
 				return false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/version"
 	k8sversion "k8s.io/apimachinery/pkg/version"
@@ -526,4 +528,57 @@ func TestLivenessProbeOnHealthz(t *testing.T) {
 			assert.False(t, res.Facts.ProbeChanged, "converged")
 		})
 	}
+}
+
+// A restart costs the same API requests at 10 and at 1000 nodes: none per
+// pod or per node (the fake serves a list in one page; on a real server the
+// pod and node lists take one request per 500). The budget is the list
+// below; a new request per run is a deliberate change of it.
+func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
+	requests := func(nodes int) map[string]int {
+		ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+		ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+		// the fake does not bump the template generation on a PATCH, so
+		// every pod counts as updated and Ready at once: the wait ends
+		// before its watch, which costs one request whatever the size
+		ds.Annotations["deprecated.daemonset.template.generation"] = "1"
+		ds.Status.DesiredNumberScheduled = int32(nodes)
+		objs := []runtime.Object{seedConfigMap(), ds}
+		for i := range nodes {
+			name := fmt.Sprintf("node-%d", i)
+			objs = append(objs,
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
+				&corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + name, Namespace: "kube-system", UID: types.UID("uid-" + name),
+						Labels: map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": "1"}},
+					Spec:   corev1.PodSpec{NodeName: name},
+					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+				})
+		}
+		f := newFixture(t, objs...)
+		res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+		require.NoError(t, err)
+		require.True(t, res.Facts.Restarted)
+		require.Equal(t, int32(nodes), res.Facts.Rollout.Desired)
+		out := map[string]int{}
+		for _, a := range f.client.Actions() {
+			out[a.GetVerb()+" "+a.GetResource().Resource]++
+		}
+		return out
+	}
+	small := requests(10)
+	assert.Equal(t, map[string]int{
+		"get configmaps":                  3, // plan, plan under the lease, after the write
+		"update configmaps":               1,
+		"get daemonsets":                  2, // plan, plan under the lease
+		"patch daemonsets":                1, // the restart
+		"create selfsubjectaccessreviews": 12,
+		"get leases":                      1,
+		"create leases":                   1,
+		"update leases":                   1, // the release
+		"list nodes":                      1,
+		"list pods":                       1,
+		"create events":                   2,
+	}, small)
+	assert.Equal(t, small, requests(1000))
 }
