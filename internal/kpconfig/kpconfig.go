@@ -138,7 +138,12 @@ func valueNode(k kpvalidate.Kind, v string) (*yaml.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("want a number")
 		}
-		return scalar("!!float", strconv.FormatFloat(f, 'g', -1, 32)), nil
+		// a whole number as kubeadm writes it (qps: 5), not as !!float 5
+		text := strconv.FormatFloat(f, 'g', -1, 32)
+		if _, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return scalar("!!int", text), nil
+		}
+		return scalar("!!float", text), nil
 	case kpvalidate.String, kpvalidate.Quantity:
 		return scalar("!!str", v), nil
 	case kpvalidate.BoolMap:

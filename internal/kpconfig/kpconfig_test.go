@@ -147,3 +147,35 @@ func TestHealthzEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// clientConnection.qps is a float32 that kubeadm writes as `qps: 5`: the
+// same value set again is no change (a change there restarted kube-proxy
+// after every kubeadm rewrite), and a whole number is written the same way.
+func TestApplyFloatAsKubeadmWritesIt(t *testing.T) {
+	cases := []struct {
+		name, text, set string
+		changed         []string
+		contains        string
+	}{
+		{name: "kubeadm's whole number", text: base + "clientConnection:\n  qps: 5\n", set: "clientConnection.qps=5"},
+		{name: "written as a float", text: base + "clientConnection:\n  qps: 5.0\n", set: "clientConnection.qps=5"},
+		{name: "a fraction equal", text: base + "clientConnection:\n  qps: 0.5\n", set: "clientConnection.qps=0.50"},
+		{name: "a whole number", text: base, set: "clientConnection.qps=7", changed: []string{"clientConnection.qps"}, contains: "  qps: 7\n"},
+		{name: "a fraction", text: base, set: "clientConnection.qps=0.5", changed: []string{"clientConnection.qps"}, contains: "  qps: 0.5\n"},
+		{name: "another value", text: base + "clientConnection:\n  qps: 5\n", set: "clientConnection.qps=50", changed: []string{"clientConnection.qps"}, contains: "  qps: 50\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := ParseSetting(tc.set)
+			require.NoError(t, err)
+			out, changed, err := Apply(tc.text, []Setting{st})
+			require.NoError(t, err)
+			assert.Equal(t, tc.changed, changed)
+			if len(tc.changed) == 0 {
+				assert.Equal(t, tc.text, out, "unchanged input comes back byte for byte")
+			}
+			assert.Contains(t, out, tc.contains)
+			assert.NotContains(t, out, "!!float")
+		})
+	}
+}

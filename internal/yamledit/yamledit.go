@@ -139,7 +139,41 @@ func Equal(a, b *yaml.Node) bool {
 	if err := b.Decode(&bv); err != nil {
 		return false
 	}
-	return reflect.DeepEqual(av, bv)
+	return reflect.DeepEqual(numbersAsFloats(av), numbersAsFloats(bv))
+}
+
+// numbersAsFloats makes every number a float64, so that 5 and !!float 5 (or
+// 5.0) are equal: to kube-proxy's decoder, which goes through JSON, they are
+// the same number. kubeadm writes a float32 field like clientConnection.qps
+// as `qps: 5`.
+func numbersAsFloats(v interface{}) interface{} {
+	switch t := v.(type) {
+	case int:
+		return float64(t)
+	case int64:
+		return float64(t)
+	case uint64:
+		return float64(t)
+	case map[string]interface{}:
+		out := make(map[string]interface{}, len(t))
+		for k, e := range t {
+			out[k] = numbersAsFloats(e)
+		}
+		return out
+	case map[interface{}]interface{}:
+		out := make(map[interface{}]interface{}, len(t))
+		for k, e := range t {
+			out[k] = numbersAsFloats(e)
+		}
+		return out
+	case []interface{}:
+		out := make([]interface{}, len(t))
+		for i, e := range t {
+			out[i] = numbersAsFloats(e)
+		}
+		return out
+	}
+	return v
 }
 
 // Str is a plain string scalar.
