@@ -41,12 +41,18 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
     step "real-node e2e tests against KUBECONFIG"
     hack/e2e-real.sh
   else
+    step "kubeadm, for the kubespray upgrade e2e test (hack/build-tools.sh kind)"
+    hack/build-tools.sh kind
     step "e2e tests against KUBECONFIG"
     hack/e2e.sh
   fi
   step "all green"
   exit 0
 fi
+# kubeadm rewrites kube-proxy's objects in the kubespray upgrade e2e test; it
+# is built with the kind tier's binaries, which that tier needs anyway.
+step "kubeadm and the kind tier's binaries (hack/build-tools.sh kind)"
+hack/build-tools.sh kind
 step "local control plane"
 trap 'step "cluster down"; hack/cluster-down.sh' EXIT
 hack/cluster-up.sh

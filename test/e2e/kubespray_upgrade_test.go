@@ -1,0 +1,372 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// kubespray's upgrade (upgrade_cluster.yml) as it reaches kube-proxy: the real
+// kubeadm rewrites the kube-proxy ConfigMap and DaemonSet exactly as
+// `kubeadm init phase addon kube-proxy` does in kubespray's
+// kubeadm-upgrade.yml (and as the addon phase of `kubeadm upgrade
+// apply/node` does): the ConfigMap from the KubeProxyConfiguration of
+// kubespray's kubeadm config, with `server:` set to its
+// controlPlaneEndpoint, and the DaemonSet replaced whole by kubeadm's
+// template with the new version's image. kwok's nodes carry out the
+// DaemonSet controller's rollouts, which is what is counted here.
+//
+// Per case: kubeadm writes the objects of version 1 (what `kubeadm init`
+// leaves); kube-proxy-sync runs in kubespray mode (what cluster.yml runs
+// after kubeadm init); then the upgrade: kubeadm writes version 2, its
+// rollout finishes (kubespray's kubeadm role runs in a later play), and
+// kube-proxy-sync runs in kubespray mode again. A watch records every
+// kube-proxy pod of every node across the upgrade: the rollouts are the most
+// pods any node had, less its first.
+func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
+	c := cluster.Connect(t)
+	kubeadm := kubeadmBinary(t, c)
+	t.Cleanup(func() {
+		c.Reset(t)
+		deleteKubeadmProxyRBAC(t, c)
+	})
+
+	cases := []struct {
+		name string
+		// what kubespray renders as controlPlaneEndpoint, at install
+		// and on the upgrade: kubeadm writes https://<it> as kube-proxy's server
+		installEndpoint, upgradeEndpoint string
+		installVersion, upgradeVersion   string
+		// the server kubespray mode decides ("": leave it alone)
+		server       string
+		wantServer   string
+		wantRollouts int
+	}{
+		{
+			// kubeadm_config_api_fqdn (or loadbalancer_apiserver_localhost
+			// false): kubespray leaves kubeadm's server alone, so does the role
+			name:            "kubeadm_config_api_fqdn: kubeadm's rollout only",
+			installEndpoint: "api.kube-proxy-sync.test:7443", upgradeEndpoint: "api.kube-proxy-sync.test:7443",
+			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
+			wantServer: "https://api.kube-proxy-sync.test:7443", wantRollouts: 1,
+		},
+		{
+			// kubespray's default (its localhost load balancer) with the
+			// upgrade patch (docs/kubespray-upgrade.patch): the kube-proxy
+			// addon is written once, from a config whose endpoint is the
+			// server kubespray wants, so kubeadm's rollout starts every
+			// pod on the right server and the role finds nothing to do
+			name:            "local load balancer, kubespray's upgrade patched: kubeadm's rollout only",
+			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
+			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
+			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 1,
+		},
+		{
+			// the same, upgrade_cluster.yml run again at the same version:
+			// kubeadm's DaemonSet drops the restartedAt of the role's
+			// earlier restart, which is a rollout of its own
+			name:            "local load balancer, patched, same version again: one rollout",
+			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
+			installVersion: "v1.34.4", upgradeVersion: "v1.34.4",
+			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 1,
+		},
+		{
+			// kubespray's upgrade as it is: kubeadm puts its
+			// controlPlaneEndpoint back into kube-proxy's kubeconfig, its
+			// rollout starts every pod on it, and the role must roll again
+			// to put kubespray's server back (kubespray's own tasks
+			// force-delete every pod instead: two restarts as well)
+			name:            "local load balancer, kubespray's upgrade unpatched: two rollouts",
+			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "10.0.0.1:7443",
+			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
+			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 2,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Reset(t)
+			// kubeadm init's kube-proxy
+			runKubeadmProxyAddon(t, c, kubeadm, tc.installVersion, tc.installEndpoint)
+			c.WaitRolloutComplete(t, 2*time.Minute)
+			// cluster.yml: kubespray mode after kubeadm init
+			r := runKubesprayMode(t, c, tc.server)
+			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+			assert.False(t, r.ProbeChanged, "kubespray mode never changes the probe")
+
+			// the upgrade
+			generation := rollout.TemplateGeneration(c.DaemonSet(t))
+			history := watchPods(t, c)
+			runKubeadmProxyAddon(t, c, kubeadm, tc.upgradeVersion, tc.upgradeEndpoint)
+			ds := c.WaitRolloutComplete(t, 2*time.Minute)
+			require.Equal(t, "registry.k8s.io/kube-proxy:"+tc.upgradeVersion, ds.Spec.Template.Spec.Containers[0].Image)
+			r = runKubesprayMode(t, c, tc.server)
+			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+			assert.False(t, r.ProbeChanged, "kubespray mode never changes the probe")
+			pods := history.Stop()
+
+			rollouts := 0
+			for _, n := range pods {
+				rollouts = max(rollouts, n-1)
+			}
+			templates := rollout.TemplateGeneration(c.DaemonSet(t)) - generation
+			t.Logf("upgrade: %d rollout(s) (kube-proxy pods per node %v), %d template change(s); the second run: changed %v, restarted %v, adopted %v, keys %v",
+				rollouts, pods, templates, r.Changed, r.Restarted, r.Adopted, r.ChangedKeys)
+			assert.Equal(t, tc.wantRollouts, rollouts, "kube-proxy rollouts across kubeadm's rewrite and the run after it (pods per node: %v)", pods)
+			assert.Equal(t, int64(tc.wantRollouts), templates, "pod template changes across the upgrade")
+			assert.Equal(t, tc.wantRollouts > 1, r.Restarted, "the run after the upgrade restarted kube-proxy: %s", r.Msg)
+
+			// the settings from kubespray's variables are in the ConfigMap, and the server
+			assertKubespraySettings(t, c.ConfigMap(t).Data["config.conf"])
+			assert.Equal(t, []string{tc.wantServer}, kubeconfigServers(t, c.ConfigMap(t).Data["kubeconfig.conf"]))
+
+			// a rerun writes nothing and restarts nothing
+			uids, rv := c.PodUIDs(t), c.ConfigMap(t).ResourceVersion
+			r = runKubesprayMode(t, c, tc.server)
+			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+			assert.False(t, r.Changed, "rerun: %s", r.Msg)
+			assert.False(t, r.Restarted, "rerun: %s", r.Msg)
+			assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "rerun wrote the ConfigMap")
+			cluster.AssertNoneReplaced(t, uids, c.PodUIDs(t))
+		})
+	}
+}
+
+// kubesprayProxyConfig is the KubeProxyConfiguration kubespray's
+// kubeadm-config.v1beta4.yaml.j2 renders for the variables of
+// molecule/kubespray/vars/kubespray.yml (byte for byte what its template
+// makes of them, empty values and Python-style booleans included).
+const kubesprayProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+bindAddress: "0.0.0.0"
+clientConnection:
+  acceptContentTypes: 
+  burst: 10
+  contentType: application/vnd.kubernetes.protobuf
+  kubeconfig: 
+  qps: 5
+clusterCIDR: "10.233.64.0/18"
+configSyncPeriod: 15m0s
+conntrack:
+  maxPerCore: 32768
+  min: 131072
+  tcpCloseWaitTimeout: 1h0m0s
+  tcpEstablishedTimeout: 24h0m0s
+enableProfiling: False
+healthzBindAddress: "0.0.0.0:10256"
+hostnameOverride: "kps-control-plane"
+iptables:
+  masqueradeAll: False
+  masqueradeBit: 14
+  minSyncPeriod: 1s
+  syncPeriod: 30s
+ipvs:
+  excludeCIDRs: ['10.0.0.0/8']
+  minSyncPeriod: 1s
+  scheduler: lc
+  syncPeriod: 30s
+  strictARP: True
+  tcpTimeout: 0s
+  tcpFinTimeout: 0s
+  udpTimeout: 0s
+metricsBindAddress: "127.0.0.1:10249"
+mode: ipvs
+nodePortAddresses: [192.168.0.0/16]
+oomScoreAdj: -999
+portRange: 
+featureGates:
+  NFTablesProxyMode: true
+`
+
+// kubespraySettings is what the role's kubespray entry point hands the
+// module for the same variables (the molecule scenario kubespray asserts the
+// role computes them): every non-empty kube_proxy_* variable, by path.
+var kubespraySettings = map[string]any{
+	"bindAddress":                     "0.0.0.0",
+	"clientConnection.burst":          10,
+	"clientConnection.contentType":    "application/vnd.kubernetes.protobuf",
+	"clientConnection.qps":            5,
+	"clusterCIDR":                     "10.233.64.0/18",
+	"configSyncPeriod":                "15m0s",
+	"conntrack.maxPerCore":            32768,
+	"conntrack.min":                   131072,
+	"conntrack.tcpCloseWaitTimeout":   "1h0m0s",
+	"conntrack.tcpEstablishedTimeout": "24h0m0s",
+	"enableProfiling":                 false,
+	"featureGates.NFTablesProxyMode":  "true",
+	"healthzBindAddress":              "0.0.0.0:10256",
+	"iptables.masqueradeAll":          false,
+	"iptables.masqueradeBit":          14,
+	"iptables.minSyncPeriod":          "1s",
+	"iptables.syncPeriod":             "30s",
+	"ipvs.excludeCIDRs":               []string{"10.0.0.0/8"},
+	"ipvs.minSyncPeriod":              "1s",
+	"ipvs.scheduler":                  "lc",
+	"ipvs.strictARP":                  true,
+	"ipvs.syncPeriod":                 "30s",
+	"ipvs.tcpFinTimeout":              "0s",
+	"ipvs.tcpTimeout":                 "0s",
+	"ipvs.udpTimeout":                 "0s",
+	"metricsBindAddress":              "127.0.0.1:10249",
+	"mode":                            "ipvs",
+	"nodePortAddresses":               []string{"192.168.0.0/16"},
+	"oomScoreAdj":                     -999,
+}
+
+// runKubesprayMode runs the module with the arguments the role's kubespray
+// entry point passes (tasks/main.yml with _kube_proxy_sync_kubespray):
+// kubespray's settings, its server decision, no probe change.
+func runKubesprayMode(t *testing.T, c *cluster.Cluster, server string) cliRun {
+	t.Helper()
+	args := map[string]any{
+		"kubeconfig": c.KubeconfigPath,
+		"namespace":  c.Namespace,
+		"probe_path": "none",
+		"restart":    "auto",
+		"set":        kubespraySettings,
+		"timeout":    "3m",
+	}
+	if server != "" {
+		args["server"] = server
+	}
+	return runModule(t, moduleArgsJSON(t, args))
+}
+
+// runKubeadmProxyAddon runs `kubeadm init phase addon kube-proxy` with a
+// kubeadm config as kubespray renders it, at the given Kubernetes version
+// and controlPlaneEndpoint. kubeadm reads nothing from the cluster for this
+// phase (its RBAC objects it creates itself); its environment is emptied so
+// that no proxy variable of this machine lands in the DaemonSet.
+func runKubeadmProxyAddon(t *testing.T, c *cluster.Cluster, kubeadm, version, endpoint string) {
+	t.Helper()
+	dir := t.TempDir()
+	config := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 10.0.0.1
+  bindPort: 7443
+nodeRegistration:
+  name: kps-control-plane
+  criSocket: unix:///var/run/containerd/containerd.sock
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: cluster.local
+kubernetesVersion: %s
+controlPlaneEndpoint: %q
+imageRepository: registry.k8s.io
+networking:
+  dnsDomain: cluster.local
+  serviceSubnet: 10.233.0.0/18
+  podSubnet: 10.233.64.0/18
+---
+%s`, version, endpoint, kubesprayProxyConfig)
+	path := filepath.Join(dir, "kubeadm-config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
+	cmd := exec.Command(kubeadm, "init", "phase", "addon", "kube-proxy", "--config", path, "--kubeconfig", c.KubeconfigPath)
+	cmd.Env = []string{"HOME=" + dir}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Run(), "kubeadm init phase addon kube-proxy (%s, %s): %s", version, endpoint, out.String())
+}
+
+// deleteKubeadmProxyRBAC deletes what kubeadm's kube-proxy addon creates
+// besides the ConfigMap, the DaemonSet and the ServiceAccount (which the seed
+// has too): its ClusterRoleBinding, Role and RoleBinding.
+func deleteKubeadmProxyRBAC(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	rbac := c.Client.RbacV1()
+	for what, err := range map[string]error{
+		"clusterrolebinding kubeadm:node-proxier": rbac.ClusterRoleBindings().Delete(ctx, "kubeadm:node-proxier", metav1.DeleteOptions{}),
+		"role kube-proxy":                         rbac.Roles(c.Namespace).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}),
+		"rolebinding kube-proxy":                  rbac.RoleBindings(c.Namespace).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete kubeadm's %s: %v", what, err)
+		}
+	}
+}
+
+// kubeadmBinary is the kubeadm that hack/build-tools.sh kind builds.
+func kubeadmBinary(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	p := filepath.Join(c.RepoRoot, ".cache", "bin", "kubeadm")
+	if fileExists(p) {
+		return p
+	}
+	msg := "no kubeadm in .cache/bin: run hack/build-tools.sh kind, which builds it"
+	if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// assertKubespraySettings asserts that config.conf holds every setting of
+// kubespraySettings, compared as YAML values.
+func assertKubespraySettings(t *testing.T, configConf string) {
+	t.Helper()
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(configConf), &cfg))
+	for path, want := range kubespraySettings {
+		got, found := lookupPath(cfg, strings.Split(path, "."))
+		if !assert.True(t, found, "config.conf has no %s", path) {
+			continue
+		}
+		wantJSON, err := yaml.Marshal(want)
+		require.NoError(t, err)
+		var wantValue any
+		require.NoError(t, yaml.Unmarshal(wantJSON, &wantValue))
+		if s, ok := wantValue.(string); ok && (s == "true" || s == "false") {
+			wantValue = s == "true" // a feature gate's value as the module's set arg gives it
+		}
+		assert.Equal(t, wantValue, got, "config.conf %s", path)
+	}
+}
+
+func lookupPath(m map[string]any, path []string) (any, bool) {
+	v, ok := m[path[0]]
+	if !ok || len(path) == 1 {
+		return v, ok
+	}
+	sub, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return lookupPath(sub, path[1:])
+}
+
+// kubeconfigServers lists the cluster servers of kubeconfig.conf.
+func kubeconfigServers(t *testing.T, kubeconfig string) []string {
+	t.Helper()
+	var cfg struct {
+		Clusters []struct {
+			Cluster struct {
+				Server string `json:"server"`
+			} `json:"cluster"`
+		} `json:"clusters"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(kubeconfig), &cfg))
+	var servers []string
+	for _, cl := range cfg.Clusters {
+		servers = append(servers, cl.Cluster.Server)
+	}
+	return servers
+}
