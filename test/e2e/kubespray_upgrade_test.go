@@ -68,11 +68,21 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			wantServer: "https://api.kube-proxy-sync.test:7443", wantRollouts: 1,
 		},
 		{
+			// an external load balancer: kubespray makes it kubeadm's
+			// endpoint (kubeadm-setup.yml, "Set kubeadm_config_api_fqdn
+			// define"), the same server its kube-proxy task and the role write
+			name:            "external load balancer: kubeadm's rollout only",
+			installEndpoint: "lb.kube-proxy-sync.test:8443", upgradeEndpoint: "lb.kube-proxy-sync.test:8443",
+			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
+			server: "https://lb.kube-proxy-sync.test:8443", wantServer: "https://lb.kube-proxy-sync.test:8443", wantRollouts: 1,
+		},
+		{
 			// kubespray's default (its localhost load balancer) with the
 			// upgrade patch (docs/kubespray-upgrade.patch): the kube-proxy
-			// addon is written once, from a config whose endpoint is the
-			// server kubespray wants, so kubeadm's rollout starts every
-			// pod on the right server and the role finds nothing to do
+			// addon is written once, from kubeadm-kube-proxy.yaml, whose
+			// endpoint is the server kubespray wants, so kubeadm's rollout
+			// starts every pod on the right server and the role finds
+			// nothing to do
 			name:            "local load balancer, kubespray's upgrade patched: kubeadm's rollout only",
 			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
