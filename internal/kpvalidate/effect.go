@@ -13,50 +13,84 @@ const (
 	EffectNoEffect = "no-effect"
 )
 
+// Target is a running kube-proxy a change is judged against.
+type Target struct {
+	// Minor is its version, 1.Minor (0: unknown, judged as any minor).
+	Minor int
+	// OS is "linux" or "windows" ("": unknown, judged as either).
+	OS string
+}
+
 // Effect says, for every field that differs between two config.conf texts,
 // whether kube-proxy must restart to apply it ("restart") or no kube-proxy
-// of either config's proxy mode reads it ("no-effect"): ipvs.* while the
-// mode is iptables, nftables.* while it is ipvs, winkernel.* on Linux, and
-// so on. A field counts as no-effect only when neither the old nor the new
-// mode reads it. Keys are dotted paths (featureGates.Name for a gate); a
-// text that does not decode gives {"config.conf": "restart"}.
-func Effect(oldConf, newConf []byte) map[string]string {
+// among on reads it in the old or the new text's proxy mode ("no-effect"):
+// ipvs.* while the mode is iptables, nftables.* while it is ipvs,
+// winkernel.* on Linux, and so on. A field counts as no-effect only when no
+// target reads it in either mode; with no target, any version on any OS.
+// Keys are dotted paths (featureGates.Name for a gate); a text that does
+// not decode gives {"config.conf": "restart"}.
+func Effect(oldConf, newConf []byte, on ...Target) map[string]string {
 	oldLeaves, oldMode, err1 := leaves(oldConf)
 	newLeaves, newMode, err2 := leaves(newConf)
 	if err1 != nil || err2 != nil {
 		return map[string]string{"config.conf": EffectRestart}
+	}
+	if len(on) == 0 {
+		on = []Target{{}}
 	}
 	out := map[string]string{}
 	for p := range union(oldLeaves, newLeaves) {
 		if oldLeaves[p] == newLeaves[p] {
 			continue
 		}
-		out[p] = effectOf(p, oldMode, newMode)
+		out[p] = EffectNoEffect
+		for _, t := range on {
+			if reads(p, t, oldMode) || reads(p, t, newMode) {
+				out[p] = EffectRestart
+				break
+			}
+		}
 	}
 	return out
 }
 
-func effectOf(path, oldMode, newMode string) string {
+// reads reports whether the kube-proxy t, run with the config's mode
+// (as written: "" is the OS's default), reads the field at path.
+func reads(path string, t Target, mode string) bool {
 	f, ok := Lookup(path)
-	if !ok {
-		return EffectRestart
+	if !ok || t.Minor > 0 && f.Since > t.Minor {
+		return true // unknown to us or to it: assume it matters
 	}
-	switch f.In {
+	in := f.Modes(t.Minor)
+	switch in {
 	case inAll:
-		return EffectRestart
+		return true
 	case inNothing:
-		return EffectNoEffect
+		return false
 	}
-	for _, m := range strings.Split(f.In, ",") {
-		if m == oldMode || m == newMode {
-			return EffectRestart
+	modes := []string{mode}
+	if mode == "" {
+		switch t.OS {
+		case "linux":
+			modes = []string{"iptables"}
+		case "windows":
+			modes = []string{"kernelspace"}
+		default:
+			modes = []string{"iptables", "kernelspace"}
 		}
 	}
-	return EffectNoEffect
+	for _, m := range strings.Split(in, ",") {
+		for _, want := range modes {
+			if m == want || m == inAll {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // leaves flattens config.conf into field path -> JSON value, and returns its
-// proxy mode ("" means iptables on Linux).
+// proxy mode as written ("": the OS's default).
 func leaves(text []byte) (map[string]string, string, error) {
 	data, err := sigsyaml.YAMLToJSON(text)
 	if err != nil {
@@ -69,9 +103,6 @@ func leaves(text []byte) (map[string]string, string, error) {
 	out := map[string]string{}
 	flatten(obj, "", out)
 	mode, _ := obj["mode"].(string)
-	if mode == "" {
-		mode = "iptables"
-	}
 	return out, mode, nil
 }
 

@@ -2,41 +2,50 @@ package kpvalidate
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// effectByMode is every field's effect when it changes and the mode stays
-// as named. A new field of the table must be added here, so it cannot stay
-// unclassified.
-var effectByMode = map[string]map[string]string{
-	// the fields that matter only in some modes
-	"iptables.masqueradeBit":          {"iptables": "restart", "ipvs": "restart", "nftables": "no-effect"},
-	"iptables.masqueradeAll":          {"iptables": "restart", "ipvs": "restart", "nftables": "no-effect"},
-	"iptables.localhostNodePorts":     {"iptables": "restart", "ipvs": "no-effect", "nftables": "no-effect"},
-	"iptables.syncPeriod":             {"iptables": "restart", "ipvs": "restart", "nftables": "no-effect"},
-	"iptables.minSyncPeriod":          {"iptables": "restart", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.syncPeriod":                 {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.minSyncPeriod":              {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.scheduler":                  {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.excludeCIDRs":               {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.strictARP":                  {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.tcpTimeout":                 {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.tcpFinTimeout":              {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"ipvs.udpTimeout":                 {"iptables": "no-effect", "ipvs": "restart", "nftables": "no-effect"},
-	"nftables.masqueradeBit":          {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "restart"},
-	"nftables.masqueradeAll":          {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "restart"},
-	"nftables.syncPeriod":             {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "restart"},
-	"nftables.minSyncPeriod":          {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "restart"},
-	"winkernel.networkName":           {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"winkernel.sourceVip":             {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"winkernel.enableDSR":             {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"winkernel.rootHnsEndpointName":   {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"winkernel.forwardHealthCheckVip": {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"windowsRunAsService":             {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
-	"portRange":                       {"iptables": "no-effect", "ipvs": "no-effect", "nftables": "no-effect"},
+// readers are the modes whose newest kube-proxy reads each field when it
+// changes (Linux's modes, and "kernelspace" for Windows). A new field of the
+// table must be added here, so it cannot stay unclassified; versions that
+// differ are in TestEffect.
+var readers = map[string]string{
+	"iptables.masqueradeBit":          "iptables ipvs",
+	"iptables.masqueradeAll":          "iptables ipvs",
+	"iptables.localhostNodePorts":     "iptables",
+	"iptables.syncPeriod":             "iptables kernelspace",
+	"iptables.minSyncPeriod":          "iptables kernelspace",
+	"ipvs.syncPeriod":                 "ipvs",
+	"ipvs.minSyncPeriod":              "ipvs",
+	"ipvs.scheduler":                  "ipvs",
+	"ipvs.excludeCIDRs":               "ipvs",
+	"ipvs.strictARP":                  "ipvs",
+	"ipvs.tcpTimeout":                 "ipvs",
+	"ipvs.tcpFinTimeout":              "ipvs",
+	"ipvs.udpTimeout":                 "ipvs",
+	"nftables.masqueradeBit":          "nftables",
+	"nftables.masqueradeAll":          "nftables",
+	"nftables.syncPeriod":             "nftables",
+	"nftables.minSyncPeriod":          "nftables",
+	"winkernel.networkName":           "kernelspace",
+	"winkernel.sourceVip":             "kernelspace",
+	"winkernel.enableDSR":             "kernelspace",
+	"winkernel.rootHnsEndpointName":   "kernelspace",
+	"winkernel.forwardHealthCheckVip": "kernelspace",
+	"windowsRunAsService":             "kernelspace",
+	"portRange":                       "",
+	"oomScoreAdj":                     "iptables ipvs nftables",
+	"conntrack.maxPerCore":            "iptables ipvs nftables",
+	"conntrack.min":                   "iptables ipvs nftables",
+	"conntrack.tcpEstablishedTimeout": "iptables ipvs nftables",
+	"conntrack.tcpCloseWaitTimeout":   "iptables ipvs nftables",
+	"conntrack.tcpBeLiberal":          "iptables ipvs nftables",
+	"conntrack.udpTimeout":            "iptables ipvs nftables",
+	"conntrack.udpStreamTimeout":      "iptables ipvs nftables",
 }
 
 // everywhere are the fields every kube-proxy reads.
@@ -47,9 +56,7 @@ var everywhere = []string{
 	"logging.options.text.splitStream", "logging.options.text.infoBufferSize", "hostnameOverride", "bindAddress",
 	"healthzBindAddress", "metricsBindAddress", "bindAddressHardFail", "enableProfiling", "showHiddenMetricsForVersion",
 	"mode", "detectLocalMode", "detectLocal.bridgeInterface", "detectLocal.interfaceNamePrefix", "clusterCIDR",
-	"nodePortAddresses", "oomScoreAdj", "conntrack.maxPerCore", "conntrack.min", "conntrack.tcpEstablishedTimeout",
-	"conntrack.tcpCloseWaitTimeout", "conntrack.tcpBeLiberal", "conntrack.udpTimeout", "conntrack.udpStreamTimeout",
-	"configSyncPeriod",
+	"nodePortAddresses", "configSyncPeriod",
 }
 
 // changed is a value of each kind different from the zero value.
@@ -60,28 +67,37 @@ var changed = map[Kind]string{
 
 func TestEffectEveryField(t *testing.T) {
 	for _, p := range everywhere {
-		effectByMode[p] = map[string]string{"iptables": "restart", "ipvs": "restart", "nftables": "restart"}
+		readers[p] = "iptables ipvs nftables kernelspace"
 	}
 	for _, f := range Fields(Newest) {
-		want, ok := effectByMode[f.Path]
+		want, ok := readers[f.Path]
 		require.True(t, ok, "field %s has no expected effect in this test: classify it", f.Path)
+		assert.NotEmpty(t, f.In, "field %s: name the modes that read it (In)", f.Path)
 		if f.Path == "mode" {
 			continue // changing the mode is tested below
 		}
-		for _, mode := range []string{"iptables", "ipvs", "nftables"} {
+		for _, mode := range []string{"iptables", "ipvs", "nftables", "kernelspace"} {
 			t.Run(f.Path+"/"+mode, func(t *testing.T) {
+				on := Target{Minor: Newest, OS: "linux"}
+				if mode == "kernelspace" {
+					on.OS = "windows"
+				}
 				base := fmt.Sprintf("%smode: %s\n", testHeader, mode)
 				next := base + nested(f.Path, changed[f.Kind])
-				got := Effect([]byte(base), []byte(next))
+				got := Effect([]byte(base), []byte(next), on)
 				key := f.Path
 				if f.Kind == BoolMap {
 					key = "featureGates.LoggingAlphaOptions"
 				}
-				assert.Equal(t, map[string]string{key: want[mode]}, got)
+				effect := EffectNoEffect
+				if strings.Contains(" "+want+" ", " "+mode+" ") {
+					effect = EffectRestart
+				}
+				assert.Equal(t, map[string]string{key: effect}, got)
 			})
 		}
 	}
-	assert.Len(t, effectByMode, len(Fields(Newest)), "every classified field is in the table")
+	assert.Len(t, readers, len(Fields(Newest)), "every classified field is in the table")
 }
 
 func TestEffect(t *testing.T) {
@@ -103,7 +119,38 @@ func TestEffect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, Effect([]byte(testHeader+tc.old), []byte(testHeader+tc.new)))
+			assert.Equal(t, tc.want, Effect([]byte(testHeader+tc.old), []byte(testHeader+tc.new), Target{Minor: Newest, OS: "linux"}))
+		})
+	}
+	// what the running kube-proxies are: version and OS
+	linux30, linux31, linux37 := Target{30, "linux"}, Target{31, "linux"}, Target{37, "linux"}
+	onCases := []struct {
+		name     string
+		old, new string
+		on       []Target
+		want     string
+	}{
+		{"iptables.syncPeriod in ipvs mode up to 1.30 (health server)", "mode: ipvs\n", "mode: ipvs\niptables:\n  syncPeriod: 7s\n", []Target{linux30}, EffectRestart},
+		{"iptables.syncPeriod in ipvs mode from 1.31", "mode: ipvs\n", "mode: ipvs\niptables:\n  syncPeriod: 7s\n", []Target{linux31}, EffectNoEffect},
+		{"iptables.syncPeriod in nftables mode up to 1.30", "mode: nftables\n", "mode: nftables\niptables:\n  syncPeriod: 7s\n", []Target{linux30}, EffectRestart},
+		{"one old kube-proxy among new ones", "mode: ipvs\n", "mode: ipvs\niptables:\n  syncPeriod: 7s\n", []Target{linux37, linux30}, EffectRestart},
+		{"unknown version: any minor's rules", "mode: ipvs\n", "mode: ipvs\niptables:\n  syncPeriod: 7s\n", []Target{{OS: "linux"}}, EffectRestart},
+		{"iptables.masqueradeAll on windows 1.27", "", "iptables:\n  masqueradeAll: true\n", []Target{{27, "windows"}}, EffectRestart},
+		{"iptables.masqueradeAll on windows 1.28", "", "iptables:\n  masqueradeAll: true\n", []Target{{28, "windows"}}, EffectNoEffect},
+		{"winkernel on linux", "", "winkernel:\n  enableDSR: true\n", []Target{linux37}, EffectNoEffect},
+		{"winkernel on windows, default mode", "", "winkernel:\n  enableDSR: true\n", []Target{{37, "windows"}}, EffectRestart},
+		{"winkernel, OS unknown, default mode", "", "winkernel:\n  enableDSR: true\n", []Target{{Minor: 37}}, EffectRestart},
+		{"ipvs on windows", "", "ipvs:\n  strictARP: true\n", []Target{{37, "windows"}}, EffectNoEffect},
+		{"conntrack on windows", "", "conntrack:\n  min: 7\n", []Target{{37, "windows"}}, EffectNoEffect},
+		{"a field newer than the kube-proxy", "mode: ipvs\n", "mode: ipvs\nnftables:\n  syncPeriod: 7s\n", []Target{{28, "linux"}}, EffectRestart},
+	}
+	for _, tc := range onCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Effect([]byte(testHeader+tc.old), []byte(testHeader+tc.new), tc.on...)
+			require.Len(t, got, 1)
+			for _, e := range got {
+				assert.Equal(t, tc.want, e)
+			}
 		})
 	}
 	assert.Equal(t, map[string]string{"config.conf": "restart"}, Effect([]byte("{{{"), []byte(testHeader)))

@@ -25,15 +25,19 @@ const (
 	Objects Kind = "[]object"
 )
 
-// Where a field takes effect, for Effect.
+// Where a field takes effect, for Effect: the proxy modes whose kube-proxy
+// reads it. Every field names its modes explicitly, so a field added to the
+// table cannot stay unclassified (TestEffectEveryField, and
+// kpvalidatetest.CheckFields against the real types, refuse an empty In).
 const (
-	// everywhere: any change needs a restart
-	inAll = ""
-	// only in these proxy modes (Linux modes; "kernelspace" is Windows')
+	// every mode: any change needs a restart
+	inAll = "*"
+	// Linux proxy modes; "kernelspace" is Windows' only mode
 	inIPTables       = "iptables"
 	inIPVS           = "ipvs"
 	inNFTables       = "nftables"
 	inIPTablesOrIPVS = "iptables,ipvs"
+	inLinux          = "iptables,ipvs,nftables"
 	inWindows        = "kernelspace"
 	inNothing        = "-" // read by no kube-proxy of a supported version
 )
@@ -49,42 +53,63 @@ type Field struct {
 	// Since is the first kube-proxy minor (1.Since) that has the field.
 	Since int
 	// In lists the proxy modes in which the field has any effect on a running
-	// kube-proxy ("" everywhere), see Effect.
+	// kube-proxy (inAll: every mode), see Effect.
 	In string
+	// Before, when set, is the first minor In holds for; kube-proxy 1.27 up
+	// to 1.(Before-1) read the field in the modes InBefore.
+	Before   int
+	InBefore string
+}
+
+// Modes lists the proxy modes whose kube-proxy 1.minor reads the field
+// ("*": every mode; minor 0, unknown: those of any minor).
+func (f Field) Modes(minor int) string {
+	switch {
+	case f.Before == 0 || minor >= f.Before:
+		return f.In
+	case minor > 0:
+		return f.InBefore
+	case f.In == inAll || f.InBefore == inAll:
+		return inAll
+	}
+	return f.In + "," + f.InBefore
 }
 
 // fields is every leaf of k8s.io/kube-proxy's config/v1alpha1
 // KubeProxyConfiguration from 1.27 on. hack/difftest checks it against the
 // real type of every supported minor, so a new field cannot be missed.
 var fields = []Field{
-	{Path: "featureGates", Kind: BoolMap, Since: 27},
-	{Path: "clientConnection.kubeconfig", Kind: String, Since: 27},
-	{Path: "clientConnection.acceptContentTypes", Kind: String, Since: 27},
-	{Path: "clientConnection.contentType", Kind: String, Since: 27},
-	{Path: "clientConnection.qps", Kind: Float32, Since: 27},
-	{Path: "clientConnection.burst", Kind: Int32, Since: 27},
-	{Path: "logging.format", Kind: String, Since: 28},
-	{Path: "logging.flushFrequency", Kind: TimeOrDuration, Since: 28},
-	{Path: "logging.verbosity", Kind: Uint32, Since: 28},
-	{Path: "logging.vmodule", Kind: Objects, Since: 28},
-	{Path: "logging.options.json.splitStream", Kind: Bool, Since: 28},
-	{Path: "logging.options.json.infoBufferSize", Kind: Quantity, Since: 28},
-	{Path: "logging.options.text.splitStream", Kind: Bool, Since: 30},
-	{Path: "logging.options.text.infoBufferSize", Kind: Quantity, Since: 30},
-	{Path: "hostnameOverride", Kind: String, Since: 27},
-	{Path: "bindAddress", Kind: String, Since: 27},
-	{Path: "healthzBindAddress", Kind: String, Since: 27},
-	{Path: "metricsBindAddress", Kind: String, Since: 27},
-	{Path: "bindAddressHardFail", Kind: Bool, Since: 27},
-	{Path: "enableProfiling", Kind: Bool, Since: 27},
-	{Path: "showHiddenMetricsForVersion", Kind: String, Since: 27},
-	{Path: "mode", Kind: String, Since: 27},
-	{Path: "iptables.masqueradeBit", Kind: Int32, Pointer: true, Since: 27, In: inIPTablesOrIPVS},
-	{Path: "iptables.masqueradeAll", Kind: Bool, Since: 27, In: inIPTablesOrIPVS},
+	{Path: "featureGates", Kind: BoolMap, Since: 27, In: inAll},
+	{Path: "clientConnection.kubeconfig", Kind: String, Since: 27, In: inAll},
+	{Path: "clientConnection.acceptContentTypes", Kind: String, Since: 27, In: inAll},
+	{Path: "clientConnection.contentType", Kind: String, Since: 27, In: inAll},
+	{Path: "clientConnection.qps", Kind: Float32, Since: 27, In: inAll},
+	{Path: "clientConnection.burst", Kind: Int32, Since: 27, In: inAll},
+	{Path: "logging.format", Kind: String, Since: 28, In: inAll},
+	{Path: "logging.flushFrequency", Kind: TimeOrDuration, Since: 28, In: inAll},
+	{Path: "logging.verbosity", Kind: Uint32, Since: 28, In: inAll},
+	{Path: "logging.vmodule", Kind: Objects, Since: 28, In: inAll},
+	{Path: "logging.options.json.splitStream", Kind: Bool, Since: 28, In: inAll},
+	{Path: "logging.options.json.infoBufferSize", Kind: Quantity, Since: 28, In: inAll},
+	{Path: "logging.options.text.splitStream", Kind: Bool, Since: 30, In: inAll},
+	{Path: "logging.options.text.infoBufferSize", Kind: Quantity, Since: 30, In: inAll},
+	{Path: "hostnameOverride", Kind: String, Since: 27, In: inAll},
+	{Path: "bindAddress", Kind: String, Since: 27, In: inAll},
+	{Path: "healthzBindAddress", Kind: String, Since: 27, In: inAll},
+	{Path: "metricsBindAddress", Kind: String, Since: 27, In: inAll},
+	{Path: "bindAddressHardFail", Kind: Bool, Since: 27, In: inAll},
+	{Path: "enableProfiling", Kind: Bool, Since: 27, In: inAll},
+	{Path: "showHiddenMetricsForVersion", Kind: String, Since: 27, In: inAll},
+	{Path: "mode", Kind: String, Since: 27, In: inAll},
+	// 1.27's winkernel proxier read the iptables masquerade settings too
+	{Path: "iptables.masqueradeBit", Kind: Int32, Pointer: true, Since: 27, In: inIPTablesOrIPVS, Before: 28, InBefore: inIPTablesOrIPVS + "," + inWindows},
+	{Path: "iptables.masqueradeAll", Kind: Bool, Since: 27, In: inIPTablesOrIPVS, Before: 28, InBefore: inIPTablesOrIPVS + "," + inWindows},
 	{Path: "iptables.localhostNodePorts", Kind: Bool, Pointer: true, Since: 27, In: inIPTables},
-	// before 1.31 the ipvs proxier read the iptables periods too
-	{Path: "iptables.syncPeriod", Kind: Duration, Since: 27, In: inIPTablesOrIPVS},
-	{Path: "iptables.minSyncPeriod", Kind: Duration, Since: 27, In: inIPTablesOrIPVS},
+	// each mode reads its own block's sync periods, winkernel the iptables
+	// block's (from 1.31 through one converted pair); up to 1.30 the health
+	// server's staleness limit was 2 x iptables.syncPeriod in every mode
+	{Path: "iptables.syncPeriod", Kind: Duration, Since: 27, In: inIPTables + "," + inWindows, Before: 31, InBefore: inAll},
+	{Path: "iptables.minSyncPeriod", Kind: Duration, Since: 27, In: inIPTables + "," + inWindows},
 	{Path: "ipvs.syncPeriod", Kind: Duration, Since: 27, In: inIPVS},
 	{Path: "ipvs.minSyncPeriod", Kind: Duration, Since: 27, In: inIPVS},
 	{Path: "ipvs.scheduler", Kind: String, Since: 27, In: inIPVS},
@@ -102,20 +127,20 @@ var fields = []Field{
 	{Path: "winkernel.enableDSR", Kind: Bool, Since: 27, In: inWindows},
 	{Path: "winkernel.rootHnsEndpointName", Kind: String, Since: 27, In: inWindows},
 	{Path: "winkernel.forwardHealthCheckVip", Kind: Bool, Since: 27, In: inWindows},
-	{Path: "detectLocalMode", Kind: String, Since: 27},
-	{Path: "detectLocal.bridgeInterface", Kind: String, Since: 27},
-	{Path: "detectLocal.interfaceNamePrefix", Kind: String, Since: 27},
-	{Path: "clusterCIDR", Kind: String, Since: 27},
-	{Path: "nodePortAddresses", Kind: Strings, Since: 27},
-	{Path: "oomScoreAdj", Kind: Int32, Pointer: true, Since: 27},
-	{Path: "conntrack.maxPerCore", Kind: Int32, Pointer: true, Since: 27},
-	{Path: "conntrack.min", Kind: Int32, Pointer: true, Since: 27},
-	{Path: "conntrack.tcpEstablishedTimeout", Kind: Duration, Pointer: true, Since: 27},
-	{Path: "conntrack.tcpCloseWaitTimeout", Kind: Duration, Pointer: true, Since: 27},
-	{Path: "conntrack.tcpBeLiberal", Kind: Bool, Since: 29},
-	{Path: "conntrack.udpTimeout", Kind: Duration, Since: 29},
-	{Path: "conntrack.udpStreamTimeout", Kind: Duration, Since: 29},
-	{Path: "configSyncPeriod", Kind: Duration, Since: 27},
+	{Path: "detectLocalMode", Kind: String, Since: 27, In: inAll},
+	{Path: "detectLocal.bridgeInterface", Kind: String, Since: 27, In: inAll},
+	{Path: "detectLocal.interfaceNamePrefix", Kind: String, Since: 27, In: inAll},
+	{Path: "clusterCIDR", Kind: String, Since: 27, In: inAll},
+	{Path: "nodePortAddresses", Kind: Strings, Since: 27, In: inAll},
+	{Path: "oomScoreAdj", Kind: Int32, Pointer: true, Since: 27, In: inLinux},
+	{Path: "conntrack.maxPerCore", Kind: Int32, Pointer: true, Since: 27, In: inLinux},
+	{Path: "conntrack.min", Kind: Int32, Pointer: true, Since: 27, In: inLinux},
+	{Path: "conntrack.tcpEstablishedTimeout", Kind: Duration, Pointer: true, Since: 27, In: inLinux},
+	{Path: "conntrack.tcpCloseWaitTimeout", Kind: Duration, Pointer: true, Since: 27, In: inLinux},
+	{Path: "conntrack.tcpBeLiberal", Kind: Bool, Since: 29, In: inLinux},
+	{Path: "conntrack.udpTimeout", Kind: Duration, Since: 29, In: inLinux},
+	{Path: "conntrack.udpStreamTimeout", Kind: Duration, Since: 29, In: inLinux},
+	{Path: "configSyncPeriod", Kind: Duration, Since: 27, In: inAll},
 	// read only by the userspace proxy, removed in 1.26
 	{Path: "portRange", Kind: String, Since: 27, In: inNothing},
 	{Path: "windowsRunAsService", Kind: Bool, Since: 31, In: inWindows},

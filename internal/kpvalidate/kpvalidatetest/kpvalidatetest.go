@@ -55,7 +55,9 @@ func Compare(t testing.TB, minor int, text string, ref Reference) error {
 }
 
 // CheckFields compares kpvalidate's field table at 1.minor with the real
-// KubeProxyConfiguration type of that version.
+// KubeProxyConfiguration type of that version, and checks that every field
+// of the real type says in which proxy modes a change has an effect
+// (kpvalidate.Effect), so that no field is left unclassified.
 func CheckFields(t *testing.T, minor int, typ reflect.Type) {
 	real := map[string]string{}
 	walk(typ, "", real)
@@ -66,6 +68,9 @@ func CheckFields(t *testing.T, minor int, typ reflect.Type) {
 			k = "*" + k
 		}
 		ours[f.Path] = k
+		if f.Modes(minor) == "" {
+			t.Errorf("field %s at 1.%d: internal/kpvalidate's table does not say in which proxy modes a change has an effect (set In)", f.Path, minor)
+		}
 	}
 	var paths []string
 	for p := range real {
