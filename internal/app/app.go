@@ -220,7 +220,7 @@ type moduleResult struct {
 
 func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	if res == nil {
-		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}}}
+		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}}
 	}
 	msg := res.Msg
 	if err != nil {

@@ -24,15 +24,17 @@ type Record struct {
 	ResourceVersionBefore string    `json:"resource_version_before"`
 	ResourceVersionAfter  string    `json:"resource_version_after"`
 	ChangedKeys           []string  `json:"changed_keys"`
-	Restart               bool      `json:"restart"`
-	RestartReason         string    `json:"restart_reason,omitempty"`
-	ProbePath             string    `json:"probe_path,omitempty"`
-	CheckMode             bool      `json:"check_mode"`
-	Outcome               string    `json:"outcome,omitempty"` // succeeded | failed
-	Error                 string    `json:"error,omitempty"`
-	Rollout               any       `json:"rollout,omitempty"`
-	RolledBack            bool      `json:"rolled_back,omitempty"`
-	RollbackReason        string    `json:"rollback_reason,omitempty"`
+	// ChangedKeysEffect: "restart" or "no-effect" per changed key
+	ChangedKeysEffect map[string]string `json:"changed_keys_effect,omitempty"`
+	Restart           bool              `json:"restart"`
+	RestartReason     string            `json:"restart_reason,omitempty"`
+	ProbePath         string            `json:"probe_path,omitempty"`
+	CheckMode         bool              `json:"check_mode"`
+	Outcome           string            `json:"outcome,omitempty"` // succeeded | failed
+	Error             string            `json:"error,omitempty"`
+	Rollout           any               `json:"rollout,omitempty"`
+	RolledBack        bool              `json:"rolled_back,omitempty"`
+	RollbackReason    string            `json:"rollback_reason,omitempty"`
 }
 
 // NewID returns a random id that ties a run's records, facts and Events together.

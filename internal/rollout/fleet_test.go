@@ -86,7 +86,7 @@ func TestChangePatch(t *testing.T) {
 	onDelete := &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
 	b, err := Change{ResourceVersion: "5", Hash: "h", Strategy: onDelete, SaveStrategy: `{"type":"RollingUpdate"}`}.Patch()
 	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"resourceVersion":"5","annotations":{"kube-proxy-sync.io/config-hash":"h","kube-proxy-sync.io/original-update-strategy":"{\"type\":\"RollingUpdate\"}"}},
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"5","annotations":{"kube-proxy-sync.io/config-hash":"h","kube-proxy-sync.io/no-effect-hash":null,"kube-proxy-sync.io/original-update-strategy":"{\"type\":\"RollingUpdate\"}"}},
 		"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`, string(b))
 	b, err = Change{ClearStrategy: true, RemoveProbe: true, Container: "kube-proxy"}.Patch()
 	assert.NoError(t, err)

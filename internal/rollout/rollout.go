@@ -26,6 +26,12 @@ const (
 	// HashAnnotation on the DaemonSet's metadata records the ConfigMap data
 	// hash its pods were last restarted for; a mismatch means a restart is owed.
 	HashAnnotation = "kube-proxy-sync.io/config-hash"
+	// NoEffectAnnotation on the DaemonSet's metadata, "<data hash>@<config
+	// hash>", records ConfigMap data the pods were not restarted for because
+	// no changed key has an effect on the running kube-proxies: pods
+	// restarted for <config hash> run it as well. It holds only while
+	// HashAnnotation is still <config hash>.
+	NoEffectAnnotation = "kube-proxy-sync.io/no-effect-hash"
 	// RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 	// StrategyAnnotation keeps the DaemonSet's own updateStrategy while a
@@ -39,8 +45,12 @@ type Change struct {
 	// ResourceVersion is the version the decision was made on; the PATCH
 	// fails with a conflict if the DaemonSet moved since.
 	ResourceVersion string
-	Hash            string
-	RestartAt       *time.Time
+	// Hash is the data hash the pods are restarted for (HashAnnotation); it
+	// drops NoEffect's record, which held for the previous hash.
+	Hash string
+	// NoEffect records data the pods run as well, see NoEffectAnnotation.
+	NoEffect  string
+	RestartAt *time.Time
 	// RestoreRestartedAt puts the template's restartedAt back to a value
 	// read before (a rollback); "" removes it.
 	RestoreRestartedAt *string
@@ -101,6 +111,21 @@ func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
 	return true
 }
 
+// NoEffect is the NoEffectAnnotation value saying that pods restarted for
+// the data hash base run the data hash as well.
+func NoEffect(hash, base string) string { return hash + "@" + base }
+
+// Runs reports whether the DaemonSet's pods run ConfigMap data with this
+// hash: they were restarted for it, or for data that differs from it only
+// in keys no running kube-proxy reads.
+func Runs(ds *appsv1.DaemonSet, hash string) bool {
+	stamped, ok := ds.Annotations[HashAnnotation]
+	if !ok {
+		return false
+	}
+	return stamped == hash || ds.Annotations[NoEffectAnnotation] == NoEffect(hash, stamped)
+}
+
 // Patch renders the strategic merge patch.
 func (c Change) Patch() ([]byte, error) {
 	meta := map[string]interface{}{}
@@ -110,6 +135,10 @@ func (c Change) Patch() ([]byte, error) {
 	annotations := map[string]interface{}{}
 	if c.Hash != "" {
 		annotations[HashAnnotation] = c.Hash
+		annotations[NoEffectAnnotation] = nil
+	}
+	if c.NoEffect != "" {
+		annotations[NoEffectAnnotation] = c.NoEffect
 	}
 	if c.SaveStrategy != "" {
 		annotations[StrategyAnnotation] = c.SaveStrategy

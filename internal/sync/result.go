@@ -11,6 +11,9 @@ const (
 	ReasonPending       = "pending"
 	ReasonProbeChanged  = "probe-changed"
 	ReasonForced        = "forced"
+	// ReasonNoEffect: the config changed, but no changed key has an effect
+	// on the running kube-proxies; not restarted (restart_required false).
+	ReasonNoEffect = "no-effect"
 )
 
 // Facts are what later playbook tasks branch on: the module's return values
@@ -22,9 +25,12 @@ type Facts struct {
 	ResourceVersionAfter   string   `json:"resource_version_after"`
 	ResourceVersionChanged bool     `json:"resource_version_changed"`
 	ChangedKeys            []string `json:"changed_keys"`
-	RestartRequired        bool     `json:"restart_required"`
-	Restarted              bool     `json:"restarted"`
-	RestartReason          string   `json:"restart_reason"`
+	// ChangedKeysEffect: each changed key's effect on the running
+	// kube-proxies, "restart" or "no-effect".
+	ChangedKeysEffect map[string]string `json:"changed_keys_effect"`
+	RestartRequired   bool              `json:"restart_required"`
+	Restarted         bool              `json:"restarted"`
+	RestartReason     string            `json:"restart_reason"`
 	// Adopted: stamped the data hash on a DaemonSet never seen before, no restart.
 	Adopted          bool           `json:"adopted"`
 	ProbePath        string         `json:"probe_path"`

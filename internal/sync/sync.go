@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ func New(o Options, d Deps) *Syncer {
 			Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
 		lease: &lock.Lease{Leases: d.Kube.Leases(o.Namespace), Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
 			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},
-		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}}},
+		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}},
 	}
 }
 
@@ -199,13 +200,19 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 	f := &s.res.Facts
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
-	s.diff(p.before.Data, p.desired)
+	f.ChangedKeysEffect = p.effects
+	s.diff(p.before.Data, p.desired, p.effects)
 
 	// 3. write the ConfigMap only if its data differs, then capture it again
 	after := p.before
 	if len(p.keys) > 0 && !s.o.Check {
 		if p.ds, err = s.oweRestart(ctx, p.ds, p.before.Hash); err != nil {
 			return err
+		}
+		if p.noEffect {
+			if err := s.markNoEffect(ctx, &p); err != nil {
+				return err
+			}
 		}
 		if err := s.writeConfigMap(ctx, p.cm, p.desired, p.keys); err != nil {
 			return err
@@ -282,7 +289,12 @@ type plan struct {
 	keys    []string
 	// target is the hash the data will have once written.
 	target string
-	probe  probePlan
+	// effects: each changed key's effect on the running kube-proxies;
+	// noEffect: none has any and the pods run the data before the change,
+	// so the change is written without a restart (see effect.go)
+	effects  map[string]string
+	noEffect bool
+	probe    probePlan
 	// reason and adopt: what the DaemonSet needs given target
 	reason string
 	adopt  bool
@@ -316,7 +328,10 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if len(p.keys) > 0 {
 		p.target = configmap.Hash(p.desired, cm.BinaryData)
 	}
-	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target)
+	var none bool
+	p.effects, none = keyEffects(cm.Data, p.desired, p.keys, s.effectTargets(p.ds))
+	p.noEffect = none && s.o.Restart != RestartAlways && rollout.Runs(p.ds, p.before.Hash)
+	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect)
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
 	}
@@ -328,16 +343,20 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 }
 
 // decide says whether and why to restart, given the DaemonSet as it is now
-// and the hash of the data its pods should run with.
-func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string) (reason string, adopt bool) {
-	stamped, ok := ds.Annotations[rollout.HashAnnotation]
+// and the hash of the data its pods should run with. noEffect: the change
+// has no effect on the running kube-proxies, which run the data before it.
+func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect bool) (reason string, adopt bool) {
+	_, ok := ds.Annotations[rollout.HashAnnotation]
 	switch {
 	case policy == RestartAlways:
 		return ReasonForced, false
-	case ok && stamped == hash:
+	case rollout.Runs(ds, hash):
 		// pods were already restarted for exactly this data (maybe by a
-		// concurrent run that won the race): never twice for one change
+		// concurrent run that won the race), or run it as well: never
+		// twice for one change
 		return "", false
+	case configChanged && noEffect:
+		return "", false // the caller records that the pods run it as well
 	case configChanged:
 		return ReasonConfigChanged, false
 	case ok:
@@ -449,7 +468,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			}
 		}
 		first = false
-		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash)
+		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target)
 		f.RestartRequired, f.RestartReason = reason != "", reason
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
 		if s.o.Restart != RestartNever {
@@ -465,6 +484,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
 		if !f.RestartRequired && f.ProbeChanged {
 			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
+		}
+		if !f.RestartRequired && p.noEffect && f.ConfigMapChanged {
+			f.RestartReason = ReasonNoEffect
 		}
 		adopted := adopt && ch.Hash != "" && !ch.Restarts()
 		if ch.Hash == "" || s.o.Check {
@@ -576,7 +598,7 @@ func (s *Syncer) requests() int64 {
 	return s.d.Requests()
 }
 
-func (s *Syncer) diff(before, after map[string]string) {
+func (s *Syncer) diff(before, after, effects map[string]string) {
 	if !s.o.Diff {
 		return
 	}
@@ -586,6 +608,18 @@ func (s *Syncer) diff(before, after map[string]string) {
 	}
 	name := fmt.Sprintf("configmap %s/%s data", s.o.Namespace, s.o.ConfigMap)
 	s.res.Diff = &Diff{Before: render(before), After: render(after), BeforeHeader: name + " (before)", AfterHeader: name + " (after)"}
+	if len(effects) > 0 {
+		keys := make([]string, 0, len(effects))
+		for k := range effects {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+": "+effects[k])
+		}
+		s.res.Diff.AfterHeader = fmt.Sprintf("%s (after; effect on the running kube-proxy: %s)", name, strings.Join(parts, ", "))
+	}
 }
 
 func (s *Syncer) summary() string {
@@ -609,6 +643,8 @@ func (s *Syncer) summary() string {
 		parts = append(parts, fmt.Sprintf("would restart daemonset %s/%s (%s)", s.o.Namespace, s.o.DaemonSet, f.RestartReason))
 	case f.RestartRequired:
 		parts = append(parts, fmt.Sprintf("restart of daemonset %s/%s owed (%s) but --restart=never; a later run with --restart=auto does it", s.o.Namespace, s.o.DaemonSet, f.RestartReason))
+	case f.RestartReason == ReasonNoEffect:
+		parts = append(parts, fmt.Sprintf("no restart: no changed key has an effect on the running kube-proxy; daemonset %s/%s records that its pods run this data as well, and the next restart for another reason picks it up", s.o.Namespace, s.o.DaemonSet))
 	default:
 		parts = append(parts, "no restart needed")
 	}
@@ -622,7 +658,7 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 		Object:                "configmap/" + s.o.Namespace + "/" + s.o.ConfigMap,
 		DaemonSet:             "daemonset/" + s.o.Namespace + "/" + s.o.DaemonSet,
 		ResourceVersionBefore: f.ResourceVersionBefore, ResourceVersionAfter: f.ResourceVersionAfter,
-		ChangedKeys: f.ChangedKeys, Restart: f.RestartRequired, RestartReason: f.RestartReason,
+		ChangedKeys: f.ChangedKeys, ChangedKeysEffect: f.ChangedKeysEffect, Restart: f.RestartRequired, RestartReason: f.RestartReason,
 		ProbePath: f.ProbePath, CheckMode: f.CheckMode,
 	}
 	if phase == "outcome" {

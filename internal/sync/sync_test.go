@@ -241,7 +241,7 @@ func TestCheckModeWritesNothing(t *testing.T) {
 	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 	ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
 	f := newFixture(t, seedConfigMap(), ds)
-	res, err := f.run(t, Options{Check: true, Diff: true, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "ipvs.strictARP", Value: "true"}}}})
+	res, err := f.run(t, Options{Check: true, Diff: true, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}, {Path: "ipvs.strictARP", Value: "true"}}}})
 	require.NoError(t, err)
 	assert.Empty(t, f.writes())
 	assert.True(t, res.Changed)
