@@ -61,7 +61,11 @@ func (s *Syncer) neededAccess(p plan) []access {
 		}
 	}
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
-	if s.o.Restart != RestartNever && (len(p.keys) > 0 || p.reason != "" || p.probe.changes() || leftover) {
+	// a change with no effect on the running kube-proxies restarts nothing
+	// (were the DaemonSet to move before it is recorded, the run would
+	// restart after all, and a verb missing then leaves the restart owed)
+	changes := len(p.keys) > 0 && !p.noEffect
+	if s.o.Restart != RestartNever && (changes || p.reason != "" || p.probe.changes() || leftover) {
 		// follow the rollout; the canary (and a rollback to OnDelete) deletes pods
 		out = append(out,
 			ns("list", "", "pods", ""), ns("watch", "", "pods", ""),

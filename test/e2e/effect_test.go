@@ -1,0 +1,96 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// A change no running kube-proxy reads (ipvs.* in iptables mode) writes
+// the ConfigMap and replaces no pod; a rerun writes nothing; a later real
+// change (the mode) replaces each pod exactly once, and the DaemonSet is
+// then stamped with the data holding both changes; a rerun after that
+// replaces nothing.
+func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	// adopt first, so this test sees only its own changes
+	r := runSync(t, c, "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg)
+	require.Contains(t, c.ConfigMap(t).Data[configmap.ConfigKey], "mode: iptables")
+	stamp := c.DaemonSet(t).Annotations[rollout.HashAnnotation]
+	require.NotEmpty(t, stamp)
+	dsBefore := c.DaemonSet(t)
+	before := c.PodUIDs(t)
+	require.NotEmpty(t, before)
+
+	// 1. the no-effect change
+	r = runSync(t, c, "--set", "ipvs.scheduler=lc", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	f := r.facts()
+	assert.True(t, r.Changed)
+	assert.True(t, f.ConfigMapChanged)
+	assert.False(t, f.Restarted)
+	assert.False(t, f.RestartRequired)
+	assert.Equal(t, kpsync.ReasonNoEffect, f.RestartReason)
+	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, f.ChangedKeysEffect)
+	// 2 captures, 8 access reviews (no pod or node verbs: nothing rolls),
+	// the Lease (acquire 2, release 1), 2 captures under it, the record on
+	// the DaemonSet, the ConfigMap write, the capture after it, 1 Event
+	assert.LessOrEqual(t, f.APIRequests, int64(19), "no-effect run API requests")
+	cm := c.ConfigMap(t)
+	assert.Contains(t, cm.Data[configmap.ConfigKey], "scheduler: lc")
+	ds := c.DaemonSet(t)
+	assert.Equal(t, stamp, ds.Annotations[rollout.HashAnnotation], "the pods still run what they were restarted for")
+	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData)+"@"+stamp, ds.Annotations[rollout.NoEffectAnnotation])
+	assert.Equal(t, dsBefore.Generation, ds.Generation, "the pod template is untouched")
+	assert.Equal(t, dsBefore.Spec.Template.Annotations, ds.Spec.Template.Annotations)
+	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
+
+	// 2. a rerun writes nothing
+	rv := cm.ResourceVersion
+	r = runSync(t, c, "--set", "ipvs.scheduler=lc", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg)
+	assert.False(t, r.Changed)
+	assert.False(t, r.facts().RestartRequired)
+	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion)
+	assert.Equal(t, ds.ResourceVersion, c.DaemonSet(t).ResourceVersion, "nor the DaemonSet")
+	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
+
+	// 3. a real change: every pod replaced exactly once
+	history := watchPods(t, c)
+	r = runSync(t, c, "--set", "mode=ipvs", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	perNode := history.Stop()
+	f = r.facts()
+	assert.True(t, f.Restarted)
+	assert.Equal(t, kpsync.ReasonConfigChanged, f.RestartReason)
+	assert.Equal(t, map[string]string{"config.conf:mode": "restart"}, f.ChangedKeysEffect)
+	after := c.PodUIDs(t)
+	cluster.AssertAllReplaced(t, before, after)
+	require.Len(t, perNode, len(before))
+	for node, n := range perNode {
+		assert.Equal(t, 2, n, "node %s: want its pod replaced exactly once (old + new UID)", node)
+	}
+	cm = c.ConfigMap(t)
+	assert.Contains(t, cm.Data[configmap.ConfigKey], "scheduler: lc", "the pods started now read the earlier change")
+	assert.Contains(t, cm.Data[configmap.ConfigKey], "mode: ipvs")
+	ds = c.DaemonSet(t)
+	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData), ds.Annotations[rollout.HashAnnotation])
+	assert.NotContains(t, ds.Annotations, rollout.NoEffectAnnotation, "the restart drops the record")
+
+	// 4. a rerun replaces nothing
+	r = runSync(t, c, "--set", "mode=ipvs", "--set", "ipvs.scheduler=lc", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg)
+	assert.False(t, r.Changed)
+	assert.False(t, r.facts().Restarted)
+	cluster.AssertNoneReplaced(t, after, c.PodUIDs(t))
+}
