@@ -241,6 +241,9 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	f := res.Facts
 	fmt.Fprintln(w, msg)
 	fmt.Fprintf(w, "  configmap resourceVersion: %s -> %s\n", f.ResourceVersionBefore, f.ResourceVersionAfter)
+	for _, k := range f.ChangedKeys {
+		fmt.Fprintf(w, "  changed %s: %s\n", k, f.ChangedKeysEffect[k])
+	}
 	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s (changed: %t)\n", f.KubeProxyVersion, f.ProbePath, f.ProbeChanged)
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	fmt.Fprintf(w, "  api requests: %d, audit id: %s\n", f.APIRequests, f.AuditID)

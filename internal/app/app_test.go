@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -188,4 +189,14 @@ func TestHelpAndVersion(t *testing.T) {
 	r = run(t, "--version")
 	assert.Equal(t, ExitOK, r.code)
 	assert.Contains(t, r.stdout, "kube-proxy-sync ")
+}
+
+func TestTextOutputShowsEachKeysEffect(t *testing.T) {
+	var out bytes.Buffer
+	res := &sync.Result{Msg: "configmap kube-system/kube-proxy changed", Facts: sync.Facts{
+		ChangedKeys:       []string{"config.conf:ipvs.scheduler", "config.conf:mode"},
+		ChangedKeysEffect: map[string]string{"config.conf:ipvs.scheduler": "no-effect", "config.conf:mode": "restart"},
+	}}
+	printResult(&out, &Options{Output: "text"}, res, nil)
+	assert.Contains(t, out.String(), "  changed config.conf:ipvs.scheduler: no-effect\n  changed config.conf:mode: restart\n")
 }
