@@ -55,7 +55,9 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		installEndpoint, upgradeEndpoint string
 		installVersion, upgradeVersion   string
 		// the server kubespray mode decides ("": leave it alone)
-		server       string
+		server string
+		// kube_proxy_sync_probe_path ("": the entry point's none)
+		probe        string
 		wantServer   string
 		wantRollouts int
 	}{
@@ -108,17 +110,30 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
 			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 2,
 		},
+		{
+			// a probe opted into (kube_proxy_sync_probe_path: auto): kubeadm's
+			// DaemonSet has none, so the role adds it back after every
+			// upgrade, a rollout of its own: why the entry point's default is none
+			name:            "local load balancer, patched, probe opted in: two rollouts",
+			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
+			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
+			server: "https://127.0.0.1:7443", probe: "auto", wantServer: "https://127.0.0.1:7443", wantRollouts: 2,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			probe := tc.probe
+			if probe == "" {
+				probe = "none"
+			}
 			c.Reset(t)
 			// kubeadm init's kube-proxy
 			runKubeadmProxyAddon(t, c, kubeadm, tc.installVersion, tc.installEndpoint)
 			c.WaitRolloutComplete(t, 2*time.Minute)
 			// cluster.yml: kubespray mode after kubeadm init
-			r := runKubesprayMode(t, c, tc.server)
+			r := runKubesprayMode(t, c, tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
-			assert.False(t, r.ProbeChanged, "kubespray mode never changes the probe")
+			assert.Equal(t, probe != "none", r.ProbeChanged, "probe changed (probe_path %s)", probe)
 
 			// the upgrade
 			generation := rollout.TemplateGeneration(c.DaemonSet(t))
@@ -126,9 +141,9 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			runKubeadmProxyAddon(t, c, kubeadm, tc.upgradeVersion, tc.upgradeEndpoint)
 			ds := c.WaitRolloutComplete(t, 2*time.Minute)
 			require.Equal(t, "registry.k8s.io/kube-proxy:"+tc.upgradeVersion, ds.Spec.Template.Spec.Containers[0].Image)
-			r = runKubesprayMode(t, c, tc.server)
+			r = runKubesprayMode(t, c, tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
-			assert.False(t, r.ProbeChanged, "kubespray mode never changes the probe")
+			assert.Equal(t, probe != "none", r.ProbeChanged, "probe changed after kubeadm's rewrite (probe_path %s)", probe)
 			pods := history.Stop()
 
 			rollouts := 0
@@ -148,7 +163,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 
 			// a rerun writes nothing and restarts nothing
 			uids, rv := c.PodUIDs(t), c.ConfigMap(t).ResourceVersion
-			r = runKubesprayMode(t, c, tc.server)
+			r = runKubesprayMode(t, c, tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 			assert.False(t, r.Changed, "rerun: %s", r.Msg)
 			assert.False(t, r.Restarted, "rerun: %s", r.Msg)
@@ -241,13 +256,14 @@ var kubespraySettings = map[string]any{
 
 // runKubesprayMode runs the module with the arguments the role's kubespray
 // entry point passes (tasks/main.yml with _kube_proxy_sync_kubespray):
-// kubespray's settings, its server decision, no probe change.
-func runKubesprayMode(t *testing.T, c *cluster.Cluster, server string) cliRun {
+// kubespray's settings, its server decision, the probe path (none there
+// unless kube_proxy_sync_probe_path is set).
+func runKubesprayMode(t *testing.T, c *cluster.Cluster, server, probe string) cliRun {
 	t.Helper()
 	args := map[string]any{
 		"kubeconfig": c.KubeconfigPath,
 		"namespace":  c.Namespace,
-		"probe_path": "none",
+		"probe_path": probe,
 		"restart":    "auto",
 		"set":        kubespraySettings,
 		"timeout":    "3m",
