@@ -32,6 +32,17 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	before := c.PodUIDs(t)
 	require.NotEmpty(t, before)
 
+	// 0. check mode and diff show the effect and write nothing
+	r = runSync(t, c, "--check", "--diff", "--set", "ipvs.scheduler=lc", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.Changed)
+	assert.False(t, r.facts().RestartRequired)
+	assert.Equal(t, kpsync.ReasonNoEffect, r.facts().RestartReason)
+	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, r.facts().ChangedKeysEffect)
+	assert.Contains(t, r.Diff["after_header"], "config.conf:ipvs.scheduler: no-effect")
+	assert.Equal(t, dsBefore.Annotations, c.DaemonSet(t).Annotations, "check mode writes nothing")
+	assert.NotContains(t, c.ConfigMap(t).Data[configmap.ConfigKey], "scheduler: lc")
+
 	// 1. the no-effect change
 	r = runSync(t, c, "--set", "ipvs.scheduler=lc", "--probe-path", "none")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
@@ -62,7 +73,7 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	assert.False(t, r.Changed)
 	assert.False(t, r.facts().RestartRequired)
 	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion)
-	assert.Equal(t, ds.ResourceVersion, c.DaemonSet(t).ResourceVersion, "nor the DaemonSet")
+	assert.Equal(t, ds.Annotations, c.DaemonSet(t).Annotations, "nor the DaemonSet")
 	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
 
 	// 3. a real change: every pod replaced exactly once
