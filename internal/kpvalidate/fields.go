@@ -110,6 +110,9 @@ var fields = []Field{
 	// server's staleness limit was 2 x iptables.syncPeriod in every mode
 	{Path: "iptables.syncPeriod", Kind: Duration, Since: 27, In: inIPTables + "," + inWindows, Before: 31, InBefore: inAll},
 	{Path: "iptables.minSyncPeriod", Kind: Duration, Since: 27, In: inIPTables + "," + inWindows},
+	// ipvs.excludeCIDRs (like winkernel.sourceVip) is also read in every
+	// mode by the startup check of IP families, which only logs a warning:
+	// no effect on the rules
 	{Path: "ipvs.syncPeriod", Kind: Duration, Since: 27, In: inIPVS},
 	{Path: "ipvs.minSyncPeriod", Kind: Duration, Since: 27, In: inIPVS},
 	{Path: "ipvs.scheduler", Kind: String, Since: 27, In: inIPVS},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -263,4 +264,44 @@ func TestNoEffectRecordLostToAnotherWriter(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Facts.Restarted)
 	assert.NotContains(t, f.daemonSet(t).Annotations, rollout.NoEffectAnnotation)
+}
+
+func TestKeyEffects(t *testing.T) {
+	ipvsLC := strings.Replace(seedConfig, "  strictARP: false\n", "  strictARP: false\n  scheduler: lc\n", 1)
+	linux := []kpvalidate.Target{{Minor: 33, OS: "linux"}}
+	cases := []struct {
+		name     string
+		old, new map[string]string
+		keys     []string
+		want     map[string]string
+		none     bool
+	}{
+		{"a field no kube-proxy reads", map[string]string{"config.conf": seedConfig}, map[string]string{"config.conf": ipvsLC},
+			[]string{"config.conf:ipvs.scheduler"}, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, true},
+		{"a whole config.conf (--manifest): judged over every field", map[string]string{"config.conf": seedConfig}, map[string]string{"config.conf": ipvsLC},
+			[]string{"config.conf"}, map[string]string{"config.conf": "no-effect"}, true},
+		{"and with a field that is read", map[string]string{"config.conf": seedConfig}, map[string]string{"config.conf": ipvsLC + "clusterCIDR: 10.0.0.0/8\n"},
+			[]string{"config.conf"}, map[string]string{"config.conf": "restart"}, false},
+		{"another key always restarts", map[string]string{"config.conf": seedConfig, "kubeconfig.conf": "a"}, map[string]string{"config.conf": ipvsLC, "kubeconfig.conf": "b"},
+			[]string{"config.conf:ipvs.scheduler", "kubeconfig.conf:clusters[0].cluster.server"},
+			map[string]string{"config.conf:ipvs.scheduler": "no-effect", "kubeconfig.conf:clusters[0].cluster.server": "restart"}, false},
+		{"a text that does not decode", map[string]string{"config.conf": seedConfig}, map[string]string{"config.conf": "{{{"},
+			[]string{"config.conf"}, map[string]string{"config.conf": "restart"}, false},
+		{"a config.conf added", map[string]string{}, map[string]string{"config.conf": seedConfig},
+			[]string{"config.conf"}, map[string]string{"config.conf": "restart"}, false},
+		{"the same value to kube-proxy, written otherwise", map[string]string{"config.conf": seedConfig},
+			map[string]string{"config.conf": strings.Replace(seedConfig, "bindAddress: 0.0.0.0", `bindAddress: "0.0.0.0"`, 1)},
+			[]string{"config.conf:bindAddress"}, map[string]string{"config.conf:bindAddress": "no-effect"}, true},
+		{"a field every kube-proxy reads", map[string]string{"config.conf": seedConfig},
+			map[string]string{"config.conf": strings.Replace(seedConfig, "bindAddress: 0.0.0.0", "bindAddress: 127.0.0.1", 1)},
+			[]string{"config.conf:bindAddress"}, map[string]string{"config.conf:bindAddress": "restart"}, false},
+		{"nothing changed", map[string]string{"config.conf": seedConfig}, map[string]string{"config.conf": seedConfig}, []string{}, map[string]string{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, none := keyEffects(tc.old, tc.new, tc.keys, linux)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.none, none)
+		})
+	}
 }
