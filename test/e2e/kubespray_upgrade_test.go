@@ -158,7 +158,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			assert.Equal(t, tc.wantRollouts > 1, r.Restarted, "the run after the upgrade restarted kube-proxy: %s", r.Msg)
 
 			// the settings from kubespray's variables are in the ConfigMap, and the server
-			assertKubespraySettings(t, c.ConfigMap(t).Data["config.conf"])
+			assertKubespraySettings(t, c, c.ConfigMap(t).Data["config.conf"])
 			assert.Equal(t, []string{tc.wantServer}, kubeconfigServers(t, c.ConfigMap(t).Data["kubeconfig.conf"]))
 
 			// a rerun writes nothing and restarts nothing
@@ -219,39 +219,34 @@ featureGates:
   NFTablesProxyMode: true
 `
 
+// kubesprayExpected is kps_expected_settings of
+// molecule/kubespray/vars/kubespray.yml: the config.conf values kubespray's
+// variables there stand for, which the molecule scenario asserts the role
+// writes. One list for both tests.
+func kubesprayExpected(t *testing.T, c *cluster.Cluster) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "molecule", "kubespray", "vars", "kubespray.yml"))
+	require.NoError(t, err)
+	var vars struct {
+		Expected map[string]any `json:"kps_expected_settings"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &vars))
+	require.NotEmpty(t, vars.Expected, "kps_expected_settings in molecule/kubespray/vars/kubespray.yml")
+	return vars.Expected
+}
+
 // kubespraySettings is what the role's kubespray entry point hands the
-// module for the same variables (the molecule scenario kubespray asserts the
-// role computes them): every non-empty kube_proxy_* variable, by path.
-var kubespraySettings = map[string]any{
-	"bindAddress":                     "0.0.0.0",
-	"clientConnection.burst":          10,
-	"clientConnection.contentType":    "application/vnd.kubernetes.protobuf",
-	"clientConnection.qps":            5,
-	"clusterCIDR":                     "10.233.64.0/18",
-	"configSyncPeriod":                "15m0s",
-	"conntrack.maxPerCore":            32768,
-	"conntrack.min":                   131072,
-	"conntrack.tcpCloseWaitTimeout":   "1h0m0s",
-	"conntrack.tcpEstablishedTimeout": "24h0m0s",
-	"enableProfiling":                 false,
-	"featureGates.NFTablesProxyMode":  "true",
-	"healthzBindAddress":              "0.0.0.0:10256",
-	"iptables.masqueradeAll":          false,
-	"iptables.masqueradeBit":          14,
-	"iptables.minSyncPeriod":          "1s",
-	"iptables.syncPeriod":             "30s",
-	"ipvs.excludeCIDRs":               []string{"10.0.0.0/8"},
-	"ipvs.minSyncPeriod":              "1s",
-	"ipvs.scheduler":                  "lc",
-	"ipvs.strictARP":                  true,
-	"ipvs.syncPeriod":                 "30s",
-	"ipvs.tcpFinTimeout":              "0s",
-	"ipvs.tcpTimeout":                 "0s",
-	"ipvs.udpTimeout":                 "0s",
-	"metricsBindAddress":              "127.0.0.1:10249",
-	"mode":                            "ipvs",
-	"nodePortAddresses":               []string{"192.168.0.0/16"},
-	"oomScoreAdj":                     -999,
+// module for those variables: the expected settings less the two kubespray
+// leaves empty there (kube_proxy_client_kubeconfig, kube_proxy_port_range),
+// which the role leaves out so that kubeadm's value stays.
+func kubespraySettings(t *testing.T, c *cluster.Cluster) map[string]any {
+	t.Helper()
+	settings := kubesprayExpected(t, c)
+	for _, empty := range []string{"clientConnection.kubeconfig", "portRange"} {
+		require.Contains(t, settings, empty)
+		delete(settings, empty)
+	}
+	return settings
 }
 
 // runKubesprayMode runs the module with the arguments the role's kubespray
@@ -265,7 +260,7 @@ func runKubesprayMode(t *testing.T, c *cluster.Cluster, server, probe string) cl
 		"namespace":  c.Namespace,
 		"probe_path": probe,
 		"restart":    "auto",
-		"set":        kubespraySettings,
+		"set":        kubespraySettings(t, c),
 		"timeout":    "3m",
 	}
 	if server != "" {
@@ -345,25 +340,17 @@ func kubeadmBinary(t *testing.T, c *cluster.Cluster) string {
 	return ""
 }
 
-// assertKubespraySettings asserts that config.conf holds every setting of
-// kubespraySettings, compared as YAML values.
-func assertKubespraySettings(t *testing.T, configConf string) {
+// assertKubespraySettings asserts that config.conf holds every value of
+// kubesprayExpected, compared as YAML values.
+func assertKubespraySettings(t *testing.T, c *cluster.Cluster, configConf string) {
 	t.Helper()
 	var cfg map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(configConf), &cfg))
-	for path, want := range kubespraySettings {
+	for path, want := range kubesprayExpected(t, c) {
 		got, found := lookupPath(cfg, strings.Split(path, "."))
-		if !assert.True(t, found, "config.conf has no %s", path) {
-			continue
+		if assert.True(t, found, "config.conf has no %s", path) {
+			assert.Equal(t, want, got, "config.conf %s", path)
 		}
-		wantJSON, err := yaml.Marshal(want)
-		require.NoError(t, err)
-		var wantValue any
-		require.NoError(t, yaml.Unmarshal(wantJSON, &wantValue))
-		if s, ok := wantValue.(string); ok && (s == "true" || s == "false") {
-			wantValue = s == "true" // a feature gate's value as the module's set arg gives it
-		}
-		assert.Equal(t, wantValue, got, "config.conf %s", path)
 	}
 }
 
