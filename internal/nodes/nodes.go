@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/pager"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
@@ -82,11 +81,9 @@ type Skipped struct {
 // object outlives its page.
 func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy) (map[string]string, error) {
 	skipped := map[string]string{}
-	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return api.List(ctx, o)
-	})
-	pg.PageSize = 500
-	err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	}, func(obj runtime.Object) error {
 		n, ok := obj.(*corev1.Node)
 		if !ok {
 			return nil
@@ -117,11 +114,9 @@ func List(skipped map[string]string) []Skipped {
 // groups nodes by. It costs one LIST per 500 nodes.
 func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string, error) {
 	out := map[string]string{}
-	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return api.List(ctx, o)
-	})
-	pg.PageSize = 500
-	err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	}, func(obj runtime.Object) error {
 		if n, ok := obj.(*corev1.Node); ok {
 			if v, ok := n.Labels[key]; ok {
 				out[n.Name] = v

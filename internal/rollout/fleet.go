@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/pager"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
 
@@ -130,16 +130,14 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
 		expected: map[string]bool{}, exempt: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
 	pods := c.Pods
-	pg := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err = kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = f.selector
 		list, err := pods.List(ctx, o)
 		if err == nil {
 			f.resourceVersion = list.ResourceVersion
 		}
 		return list, err
-	})
-	pg.PageSize = 500
-	err = pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	}, func(obj runtime.Object) error {
 		if p, ok := obj.(*corev1.Pod); ok {
 			f.upsert(p)
 			if p.Spec.NodeName != "" {
