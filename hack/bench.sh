@@ -10,16 +10,22 @@
 #
 # Environment:
 #   BENCH_SMALL=0               1: the small run
-#   BENCH_NODES="10 1000"       node counts (small: 20). 5000 does not fit on
-#                               2 cores: kube-controller-manager loses its
-#                               leader lease while kwok heartbeats 5000 nodes
-#                               (see bench/README.md); try it on a bigger machine
+#   BENCH_NODES="10 1000"       node counts (small: 20); "10 1000 5000" holds on
+#                               2 cores and 24 GiB with the heartbeat factor below
 #   BENCH_RESTART_NODES="1000 5000"   node counts that get the restart phase (small: all)
 #   BENCH_KUBESPRAY_NODES=1000  node counts that get kubespray's delete (small: all)
-#   BENCH_ROUNDS=3              restart rounds at 1000 nodes or fewer (small: 1)
-#   BENCH_LARGE_ROUNDS=1        restart rounds above 1000 nodes
+#   BENCH_ROUNDS=5              restart rounds at 1000 nodes or fewer (small: 1)
+#   BENCH_LARGE_ROUNDS=3        restart rounds above 1000 nodes
 #   BENCH_MAX_UNAVAILABLE=10%   the DaemonSet's maxUnavailable in the restart phase
+#   BENCH_ANSIBLE=1             time the Ansible task with the small build and
+#                               48 MB ones (small: 0); needs the kubespray venv
+#                               (made here, hack/venv.sh)
+#   BENCH_OLD_COMMIT=3d17aa1    the 48 MB build of the Ansible phase: the last
+#                               commit with client-go's full clientset
 #   DISABLE_QPS_LIMITS=1        passed to hack/cluster-up.sh (small: what the running cluster has)
+#   BENCH_HEARTBEAT_FACTOR=20   HEARTBEAT_FACTOR for hack/cluster-up.sh (small:
+#                               what the running cluster has): kwok's node
+#                               leases and status 20x less often than a kubelet's
 #   BENCH_BINARY=bin/kube-proxy-sync  the build under test
 #   KUBECONFIG                  when set, that cluster is used as it is (no scaling)
 #   CACHE_DIR, CLUSTER_NAME     as for hack/cluster-up.sh
@@ -39,17 +45,24 @@ if ((BENCH_SMALL)); then
   rounds="${BENCH_ROUNDS:-1}"
   large_rounds="${BENCH_LARGE_ROUNDS:-1}"
   reps=3
-  # keep the running cluster's setting: another one would recreate it
+  ansible="${BENCH_ANSIBLE:-0}"
+  # keep the running cluster's settings: others would recreate it
   qps="$(sed -n 's/.*disable-qps-limits=\([01]\).*/\1/p' "${options_file}" 2>/dev/null || true)"
   qps="${qps:-${DISABLE_QPS_LIMITS:-0}}"
+  heartbeat="$(sed -n 's/.*heartbeat-factor=\([0-9]*\).*/\1/p' "${options_file}" 2>/dev/null || true)"
 else
   nodes_list="${BENCH_NODES:-10 1000}"
   restart_nodes="${BENCH_RESTART_NODES:-1000 5000}"
   kubespray_nodes="${BENCH_KUBESPRAY_NODES:-1000}"
-  rounds="${BENCH_ROUNDS:-3}"
-  large_rounds="${BENCH_LARGE_ROUNDS:-1}"
+  rounds="${BENCH_ROUNDS:-5}"
+  large_rounds="${BENCH_LARGE_ROUNDS:-3}"
   reps=5
+  ansible="${BENCH_ANSIBLE:-1}"
   qps="${DISABLE_QPS_LIMITS:-1}"
+  # a kubelet renews its node lease every 10 s; kwokctl's default factor 5
+  # makes it 50 s, still 100 lease writes a second at 5000 nodes, each one
+  # fanned out to every node watcher; 20 makes it 25 (see bench/README.md)
+  heartbeat="${BENCH_HEARTBEAT_FACTOR:-20}"
 fi
 max_unavailable="${BENCH_MAX_UNAVAILABLE:-10%}"
 
@@ -80,8 +93,8 @@ kubectl=("${TOOLS_BIN}/kubectl" --kubeconfig "${kubeconfig}")
 
 # cluster_at N: the local cluster with N kwok nodes.
 cluster_at() {
-  log "local cluster '${CLUSTER_NAME}' at $1 nodes (DISABLE_QPS_LIMITS=${qps})"
-  NODES="$1" DISABLE_QPS_LIMITS="${qps}" "${REPO_ROOT}/hack/cluster-up.sh"
+  log "local cluster '${CLUSTER_NAME}' at $1 nodes (DISABLE_QPS_LIMITS=${qps}, HEARTBEAT_FACTOR=${heartbeat:-kwokctl default})"
+  NODES="$1" DISABLE_QPS_LIMITS="${qps}" HEARTBEAT_FACTOR="${heartbeat}" "${REPO_ROOT}/hack/cluster-up.sh"
 }
 
 original_nodes=""
@@ -89,6 +102,36 @@ if ((BENCH_SMALL && !external)) && [[ -f "${KUBECONFIG_PATH}" ]]; then
   original_nodes="$("${kubectl[@]}" get nodes -l type=kwok --no-headers 2>/dev/null | grep -c . || true)"
   if [[ -n "${original_nodes}" ]] && ((original_nodes > 0)); then
     trap 'cluster_at "${original_nodes}" >/dev/null || log "could not scale the cluster back to ${original_nodes} nodes"' EXIT
+  fi
+fi
+
+# The Ansible phase's builds: the release build (hack/dist.sh), the same
+# padded with random bytes to the size of the old one (the copy alone), and
+# the old one itself (the copy and its start: it registers every API group).
+ansible_builds=""
+if ((ansible)); then
+  hack/venv.sh kubespray
+  hack/dist.sh
+  small_build="${REPO_ROOT}/dist/kube-proxy-sync-linux-amd64"
+  old_commit="${BENCH_OLD_COMMIT:-3d17aa1}"
+  old_dir="${CACHE_DIR}/bench/old-${old_commit}"
+  old_build="${old_dir}/kube-proxy-sync"
+  if [[ ! -x "${old_build}" ]] && git cat-file -e "${old_commit}^{commit}" 2>/dev/null; then
+    log "building kube-proxy-sync at ${old_commit} (48 MB, the full clientset) for the Ansible phase"
+    rm -rf "${old_dir}" && mkdir -p "${old_dir}/src"
+    git archive "${old_commit}" | tar -x -C "${old_dir}/src"
+    (cd "${old_dir}/src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath \
+      -ldflags "-s -w -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=${old_commit}" \
+      -o "${old_build}" ./cmd/kube-proxy-sync)
+  fi
+  ansible_builds="small=${small_build}"
+  if [[ -x "${old_build}" ]]; then
+    padded="${work}/kube-proxy-sync-padded"
+    cp "${small_build}" "${padded}"
+    head -c "$(($(stat -c %s "${old_build}") - $(stat -c %s "${small_build}")))" /dev/urandom >>"${padded}"
+    ansible_builds+=",padded=${padded},old-${old_commit}=${old_build}"
+  else
+    log "no commit ${old_commit} in this clone: the Ansible phase times the small build only"
   fi
 fi
 
@@ -107,6 +150,11 @@ phases_at() {
     log "[${n} nodes] kubespray's method: kubectl delete pod --force --grace-period=0"
     "${helper[@]}" kubespray "${common[@]}"
   fi
+  if ((ansible)); then
+    log "[${n} nodes] the Ansible task, module copy included: ${ansible_builds//,/, }"
+    "${helper[@]}" ansible "${common[@]}" --reps "${reps}" --builds "${ansible_builds}" \
+      --ansible-playbook "$(venv_dir kubespray)/bin/ansible-playbook"
+  fi
   if in_list "${n}" "${restart_nodes}" || ((external)); then
     log "[${n} nodes] restart: kube-proxy-sync vs kubectl rollout restart + status, ${r} round(s), maxUnavailable ${max_unavailable}"
     "${helper[@]}" restart "${common[@]}" --rounds "${r}" --max-unavailable "${max_unavailable}"
@@ -123,7 +171,7 @@ else
   done
 fi
 
-if ((!BENCH_SMALL)); then
+if ((!BENCH_SMALL && !ansible)); then
   log "stripped linux/amd64 and arm64 builds (hack/dist.sh)"
   hack/dist.sh
 fi

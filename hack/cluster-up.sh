@@ -14,6 +14,13 @@
 #   DISABLE_QPS_LIMITS=0    1: components run without client rate limits
 #                           (a 1000-node rollout is ~3x faster); changing it
 #                           recreates the cluster
+#   HEARTBEAT_FACTOR=       kwokctl's --heartbeat-factor (its default: 5): kwok
+#                           renews node leases and posts node status that many
+#                           times less often than a kubelet, and the node
+#                           lifecycle controller waits that much longer. make
+#                           bench raises it so that 5000 nodes' heartbeats do
+#                           not take the 2 cores (see bench/README.md); setting
+#                           it recreates the cluster
 #
 # The admin kubeconfig is written to .cache/cluster/kubeconfig.
 set -euo pipefail
@@ -27,6 +34,9 @@ DISABLE_QPS_LIMITS="${DISABLE_QPS_LIMITS:-0}"
 [[ "${CLUSTER_NAME}" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] ||
   die "CLUSTER_NAME must be a DNS label, got '${CLUSTER_NAME}'"
 [[ "${DISABLE_QPS_LIMITS}" =~ ^[01]$ ]] || die "DISABLE_QPS_LIMITS must be 0 or 1, got '${DISABLE_QPS_LIMITS}'"
+HEARTBEAT_FACTOR="${HEARTBEAT_FACTOR:-}"
+[[ -z "${HEARTBEAT_FACTOR}" || "${HEARTBEAT_FACTOR}" =~ ^[1-9][0-9]*$ ]] ||
+  die "HEARTBEAT_FACTOR must be a whole number from 1, got '${HEARTBEAT_FACTOR}'"
 
 KWOK_WORKDIR="${CLUSTER_DIR}/kwok"
 KWOK_CLUSTER_DIR="${KWOK_WORKDIR}/clusters/${CLUSTER_NAME}"
@@ -104,6 +114,8 @@ fi
 # bump harness= when the cluster configuration below changes: running clusters get recreated
 options="kubernetes=${KUBERNETES_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION} harness=3"
 options+=" disable-qps-limits=${DISABLE_QPS_LIMITS}"
+# only when set, so that clusters made before this knob are reused
+[[ -n "${HEARTBEAT_FACTOR}" ]] && options+=" heartbeat-factor=${HEARTBEAT_FACTOR}"
 for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
   options+=" ${bin}=$(cat "${TOOLS_BIN}/${bin}.stamp")"
 done
@@ -153,6 +165,7 @@ EOF
     --kwok-controller-binary "${TOOLS_BIN}/kwok"
   )
   ((DISABLE_QPS_LIMITS)) && args+=(--disable-qps-limits)
+  [[ -n "${HEARTBEAT_FACTOR}" ]] && args+=(--heartbeat-factor "${HEARTBEAT_FACTOR}")
   if ! kwokctl "${args[@]}"; then
     dump_logs
     die "kwokctl create cluster failed (component logs above)"

@@ -16,10 +16,12 @@ import (
 
 // timed is one timed command.
 type timed struct {
-	Command    string  `json:"command"`
-	Wall       float64 `json:"wall_seconds"`
-	MaxRSSKB   int64   `json:"max_rss_kb"`
-	ExitCode   int     `json:"exit_code"`
+	Command  string  `json:"command"`
+	Wall     float64 `json:"wall_seconds"`
+	MaxRSSKB int64   `json:"max_rss_kb"`
+	ExitCode int     `json:"exit_code"`
+	// Load1 is the machine's 1-minute load average when the command started.
+	Load1      float64 `json:"load1"`
 	stdout     []byte
 	stderrTail string
 }
@@ -37,6 +39,7 @@ func (b *bench) exec(ctx context.Context, argv ...string) (timed, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	load := loadAvg()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return timed{Command: shortCommand(argv)}, fmt.Errorf("start %s: %w", shortCommand(argv), err)
@@ -59,7 +62,7 @@ func (b *bench) exec(ctx context.Context, argv ...string) (timed, error) {
 	}()
 	err := cmd.Wait()
 	close(stopSampling)
-	r := timed{Command: shortCommand(argv), Wall: time.Since(start).Seconds(), stdout: stdout.Bytes(), MaxRSSKB: <-peak}
+	r := timed{Command: shortCommand(argv), Wall: time.Since(start).Seconds(), stdout: stdout.Bytes(), MaxRSSKB: <-peak, Load1: load}
 	if cmd.ProcessState != nil {
 		r.ExitCode = cmd.ProcessState.ExitCode()
 	}

@@ -15,6 +15,8 @@
 //	           `kubectl rollout status`, alternating, with a pod watch
 //	rss        one command's wall time and peak RSS (-- COMMAND...), any exit
 //	size       stripped linux/amd64 and arm64 sizes of the dist builds
+//	ansible    the Ansible task running the binary module (module copy
+//	           included), per build (--builds label=path,...), alternating
 //	report     the table and bench/results/<date>.json
 //
 // No phase fails on a time or a count the targets talk about: those are
@@ -44,7 +46,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kps-bench nochange|needless|kubespray|restart|size|report [flags]")
+		return fmt.Errorf("usage: kps-bench nochange|needless|kubespray|restart|rss|ansible|size|report [flags]")
 	}
 	phase, args := args[0], args[1:]
 	o := newOptions(phase)
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return b.restart(ctx)
 	case "rss":
 		return b.rss(ctx, o.Label, o.rest)
+	case "ansible":
+		return b.ansibleTask(ctx)
 	}
 	return fmt.Errorf("unknown phase %q", phase)
 }

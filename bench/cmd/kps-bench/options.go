@@ -35,6 +35,9 @@ type options struct {
 	// rss
 	Label string
 	rest  []string
+	// ansible
+	AnsiblePlaybook string
+	Builds          []string
 }
 
 func newOptions(phase string) *options {
@@ -63,6 +66,8 @@ func (o *options) parse(args []string, errOut io.Writer) error {
 	fs.BoolVar(&o.Small, "small", o.Small, "report: this was the small run of make test")
 	fs.StringVar(&o.DistDir, "dist", o.DistDir, "size: directory holding kube-proxy-sync-linux-{amd64,arm64}")
 	fs.StringVar(&o.Label, "label", o.Label, "rss: what the command is, for the report")
+	fs.StringVar(&o.AnsiblePlaybook, "ansible-playbook", o.AnsiblePlaybook, "ansible: the ansible-playbook to run")
+	fs.StringSliceVar(&o.Builds, "builds", o.Builds, "ansible: the builds to time the task with, label=path,...")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -135,6 +135,7 @@ type noChangeRun struct {
 	ServerCounted int64            `json:"apiserver_request_total_delta"`
 	ServerPerVerb map[string]int64 `json:"apiserver_requests"`
 	KubectlGetCM  float64          `json:"kubectl_get_configmap_seconds"`
+	Load1         float64          `json:"load1"`
 }
 
 type noChangeResult struct {
@@ -194,7 +195,7 @@ func (b *bench) noChange(ctx context.Context) error {
 				return err
 			}
 		}
-		run.Wall, run.MaxRSSKB, run.APIRequests = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests
+		run.Wall, run.MaxRSSKB, run.APIRequests, run.Load1 = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests, r.Load1
 		run.ServerCounted, run.ServerPerVerb = requestDelta(before, after)
 		res.Runs = append(res.Runs, run)
 		bw, kw = append(bw, run.Wall), append(kw, run.KubectlGetCM)
@@ -351,6 +352,8 @@ type restartRun struct {
 	// or `kubectl rollout status`.
 	WaitMaxRSSKB int64 `json:"wait_max_rss_kb"`
 	APIRequests  int64 `json:"api_requests,omitempty"`
+	// Load1 is the 1-minute load average when the tool started.
+	Load1 float64 `json:"load1"`
 	// RolloutSeconds is the binary's own rollout.duration_seconds: the wait
 	// alone, so that wall - rollout is its time before and after the wait.
 	RolloutSeconds float64   `json:"rollout_seconds,omitempty"`
@@ -365,10 +368,13 @@ type restartResult struct {
 	Binary         stats        `json:"binary_wall_seconds"`
 	Kubectl        stats        `json:"kubectl_wall_seconds"`
 	Ratio          float64      `json:"ratio_median"`
-	BinaryRSS      stats        `json:"binary_max_rss_mb"`
-	KubectlRSS     stats        `json:"kubectl_rollout_status_max_rss_mb"`
-	BinaryPeak     int          `json:"binary_peak_unavailable"`
-	KubectlPeak    int          `json:"kubectl_peak_unavailable"`
+	// RoundRatio is the binary's wall over kubectl's within each round:
+	// the spread of the ratio, each pair run back to back.
+	RoundRatio  stats `json:"ratio_per_round"`
+	BinaryRSS   stats `json:"binary_max_rss_mb"`
+	KubectlRSS  stats `json:"kubectl_rollout_status_max_rss_mb"`
+	BinaryPeak  int   `json:"binary_peak_unavailable"`
+	KubectlPeak int   `json:"kubectl_peak_unavailable"`
 }
 
 // restart: --rounds rounds of one binary restart and one kubectl restart,
@@ -414,12 +420,19 @@ func (b *bench) restart(ctx context.Context) error {
 				bw, brss = append(bw, run.Wall), append(brss, mb)
 				res.BinaryPeak = max(res.BinaryPeak, run.Pods.PeakUnavailable)
 			}
-			b.log.Infof("nodes=%d round %d %s: %.1fs, peak RSS %.1f MB, peak unavailable %d, replaced %d/%d",
-				nodes, round, tool, run.Wall, mb, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected)
+			b.log.Infof("nodes=%d round %d %s: %.1fs, peak RSS %.1f MB, peak unavailable %d, replaced %d/%d (load %.1f)",
+				nodes, round, tool, run.Wall, mb, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected, run.Load1)
 		}
 	}
 	res.Binary, res.Kubectl = statsOf(bw), statsOf(kw)
 	res.BinaryRSS, res.KubectlRSS = statsOf(brss), statsOf(krss)
+	var perRound []float64
+	for i := range min(len(bw), len(kw)) {
+		if kw[i] > 0 {
+			perRound = append(perRound, bw[i]/kw[i])
+		}
+	}
+	res.RoundRatio = statsOf(perRound)
 	if res.Kubectl.Median > 0 {
 		res.Ratio = res.Binary.Median / res.Kubectl.Median
 	}
@@ -468,6 +481,9 @@ func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRu
 		run.Steps = []timed{r}
 		run.Wall, run.WaitMaxRSSKB, run.APIRequests = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests
 		run.RolloutSeconds = s.Facts.KPS.Rollout.Duration
+	}
+	if len(run.Steps) > 0 {
+		run.Load1 = run.Steps[0].Load1
 	}
 	// the rollout is complete by the DaemonSet's status; wait until the pod
 	// watch agrees, so the next measurement starts from a settled state
