@@ -445,7 +445,8 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	f := &s.res.Facts
 	ds := p.ds
 	var fleet *rollout.Fleet
-	var sent *rollout.Change // the restart PATCH last sent
+	var sent *rollout.Change       // the restart PATCH last sent
+	var observed *appsv1.DaemonSet // the DaemonSet the fleet was listed for
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -494,9 +495,17 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			return nil
 		}
 		if ch.Restarts() {
-			var err error
-			if fleet, err = s.observe(ctx, ds, false); err != nil {
-				return err
+			// a conflict is most often the DaemonSet controller writing
+			// status: the pods listed for the same spec still hold (the
+			// watch replays everything since that list), and listing 5000
+			// nodes and pods again would take long enough for the next
+			// status write to conflict too
+			if fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
+				var err error
+				if fleet, err = s.observe(ctx, ds, false); err != nil {
+					return err
+				}
+				observed = ds
 			}
 			if s.conn == nil {
 				if err := s.baseline(ctx, fleet, p.probe.port); err != nil {

@@ -582,3 +582,38 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 	}, small)
 	assert.Equal(t, small, requests(1000))
 }
+
+// The restart PATCH conflicts when the DaemonSet controller wrote status
+// since the DaemonSet was read (all the time while it rolls): the retry
+// sends the PATCH on the fresh resourceVersion without listing the nodes
+// and pods again, which at 5000 nodes takes long enough to conflict again.
+func TestRestartConflictDoesNotListAgain(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	f := newFixture(t, seedConfigMap(), ds)
+	conflicts := 2
+	f.client.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 || !strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), rollout.RestartedAtAnnotation) {
+			return false, nil, nil
+		}
+		conflicts--
+		// the controller's status write that caused it
+		latest, err := f.client.Tracker().Get(a.GetResource(), "kube-system", "kube-proxy")
+		require.NoError(t, err)
+		moved := latest.(*appsv1.DaemonSet).DeepCopy()
+		moved.Status.NumberReady--
+		require.NoError(t, f.client.Tracker().Update(a.GetResource(), moved, "kube-system"))
+		return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), "kube-proxy", errors.New("the object has been modified"))
+	})
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	assert.Zero(t, conflicts)
+	lists := map[string]int{}
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	assert.Equal(t, map[string]int{"nodes": 1, "pods": 1}, lists, "listed once, before the first PATCH")
+	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+}
