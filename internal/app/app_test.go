@@ -200,3 +200,9 @@ func TestTextOutputShowsEachKeysEffect(t *testing.T) {
 	printResult(&out, &Options{Output: "text"}, res, nil)
 	assert.Contains(t, out.String(), "  changed config.conf:ipvs.scheduler: no-effect\n  changed config.conf:mode: restart\n")
 }
+
+func TestMemoryLimit(t *testing.T) {
+	assert.Equal(t, int64(SoftMemoryLimit), memoryLimit(""), "the binary's own limit by default")
+	assert.Equal(t, int64(-1), memoryLimit("64MiB"), "GOMEMLIMIT wins")
+	assert.Equal(t, int64(-1), memoryLimit("off"))
+}
