@@ -25,7 +25,7 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 				Client:     client.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"},
 			},
-			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond,
+			LeaseDuration: 5 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond,
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(context.Context) { close(leading) },
@@ -34,9 +34,10 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 		})
 	}
 	run := newLease(client, nil, "run")
-	// renewals ten times per lease duration: a loaded test machine must
-	// stall for two seconds to make the run lose it
-	run.Clock, run.Duration, run.RenewEvery, run.Poll = clock.RealClock{}, 2*time.Second, 200*time.Millisecond, 100*time.Millisecond
+	// renewals 25 times per lease duration: a loaded test machine must
+	// stall for five seconds to make the run lose it (a 2-second lease
+	// flaked once on a busy 2-core machine)
+	run.Clock, run.Duration, run.RenewEvery, run.Poll = clock.RealClock{}, 5*time.Second, 200*time.Millisecond, 100*time.Millisecond
 
 	// client-go leads: the run waits, then gives up
 	ctx, stop := context.WithCancel(context.Background())
@@ -66,7 +67,7 @@ func TestExcludesClientGoLeaderElection(t *testing.T) {
 	select {
 	case <-leading:
 		t.Fatal("client-go's elector took a lease the run holds and renews")
-	case <-time.After(3 * time.Second): // longer than the lease duration
+	case <-time.After(6 * time.Second): // longer than the lease duration
 	}
 	require.NoError(t, context.Cause(held), "the run lost its lease")
 	release()

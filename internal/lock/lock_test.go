@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -76,24 +77,22 @@ func holder(t *testing.T, client *fake.Clientset) string {
 // calling each (if set) after every step, until the test ends.
 func drive(t *testing.T, clock *clocktesting.FakeClock, step time.Duration, each func()) {
 	t.Helper()
-	stop := make(chan struct{})
 	done := make(chan struct{})
-	t.Cleanup(func() { close(stop); <-done })
+	t.Cleanup(func() { <-done })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	go func() {
 		defer close(done)
 		for {
-			select {
-			case <-stop:
+			// wait (polling, until the test ends) for the code under
+			// test to block on the clock, then move it on
+			waiting := func(context.Context) (bool, error) { return clock.HasWaiters(), nil }
+			if err := wait.PollUntilContextCancel(ctx, 100*time.Microsecond, true, waiting); err != nil {
 				return
-			default:
 			}
-			if clock.HasWaiters() {
-				clock.Step(step)
-				if each != nil {
-					each()
-				}
-			} else {
-				time.Sleep(100 * time.Microsecond) // yield to the goroutines under test
+			clock.Step(step)
+			if each != nil {
+				each()
 			}
 		}
 	}()
