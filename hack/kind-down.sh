@@ -9,8 +9,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KIND_CLUSTER="${KIND_CLUSTER:-kps}"
-DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env 2>/dev/null || true)"
-[[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST || unset DOCKER_HOST
+docker_env
 
 egress=0
 if docker info >/dev/null 2>&1; then

@@ -26,8 +26,7 @@ mkdir -p "${KIND_DIR}/logs"
 start=${SECONDS}
 "${REPO_ROOT}/hack/build-tools.sh" kind
 "${REPO_ROOT}/hack/docker.sh" up
-DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env || true)"
-[[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST || unset DOCKER_HOST
+docker_env
 image="$("${REPO_ROOT}/hack/kind/build.sh")"
 image_id="$(docker image inspect -f '{{.Id}}' "${image}")"
 

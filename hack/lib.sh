@@ -56,3 +56,11 @@ build_static() {
     -ldflags "${strip} -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=${version}" \
     -o "${out}" ./cmd/kube-proxy-sync
 }
+
+# docker_env points docker at the engine hack/docker.sh chose (its own
+# dockerd, or a working engine of the machine's; none chosen yet: docker's
+# default).
+docker_env() {
+  DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env || true)"
+  if [[ -n "${DOCKER_HOST}" ]]; then export DOCKER_HOST; else unset DOCKER_HOST; fi
+}

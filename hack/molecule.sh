@@ -24,8 +24,7 @@ if [[ "${scenario}" == kind ]]; then
   # its node image and config, its control plane's address; kept afterwards
   # for make kind-down.
   if [[ -f "${CACHE_DIR}/kind/kubeconfig" ]]; then
-    DOCKER_HOST="$(hack/docker.sh env || true)"
-    [[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST
+    docker_env
     export PATH="${TOOLS_BIN}:${PATH}"
     export KPS_KIND_CLUSTER="${KIND_CLUSTER:-kps}"
     export KPS_KIND_IMAGE="kps.local/kind-node:${KUBERNETES_VERSION}"

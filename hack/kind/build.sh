@@ -139,8 +139,7 @@ if [[ "${1:-}" == rootfs ]]; then
   exit 0
 fi
 
-DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env || true)"
-[[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST || unset DOCKER_HOST
+docker_env
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/docker.sh up first"
 
 # --- 1. binaries

@@ -13,8 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 action="${1:-}" network="${2:-}"
 [[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|count|remove NETWORK"
-DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env || true)"
-[[ -n "${DOCKER_HOST}" ]] && export DOCKER_HOST || unset DOCKER_HOST
+docker_env
 
 bridge() {
   local id
