@@ -512,8 +512,11 @@ func tail(s string, n int) string {
 type podWatch struct {
 	mu   sync.Mutex
 	uids map[string]map[types.UID]bool
-	w    watch.Interface
-	done chan struct{}
+	// crashed holds, by node, the pods whose kube-proxy container the
+	// kubelet reported exited with a non-zero code.
+	crashed map[string]map[types.UID]bool
+	w       watch.Interface
+	done    chan struct{}
 }
 
 func (e *env) watchPods(t *testing.T) *podWatch {
@@ -521,7 +524,7 @@ func (e *env) watchPods(t *testing.T) *podWatch {
 	ctx := ctxFor(t, 30*time.Second)
 	list, err := e.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector})
 	require.NoError(t, err)
-	pw := &podWatch{uids: map[string]map[types.UID]bool{}, done: make(chan struct{})}
+	pw := &podWatch{uids: map[string]map[types.UID]bool{}, crashed: map[string]map[types.UID]bool{}, done: make(chan struct{})}
 	for i := range list.Items {
 		pw.add(&list.Items[i])
 	}
@@ -552,6 +555,27 @@ func (pw *podWatch) add(p *corev1.Pod) {
 		pw.uids[p.Spec.NodeName] = map[types.UID]bool{}
 	}
 	pw.uids[p.Spec.NodeName][p.UID] = true
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != name {
+			continue
+		}
+		for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+			if st.Terminated != nil && st.Terminated.ExitCode != 0 {
+				if pw.crashed[p.Spec.NodeName] == nil {
+					pw.crashed[p.Spec.NodeName] = map[types.UID]bool{}
+				}
+				pw.crashed[p.Spec.NodeName][p.UID] = true
+			}
+		}
+	}
+}
+
+// crashedPods returns, by node, the pods seen with a kube-proxy container
+// that exited non-zero (call after stop).
+func (pw *podWatch) crashedPods() map[string]map[types.UID]bool {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	return pw.crashed
 }
 
 // stop ends the watch and returns how many pods each node had.
