@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +52,7 @@ func TestConnectivityCheckCatchesWhatReadinessMisses(t *testing.T) {
 	assert.EqualValues(t, 1, r.field("connectivity.checked"), "only the canary node was checked: %s", r)
 	p, ok := e.pods(t, ctxFor(t, 30*time.Second))[node]
 	require.True(t, ok)
-	assert.True(t, podReady(&p), "readiness passes the node the traffic check failed: %s", e.describePods(t))
+	assert.True(t, cluster.PodReady(&p), "readiness passes the node the traffic check failed: %s", e.describePods(t))
 	after := e.podUIDs(t)
 	for other, uid := range before {
 		if other != node {

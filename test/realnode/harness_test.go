@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +89,7 @@ func connect(t *testing.T) *env {
 }
 
 func newEnv() (*env, error) {
-	root, err := repoRoot()
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -137,24 +138,6 @@ func newEnv() (*env, error) {
 		return nil, err
 	}
 	return &env{client: client, restConfig: cfg, http: httpClient, kubeconfig: path, root: root, bin: bin, origCM: cm, origDS: ds}, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module "+modulePath+"\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of module " + modulePath + " above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -216,7 +199,7 @@ func (e *env) waitRolledOut(t *testing.T, ctx context.Context) {
 		}
 		pods := e.pods(t, ctx)
 		for _, p := range pods {
-			if !podReady(&p) {
+			if !cluster.PodReady(&p) {
 				return false, nil
 			}
 		}
@@ -257,7 +240,7 @@ func (e *env) describePods(t *testing.T) string {
 	}
 	var b strings.Builder
 	for _, p := range list.Items {
-		fmt.Fprintf(&b, "\n  %s on %s: phase %s ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p))
+		fmt.Fprintf(&b, "\n  %s on %s: phase %s ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, cluster.PodReady(&p))
 		for _, cs := range p.Status.ContainerStatuses {
 			fmt.Fprintf(&b, " restarts %d", cs.RestartCount)
 			if w := cs.State.Waiting; w != nil {
@@ -266,15 +249,6 @@ func (e *env) describePods(t *testing.T) string {
 		}
 	}
 	return b.String()
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // nodeNames returns the cluster's nodes, control plane first, sorted.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ func TestRealChangeRestartsOnceAndKubeProxyRunsIt(t *testing.T) {
 	}
 	assert.Equal(t, "/livez", e.readinessPath(t), "v1.34 kube-proxy gets the /livez readiness probe")
 	for node, p := range e.pods(t, ctxFor(t, 30*time.Second)) {
-		assert.True(t, podReady(&p), "node %s: pod %s is not Ready per the kubelet", node, p.Name)
+		assert.True(t, cluster.PodReady(&p), "node %s: pod %s is not Ready per the kubelet", node, p.Name)
 		body := e.waitHTTP(t, node, 10249, "/configz", 200, 30*time.Second)
 		var configz struct {
 			KubeProxyConfig struct {
@@ -90,7 +91,7 @@ func TestProbeFollowsKubeProxyVersion(t *testing.T) {
 	assert.Equal(t, 1, bad.code, "forcing /livez on v1.27 must fail: %s", bad)
 	unready := 0
 	for _, p := range e.pods(t, ctxFor(t, 30*time.Second)) {
-		if !podReady(&p) {
+		if !cluster.PodReady(&p) {
 			unready++
 		}
 	}
@@ -149,7 +150,7 @@ func TestLeavingNodeHealthzVersusLivez(t *testing.T) {
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, ok := e.pods(t, ctx)[leaving]
-		return ok && !podReady(&p) && p.Status.Phase == corev1.PodRunning && probePathOf(&p) == "/healthz", nil
+		return ok && !cluster.PodReady(&p) && p.Status.Phase == corev1.PodRunning && probePathOf(&p) == "/healthz", nil
 	})
 	assert.NoError(t, err, "with a /healthz probe the pod on the leaving node must turn unready: %s", e.describePods(t))
 }
@@ -189,7 +190,7 @@ func TestRefusedConfigCrashLoopsAndTheBinaryRefusesIt(t *testing.T) {
 		return false, nil
 	})
 	require.NoError(t, err, "kube-proxy with iptables.masqueradeBit=99 must exit and restart: %s", e.describePods(t))
-	assert.False(t, podReady(&last), "the crash-looping pod is not Ready")
+	assert.False(t, cluster.PodReady(&last), "the crash-looping pod is not Ready")
 	e.restore(t)
 
 	// The binary refuses the same value: exit 1, nothing written, no pod
@@ -229,7 +230,7 @@ func stayedReady(t *testing.T, e *env, node string, window time.Duration) bool {
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		p, ok := e.pods(t, context.Background())[node]
-		return !ok || !podReady(&p), nil
+		return !ok || !cluster.PodReady(&p), nil
 	})
 	return err != nil // the window ran out without the pod turning unready
 }

@@ -61,7 +61,7 @@ type Cluster struct {
 // CI=true or E2E_REQUIRED=1.
 func Connect(t testing.TB) *Cluster {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		t.Fatalf("find the repository root: %v", err)
 	}
@@ -124,8 +124,8 @@ func unavailable(t testing.TB, reason string) {
 	t.Skipf("no e2e cluster: %s; run `make cluster-up` or set KUBECONFIG", reason)
 }
 
-// repoRoot walks up from the working directory to the project's go.mod.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the project's go.mod.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -432,7 +432,7 @@ func (c *Cluster) waitPodsSettled(ctx context.Context, t testing.TB) {
 			case p.DeletionTimestamp != nil:
 				problem = fmt.Sprintf("pod %s is terminating", p.Name)
 				return false, nil
-			case !podReady(p):
+			case !PodReady(p):
 				problem = fmt.Sprintf("pod %s on node %q is not Ready", p.Name, p.Spec.NodeName)
 				return false, nil
 			}
@@ -449,7 +449,8 @@ func (c *Cluster) waitPodsSettled(ctx context.Context, t testing.TB) {
 	}
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports the pod's Ready condition as the kubelet set it.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
