@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
@@ -40,49 +39,26 @@ func templateGeneration(t *testing.T, ds *appsv1.DaemonSet) int64 {
 type podBreaker struct {
 	mu     sync.Mutex
 	broken map[string]brokenPod // by node
-	stop   context.CancelFunc
-	done   chan struct{}
+	stop   func()
 }
 
 func breakPodsOfGeneration(t *testing.T, c *cluster.Cluster, gen int64) *podBreaker {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &podBreaker{broken: map[string]brokenPod{}, stop: cancel, done: make(chan struct{})}
+	b := &podBreaker{broken: map[string]brokenPod{}}
 	pods := c.Client.CoreV1().Pods(c.Namespace)
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
-	require.NoError(t, err)
-	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
 	label := strconv.FormatInt(gen, 10)
-	go func() {
-		defer close(b.done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				p, isPod := ev.Object.(*corev1.Pod)
-				if !isPod || ev.Type == watch.Deleted || p.DeletionTimestamp != nil || p.Labels["pod-template-generation"] != label || p.Spec.NodeName == "" {
-					continue
-				}
-				if crashLooping(p) {
-					continue
-				}
-				setCrashLoop(p)
-				if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-					t.Errorf("break pod %s: %v", p.Name, err)
-				}
-				b.mu.Lock()
-				b.broken[p.Spec.NodeName] = brokenPod{p.UID, p.Name}
-				b.mu.Unlock()
-			}
+	b.stop = onPodEvents(t, c, false, func(ctx context.Context, p *corev1.Pod) {
+		if p.DeletionTimestamp != nil || p.Labels["pod-template-generation"] != label || p.Spec.NodeName == "" || crashLooping(p) {
+			return
 		}
-	}()
-	t.Cleanup(func() { b.Stop() })
+		setCrashLoop(p)
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			t.Errorf("break pod %s: %v", p.Name, err)
+		}
+		b.mu.Lock()
+		b.broken[p.Spec.NodeName] = brokenPod{p.UID, p.Name}
+		b.mu.Unlock()
+	})
 	return b
 }
 
@@ -94,7 +70,6 @@ type brokenPod struct {
 // Stop ends the breaker and returns the pods it broke, by node.
 func (b *podBreaker) Stop() map[string]brokenPod {
 	b.stop()
-	<-b.done
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := map[string]brokenPod{}
@@ -166,15 +141,12 @@ func keepUnready(t *testing.T, c *cluster.Cluster, nodes ...string) {
 	for _, n := range nodes {
 		unmanage(t, c, n)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	pods := c.Client.CoreV1().Pods(c.Namespace)
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
-	require.NoError(t, err)
 	on := map[string]bool{}
 	for _, n := range nodes {
 		on[n] = true
 	}
-	unready := func(p *corev1.Pod) {
+	unready := func(ctx context.Context, p *corev1.Pod) {
 		if !on[p.Spec.NodeName] || p.DeletionTimestamp != nil || (p.Status.PodIP != "" && !podIsReady(p)) {
 			return
 		}
@@ -195,31 +167,10 @@ func keepUnready(t *testing.T, c *cluster.Cluster, nodes ...string) {
 			t.Errorf("keep pod %s unready: %v", p.Name, err)
 		}
 	}
-	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	for i := range list.Items {
-		unready(&list.Items[i])
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
-					unready(p)
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	onPodEvents(t, c, true, unready)
 	// wait until the pods read back unready
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	require.Eventually(t, func() bool {
 		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
 		if err != nil {

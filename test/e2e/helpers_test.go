@@ -55,23 +55,35 @@ func runSync(t *testing.T, c *cluster.Cluster, args ...string) result {
 type podHistory struct {
 	mu   sync.Mutex
 	uids map[string]map[types.UID]bool
-	stop context.CancelFunc
-	done chan struct{}
+	stop func()
 }
 
 func watchPods(t *testing.T, c *cluster.Cluster) *podHistory {
 	t.Helper()
+	h := &podHistory{uids: map[string]map[types.UID]bool{}}
+	h.stop = onPodEvents(t, c, true, func(_ context.Context, p *corev1.Pod) { h.add(p) })
+	return h
+}
+
+// onPodEvents calls fn with each kube-proxy pod listed now (when listed is
+// set), then, from a watch, with every pod added or modified after, until
+// the returned stop is called (at the test's cleanup at the latest).
+func onPodEvents(t *testing.T, c *cluster.Cluster, listed bool, fn func(ctx context.Context, p *corev1.Pod)) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &podHistory{uids: map[string]map[types.UID]bool{}, stop: cancel, done: make(chan struct{})}
-	list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+	pods := c.Client.CoreV1().Pods(c.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
 	require.NoError(t, err)
-	for i := range list.Items {
-		h.add(&list.Items[i])
+	if listed {
+		for i := range list.Items {
+			fn(ctx, &list.Items[i])
+		}
 	}
-	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", ResourceVersion: list.ResourceVersion})
+	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
 	require.NoError(t, err)
+	done := make(chan struct{})
 	go func() {
-		defer close(h.done)
+		defer close(done)
 		defer w.Stop()
 		for {
 			select {
@@ -81,14 +93,16 @@ func watchPods(t *testing.T, c *cluster.Cluster) *podHistory {
 				if !ok {
 					return
 				}
-				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
-					h.add(p)
+				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+					fn(ctx, p)
 				}
 			}
 		}
 	}()
-	t.Cleanup(func() { h.Stop() })
-	return h
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (h *podHistory) add(p *corev1.Pod) {
@@ -106,7 +120,6 @@ func (h *podHistory) add(p *corev1.Pod) {
 // Stop ends the watch and returns how many pods each node had.
 func (h *podHistory) Stop() map[string]int {
 	h.stop()
-	<-h.done
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[string]int{}
