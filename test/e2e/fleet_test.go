@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -196,63 +195,13 @@ type sampler struct {
 // without a Ready, non-terminating pod.
 func sampleRollout(t *testing.T, c *cluster.Cluster) sampler {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
-	require.NoError(t, err)
-	type pod struct {
-		node  string
-		ready bool
-		old   bool
-	}
-	pods := map[string]pod{}
-	nodesSeen := map[string]bool{}
-	for _, p := range list.Items {
-		pods[string(p.UID)] = pod{p.Spec.NodeName, podIsReady(&p), true}
-		nodesSeen[p.Spec.NodeName] = true
-	}
-	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	var mu sync.Mutex
 	var out rolloutSamples
-	gone := map[string]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			uid := string(p.UID)
-			prev, known := pods[uid]
-			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
-				if known && prev.old && !gone[uid] {
-					gone[uid] = true
-					out.replacedOrder = append(out.replacedOrder, prev.node)
-				}
-				delete(pods, uid)
-			} else if p.Spec.NodeName != "" {
-				pods[uid] = pod{p.Spec.NodeName, podIsReady(p), known && prev.old}
-			}
-			readyNodes := map[string]bool{}
-			for _, q := range pods {
-				if q.ready {
-					readyNodes[q.node] = true
-				}
-			}
-			if u := len(nodesSeen) - len(readyNodes); u > out.maxUnavailable {
-				out.maxUnavailable = u
-			}
-			mu.Unlock()
-		}
-	}()
+	nodes := c.PodUIDs(t)
+	follow := followPods(t, c, func(ready map[string]bool) {
+		out.maxUnavailable = max(out.maxUnavailable, len(nodes)-len(ready))
+	})
 	return sampler{stop: func() rolloutSamples {
-		cancel()
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
+		out.replacedOrder, _ = follow.Stop()
 		return out
 	}}
 }

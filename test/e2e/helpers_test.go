@@ -65,19 +65,32 @@ func watchPods(t *testing.T, c *cluster.Cluster) *podHistory {
 	return h
 }
 
-// onPodEvents calls fn with each kube-proxy pod listed now (when listed is
+// listed is the event type podEvents gives the pods of its first list.
+const listed watch.EventType = "LISTED"
+
+// onPodEvents calls fn with each kube-proxy pod listed now (when withList is
 // set), then, from a watch, with every pod added or modified after, until
 // the returned stop is called (at the test's cleanup at the latest).
-func onPodEvents(t *testing.T, c *cluster.Cluster, listed bool, fn func(ctx context.Context, p *corev1.Pod)) (stop func()) {
+func onPodEvents(t *testing.T, c *cluster.Cluster, withList bool, fn func(ctx context.Context, p *corev1.Pod)) (stop func()) {
+	t.Helper()
+	return podEvents(t, c, func(ctx context.Context, ev watch.EventType, p *corev1.Pod) {
+		if ev != watch.Deleted && (withList || ev != listed) {
+			fn(ctx, p)
+		}
+	})
+}
+
+// podEvents calls fn with each kube-proxy pod listed now (event type
+// listed), then with every watch event from that list on, deletions
+// included, until the returned stop is called (at cleanup at the latest).
+func podEvents(t *testing.T, c *cluster.Cluster, fn func(ctx context.Context, ev watch.EventType, p *corev1.Pod)) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pods := c.Client.CoreV1().Pods(c.Namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
 	require.NoError(t, err)
-	if listed {
-		for i := range list.Items {
-			fn(ctx, &list.Items[i])
-		}
+	for i := range list.Items {
+		fn(ctx, listed, &list.Items[i])
 	}
 	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
 	require.NoError(t, err)
@@ -93,8 +106,8 @@ func onPodEvents(t *testing.T, c *cluster.Cluster, listed bool, fn func(ctx cont
 				if !ok {
 					return
 				}
-				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
-					fn(ctx, p)
+				if p, isPod := ev.Object.(*corev1.Pod); isPod {
+					fn(ctx, ev.Type, p)
 				}
 			}
 		}
@@ -103,6 +116,62 @@ func onPodEvents(t *testing.T, c *cluster.Cluster, listed bool, fn func(ctx cont
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// podStates follows the kube-proxy pods and, after every watch event,
+// passes observe the nodes that have a Ready pod not being deleted. It
+// records the order in which the pods there at the start went away.
+type podStates struct {
+	mu            sync.Mutex
+	replacedOrder []string
+	events        int
+	stop          func()
+}
+
+func followPods(t *testing.T, c *cluster.Cluster, observe func(readyNodes map[string]bool)) *podStates {
+	t.Helper()
+	type pod struct {
+		node       string
+		ready, old bool
+	}
+	st := &podStates{}
+	pods := map[types.UID]pod{}
+	gone := map[types.UID]bool{}
+	st.stop = podEvents(t, c, func(_ context.Context, ev watch.EventType, p *corev1.Pod) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if ev == listed {
+			pods[p.UID] = pod{p.Spec.NodeName, podIsReady(p), true}
+			return
+		}
+		st.events++
+		prev, known := pods[p.UID]
+		if ev == watch.Deleted || p.DeletionTimestamp != nil {
+			if known && prev.old && !gone[p.UID] {
+				gone[p.UID] = true
+				st.replacedOrder = append(st.replacedOrder, prev.node)
+			}
+			delete(pods, p.UID)
+		} else if p.Spec.NodeName != "" {
+			pods[p.UID] = pod{p.Spec.NodeName, podIsReady(p), known && prev.old}
+		}
+		ready := map[string]bool{}
+		for _, q := range pods {
+			if q.ready {
+				ready[q.node] = true
+			}
+		}
+		observe(ready)
+	})
+	return st
+}
+
+// Stop ends the watch and returns the replaced order and the event count.
+func (st *podStates) Stop() (replacedOrder []string, events int) {
+	st.stop()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.replacedOrder, st.events
 }
 
 func (h *podHistory) add(p *corev1.Pod) {

@@ -6,16 +6,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
@@ -57,70 +54,24 @@ type zoneSamples struct {
 // the nodes without a Ready, non-terminating pod.
 func sampleZones(t *testing.T, c *cluster.Cluster, zoneOf map[string]string) func() zoneSamples {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
-	require.NoError(t, err)
-	type pod struct {
-		node       string
-		ready, old bool
-	}
-	pods := map[types.UID]pod{}
-	for _, p := range list.Items {
-		pods[p.UID] = pod{p.Spec.NodeName, podIsReady(&p), true}
-	}
-	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	var mu sync.Mutex
 	var out zoneSamples
-	gone := map[types.UID]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
+	follow := followPods(t, c, func(ready map[string]bool) {
+		perZone := map[string]int{}
+		total := 0
+		for n, z := range zoneOf {
+			if !ready[n] {
+				perZone[z]++
+				total++
 			}
-			mu.Lock()
-			out.events++
-			prev, known := pods[p.UID]
-			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
-				if known && prev.old && !gone[p.UID] {
-					gone[p.UID] = true
-					out.replacedOrder = append(out.replacedOrder, prev.node)
-				}
-				delete(pods, p.UID)
-			} else if p.Spec.NodeName != "" {
-				pods[p.UID] = pod{p.Spec.NodeName, podIsReady(p), known && prev.old}
-			}
-			ready := map[string]bool{}
-			for _, q := range pods {
-				if q.ready {
-					ready[q.node] = true
-				}
-			}
-			perZone := map[string]int{}
-			total := 0
-			for n, z := range zoneOf {
-				if !ready[n] {
-					perZone[z]++
-					total++
-				}
-			}
-			out.maxZones = max(out.maxZones, len(perZone))
-			out.maxTotal = max(out.maxTotal, total)
-			for _, k := range perZone {
-				out.maxPerZone = max(out.maxPerZone, k)
-			}
-			mu.Unlock()
 		}
-	}()
+		out.maxZones = max(out.maxZones, len(perZone))
+		out.maxTotal = max(out.maxTotal, total)
+		for _, k := range perZone {
+			out.maxPerZone = max(out.maxPerZone, k)
+		}
+	})
 	return func() zoneSamples {
-		cancel()
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
+		out.replacedOrder, out.events = follow.Stop()
 		return out
 	}
 }
