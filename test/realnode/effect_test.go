@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ func TestNoEffectChangeThenRealChangeKubeProxyRunsBoth(t *testing.T) {
 	written := e.writtenConfig(t)
 	require.Equal(t, "lc", dig(written, "ipvs.scheduler"))
 	for node, p := range e.pods(t, ctxFor(t, 30*time.Second)) {
-		assert.True(t, podReady(&p), "node %s: pod %s is not Ready per the kubelet", node, p.Name)
+		assert.True(t, cluster.PodReady(&p), "node %s: pod %s is not Ready per the kubelet", node, p.Name)
 		running := e.configz(t, node)
 		scheduler, _ := runningValue(running, "ipvs.scheduler")
 		assert.Equal(t, "lc", scheduler, "node %s runs the no-effect change", node)
