@@ -61,7 +61,9 @@ func (d *Doc) String() (string, error) {
 	return buf.String(), nil
 }
 
-// Lookup returns the value node under the mapping key path, or nil.
+// Lookup returns the value node under the mapping key path, or nil. A key
+// given twice names its last value, the one Kubernetes' YAML decoding (and
+// so kube-proxy) keeps.
 func Lookup(m *yaml.Node, path ...string) *yaml.Node {
 	cur := m
 	for _, key := range path {
@@ -69,18 +71,27 @@ func Lookup(m *yaml.Node, path ...string) *yaml.Node {
 			return nil
 		}
 		var next *yaml.Node
-		for i := 0; i+1 < len(cur.Content); i += 2 {
-			if cur.Content[i].Value == key {
-				next = cur.Content[i+1]
-				break
-			}
+		if i := lastKey(cur, key); i >= 0 {
+			next = cur.Content[i+1]
 		}
 		cur = next
 	}
 	return cur
 }
 
+// lastKey is the index in m.Content of key's last occurrence, -1 if none.
+func lastKey(m *yaml.Node, key string) int {
+	idx := -1
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			idx = i
+		}
+	}
+	return idx
+}
+
 // Set puts value at the mapping key path under m, creating missing mappings.
+// Where a key is given twice it changes the last value (see Lookup).
 // It reports whether the document changed: a value that decodes to the same
 // data as the one already there (e.g. `false` and `"false"` are different,
 // `15m` and `15m` are not) leaves the document untouched.
@@ -90,12 +101,9 @@ func Set(m *yaml.Node, path []string, value *yaml.Node) (bool, error) {
 		if cur.Kind != yaml.MappingNode {
 			return false, fmt.Errorf("%q is not a mapping", key)
 		}
-		idx := -1
-		for j := 0; j+1 < len(cur.Content); j += 2 {
-			if cur.Content[j].Value == key {
-				idx = j + 1
-				break
-			}
+		idx := lastKey(cur, key)
+		if idx >= 0 {
+			idx++ // the value
 		}
 		last := i == len(path)-1
 		if idx < 0 {
