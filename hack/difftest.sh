@@ -42,7 +42,7 @@ while read -r minor kube _; do
   ldflags="-X k8s.io/component-base/version.gitVersion=${kube} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor#1.}"
   log "kube-proxy ${minor} (k8s.io/kubernetes ${kube})"
   start=${SECONDS}
-  run=(TestCases TestRandom TestFieldTable TestFeatureGates)
+  run=(TestCases TestRandom TestFieldTable TestFeatureGates TestGateStages)
   if ((GATES)); then
     # the table is being regenerated: dump the gates, check them afterwards
     run=(TestFeatureGates)

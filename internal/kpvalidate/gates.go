@@ -34,3 +34,51 @@ func GateNames(minor int) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Stages of a feature gate at one minor, as AllAlpha and AllBeta see them.
+const (
+	StageAlpha = "ALPHA"
+	StageBeta  = "BETA"
+	StageOther = "" // GA, deprecated, or unknown at that minor
+)
+
+// gateStages: for each feature gate a validation rule reads, its stage per
+// minor from 1.gateTableOldest ('a' alpha, 'b' beta, '-' anything else).
+// AllAlpha=x and AllBeta=x set every alpha or beta gate not set by name to
+// x (component-base's featuregate), so a rule reading one of these gates
+// sees them. hack/difftest checks every entry against kube-proxy's own gate
+// at each minor (TestGateStages); a rule that reads another gate must add
+// it here.
+var gateStages = map[string]string{
+	"KubeProxyIPVS":       "-----------",
+	"LoggingAlphaOptions": "aaaaaaaaaaa",
+	"LoggingBetaOptions":  "bbbbbbbbbbb",
+	"NFTablesProxyMode":   "--aabb-----",
+}
+
+// StageAt is gate's stage at 1.minor for AllAlpha and AllBeta, and whether
+// the gate is one gateStages tracks.
+func StageAt(minor int, gate string) (string, bool) {
+	s, ok := gateStages[gate]
+	i := minor - gateTableOldest
+	if !ok || i < 0 || i >= len(s) {
+		return StageOther, ok
+	}
+	switch s[i] {
+	case 'a':
+		return StageAlpha, true
+	case 'b':
+		return StageBeta, true
+	}
+	return StageOther, true
+}
+
+// StagedGates lists the gates gateStages tracks, sorted.
+func StagedGates() []string {
+	out := make([]string, 0, len(gateStages))
+	for name := range gateStages {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}

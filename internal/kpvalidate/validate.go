@@ -118,9 +118,17 @@ func (v *validator) add(field, value, rule string) {
 }
 
 // enabled is a feature gate's value for this config: its own setting, else
-// the version's default.
+// AllAlpha's for an alpha gate and AllBeta's for a beta one, else the
+// version's default (component-base's featuregate SetFromMap).
 func (v *validator) enabled(gate string) bool {
 	if on, ok := v.c.FeatureGates[gate]; ok {
+		return on
+	}
+	stage, _ := StageAt(v.minor, gate)
+	if on, ok := v.c.FeatureGates["AllAlpha"]; ok && stage == StageAlpha {
+		return on
+	}
+	if on, ok := v.c.FeatureGates["AllBeta"]; ok && stage == StageBeta {
 		return on
 	}
 	g, _ := GateAt(v.minor, gate)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	// kube-proxy's main registers the json log format; Validate checks
 	// logging.format against the registered ones
@@ -156,6 +157,28 @@ func TestFeatureGates(t *testing.T) {
 	for _, n := range kpvalidate.GateNames(m) {
 		if _, ok := gates[n]; !ok {
 			t.Errorf("feature gate %s at 1.%d: in the table, unknown to kube-proxy", n, m)
+		}
+	}
+}
+
+// TestGateStages: the stage (alpha, beta, other) internal/kpvalidate gives
+// each gate its rules read, for AllAlpha and AllBeta, against this
+// kube-proxy's own gate.
+func TestGateStages(t *testing.T) {
+	m := minor(t)
+	all := utilfeature.DefaultMutableFeatureGate.GetAll()
+	for _, name := range kpvalidate.StagedGates() {
+		want := kpvalidate.StageOther
+		if spec, ok := all[featuregate.Feature(name)]; ok {
+			switch spec.PreRelease {
+			case featuregate.Alpha:
+				want = kpvalidate.StageAlpha
+			case featuregate.Beta:
+				want = kpvalidate.StageBeta
+			}
+		}
+		if got, _ := kpvalidate.StageAt(m, name); got != want {
+			t.Errorf("feature gate %s at 1.%d: kube-proxy's stage %q, internal/kpvalidate's gateStages %q", name, m, want, got)
 		}
 	}
 }

@@ -122,7 +122,8 @@ func Cases(minor int) []Case {
 		}
 	}
 	// logging formats and options against the gates
-	for _, gates := range []string{"{}", "{LoggingAlphaOptions: true}", "{LoggingBetaOptions: false}", "{LoggingAlphaOptions: false, LoggingBetaOptions: true}"} {
+	for _, gates := range []string{"{}", "{LoggingAlphaOptions: true}", "{LoggingBetaOptions: false}", "{LoggingAlphaOptions: false, LoggingBetaOptions: true}",
+		"{AllBeta: false}", "{AllBeta: false, LoggingBetaOptions: true}", "{AllAlpha: true}", "{AllAlpha: true, LoggingAlphaOptions: false}", "{AllBeta: true, AllAlpha: false}"} {
 		for _, l := range [][][2]string{
 			{kv("logging.format", "json")},
 			{kv("logging.format", "json"), kv("logging.vmodule", "[{filePattern: a, verbosity: 2}]")},
