@@ -7,9 +7,17 @@
 # replaced with its published release of the same version, and every other
 # dependency is pinned to the version that release was built with.
 #
-# Usage: hack/difftest/gen.sh [1.NN ...]   (default: every minor)
+# The output is reproducible: the same versions.txt gives the same files
+# (--check regenerates them and fails if they differ from the committed ones).
+#
+# Usage: hack/difftest/gen.sh [--check] [1.NN ...]   (default: every minor)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+check=0
+if [[ "${1:-}" == "--check" ]]; then
+  check=1
+  shift
+fi
 # The checksum database does not know many k8s.io/* v0.X.Y releases; the
 # go.sum written here pins what the module proxy served.
 export GONOSUMDB=k8s.io GOFLAGS=-mod=mod
@@ -60,3 +68,7 @@ while read -r minor kube staging overrides; do
   (cd "${dir}" && go mod tidy)
   echo "wrote ${dir}"
 done <versions.txt
+if ((check)); then
+  git diff --exit-code --stat -- v1.*/ ||
+    { echo "gen.sh: the committed modules differ from what versions.txt gives (see above); commit the regenerated ones" >&2; exit 1; }
+fi
