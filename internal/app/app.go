@@ -238,6 +238,8 @@ type moduleResult struct {
 	Msg     string `json:"msg"`
 	sync.Facts
 	Diff *sync.Diff `json:"diff,omitempty"`
+	// Warnings is Ansible's standard key: each is shown as a [WARNING].
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
@@ -251,7 +253,7 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	if o.Output == "json" {
 		out := moduleResult{
 			Changed: res.Changed, Failed: err != nil, Msg: msg,
-			Facts: res.Facts, Diff: res.Diff,
+			Facts: res.Facts, Diff: res.Diff, Warnings: res.Warnings,
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(w, string(b))

@@ -173,6 +173,38 @@ func TestModuleModeRoundTrip(t *testing.T) {
 	assert.Zero(t, writes(r.client), "check mode writes nothing")
 }
 
+// What kube-proxy would load past with a warning is Ansible's standard
+// warnings list in the result (shown as [WARNING] lines), and in the log.
+func TestWarningsInTheResult(t *testing.T) {
+	manifest := filepath.Join(t.TempDir(), "cm.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+data:
+  config.conf: |
+    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+    kind: KubeProxyConfiguration
+    mode: iptables
+    nftables:
+      masqueradeAll: false
+`), 0o600))
+	r := run(t, "--manifest", manifest, "--kube-proxy-version", "v1.28.15", "--probe-path", "none", "--check", "--output", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	want := `configmap kube-system/kube-proxy: config.conf: field "nftables" is ignored by kube-proxy 1.28 (kube-proxy has it from 1.29 on)`
+	assert.Equal(t, []string{want}, res.Warnings)
+	assert.Contains(t, r.stderr, `level=warning msg="configmap kube-system/kube-proxy: config.conf: field \"nftables\" is ignored by kube-proxy 1.28`)
+	assert.True(t, res.Facts.ConfigMapChanged)
+
+	// none: no key at all
+	r = run(t, "--probe-path", "none", "--output", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, `"warnings"`)
+}
+
 func TestDetailedExitCode(t *testing.T) {
 	r := run(t, "--server", "https://10.0.0.9:6443", "--probe-path", "none", "--restart", "never", "--detailed-exitcode")
 	assert.Equal(t, ExitChanged, r.code, r.stderr)

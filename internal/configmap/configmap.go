@@ -129,6 +129,13 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 	if spec.Manifest != nil {
 		for k, v := range spec.Manifest.Data {
 			if cur, ok := data[k]; !ok || cur != v {
+				if k == ConfigKey {
+					// a field no kube-proxy has is refused here, unless
+					// the live config.conf has it already
+					if err := kpconfig.CheckAuthored(v, cur); err != nil {
+						return nil, nil, fmt.Errorf("manifest: %w", err)
+					}
+				}
 				changed = append(changed, k)
 				data[k] = v
 			}

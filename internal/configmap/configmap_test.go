@@ -56,6 +56,40 @@ func TestDesired(t *testing.T) {
 		assert.Equal(t, []string{"other"}, keys)
 		assert.Equal(t, "y", data["other"])
 	})
+	// content we author is checked for typos, what we carry through is not
+	t.Run("manifest fields no kube-proxy has", func(t *testing.T) {
+		typo := &corev1.ConfigMap{Data: map[string]string{ConfigKey: cfg + "\nipvs:\n  strictArp: true\n"}}
+		_, _, err := Desired(current, Spec{Manifest: typo})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `unknown field "ipvs.strictArp": no kube-proxy from 1.27 to 1.37 has it`)
+		assert.Contains(t, err.Error(), `did you mean "ipvs.strictARP"?`)
+
+		// a field only newer kube-proxy minors have, a key given twice:
+		// kube-proxy warns and runs, so do we (sync reports the warnings)
+		newer := &corev1.ConfigMap{Data: map[string]string{ConfigKey: cfg + "\nmode: ipvs\nnftables:\n  masqueradeAll: true\n"}}
+		data, keys, err := Desired(current, Spec{Manifest: newer})
+		require.NoError(t, err)
+		assert.Equal(t, []string{ConfigKey}, keys)
+		assert.Equal(t, newer.Data[ConfigKey], data[ConfigKey])
+
+		// already in the live config.conf: carried through
+		live := map[string]string{ConfigKey: cfg + "\nfutureField: 1\n"}
+		carried := &corev1.ConfigMap{Data: map[string]string{ConfigKey: cfg + "\nfutureField: 1\nclusterCIDR: 10.0.0.0/8\n"}}
+		_, keys, err = Desired(live, Spec{Manifest: carried})
+		require.NoError(t, err)
+		assert.Equal(t, []string{ConfigKey}, keys)
+		_, _, err = Desired(live, Spec{Manifest: &corev1.ConfigMap{Data: map[string]string{ConfigKey: cfg + "\nfutureFeld: 1\n"}}})
+		assert.ErrorContains(t, err, `unknown field "futureFeld"`)
+	})
+	t.Run("settings on a config.conf with fields no kube-proxy has", func(t *testing.T) {
+		live := map[string]string{ConfigKey: cfg + "\nfutureField: 1\n"}
+		data, keys, err := Desired(live, Spec{Settings: []kpconfig.Setting{{Path: "clusterCIDR", Value: "10.0.0.0/8"}}})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"config.conf:clusterCIDR"}, keys)
+		assert.Contains(t, data[ConfigKey], "futureField: 1", "carried through")
+		_, _, err = Desired(live, Spec{Settings: []kpconfig.Setting{{Path: "futureField", Value: "2"}}})
+		assert.ErrorContains(t, err, `unknown field "futureField"`, "an unknown --set path stays an error")
+	})
 	t.Run("errors", func(t *testing.T) {
 		_, _, err := Desired(map[string]string{ConfigKey: cfg}, Spec{Server: "https://10.0.0.1:6443"})
 		assert.ErrorContains(t, err, `no "kubeconfig.conf" key`)

@@ -216,12 +216,46 @@ func parse(text string) (*yamledit.Doc, error) {
 	return yamledit.Parse(text)
 }
 
-// Decode checks that config.conf decodes as a KubeProxyConfiguration
-// (apiVersion, kind, known fields of the right types), like kube-proxy's
-// strict decoder at the newest supported version.
+// Decode checks that config.conf loads as a KubeProxyConfiguration the way
+// the newest supported kube-proxy loads it (apiVersion, kind, its fields of
+// the right types). Unknown fields and keys given twice are no error here:
+// kube-proxy only warns about them (kpvalidate.Warning), and a ConfigMap
+// that has them is carried through as it is.
 func Decode(text string) error {
-	if err := kpvalidate.Decode(text); err != nil {
+	if _, err := kpvalidate.Decode(text); err != nil {
 		return fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
+	}
+	return nil
+}
+
+// CheckAuthored is Decode for a config.conf the user wrote (a --manifest),
+// which also refuses a field no supported kube-proxy has: kube-proxy would
+// drop it with a log line nobody reads, so it is a typo such as
+// ipvs.strictArp. A field the live config.conf (live, "" if none) already
+// has is carried through, not authored: kube-proxy's warning, no error.
+// Fields only newer kube-proxy minors have, and keys given twice, are
+// warnings too (the whole-file validation reports them).
+func CheckAuthored(text, live string) error {
+	warns, err := kpvalidate.Decode(text)
+	if err != nil {
+		return fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
+	}
+	carried := map[string]bool{}
+	if live != "" {
+		liveWarns, _ := kpvalidate.Decode(live)
+		for _, w := range liveWarns {
+			carried[w.Path] = true
+		}
+	}
+	var typos []string
+	for _, w := range warns {
+		if w.Unknown() && !carried[w.Path] {
+			typos = append(typos, fmt.Sprintf("unknown field %q: no kube-proxy from 1.%d to 1.%d has it, so kube-proxy would ignore it%s",
+				w.Path, kpvalidate.Oldest, kpvalidate.Newest, kpvalidate.Suggest(w.Path)))
+		}
+	}
+	if len(typos) > 0 {
+		return fmt.Errorf("config.conf: %s; nothing was written: fix the field name, or remove it", strings.Join(typos, "; "))
 	}
 	return nil
 }

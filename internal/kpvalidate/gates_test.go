@@ -19,7 +19,7 @@ func TestAllAlphaAllBeta(t *testing.T) {
 		"featureGates: {AllBeta: true}\nlogging:\n  format: json\n":                            false,
 		"featureGates: {AllAlpha: false}\nlogging:\n  format: json\n":                          false,
 	} {
-		err := Validate(testHeader+body, 37)
+		_, err := Validate(testHeader+body, 37)
 		assert.Equal(t, reject, err != nil, "%s: %v", body, err)
 	}
 }

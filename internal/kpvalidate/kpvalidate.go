@@ -1,9 +1,10 @@
 // Package kpvalidate is kube-proxy's own check of its config file, without
-// importing kube-proxy: its strict decoding, its Linux defaulting and every
-// rule of its validation, for each supported minor. A config.conf this
-// package accepts is one kube-proxy of that version accepts at start-up, and
-// the other way round: hack/difftest runs the real code of every supported
-// minor next to this package on the same inputs.
+// importing kube-proxy: its loading (strict decoding with the lenient
+// fallback, whose warnings it returns), its Linux defaulting and every rule
+// of its validation, for each supported minor. A config.conf this package
+// accepts is one kube-proxy of that version accepts at start-up, with the
+// same warnings, and the other way round: hack/difftest runs the real code
+// of every supported minor next to this package on the same inputs.
 package kpvalidate
 
 import (
@@ -61,34 +62,36 @@ func (e *Error) Error() string {
 }
 
 // Validate checks config.conf as kube-proxy 1.minor does before it starts.
-// It returns nil or an *Error.
-func Validate(text string, minor int) error {
-	c, err := decode(text, minor)
+// It returns what kube-proxy would log while loading the file (fields it
+// ignores, keys given twice: see Warning) and nil or an *Error.
+func Validate(text string, minor int) (Warnings, error) {
+	c, warns, err := decode(text, minor)
 	if err != nil {
-		return &Error{Minor: minor, Decode: err}
+		return nil, &Error{Minor: minor, Decode: err}
 	}
 	setDefaults(c, minor)
 	if vs := validate(c, minor); len(vs) > 0 {
 		sort.SliceStable(vs, func(i, j int) bool { return vs[i].Field < vs[j].Field })
-		return &Error{Minor: minor, Violations: vs}
+		return warns, &Error{Minor: minor, Violations: vs}
 	}
-	return nil
+	return warns, nil
 }
 
 // HealthzBindAddress is config.conf's healthzBindAddress as written (empty
-// when unset), after the same strict decoding as Validate at the newest
-// minor's field set.
+// when unset), decoded as Validate does with the newest minor's field set.
 func HealthzBindAddress(text string) (string, error) {
-	c, err := decode(text, Newest)
+	c, _, err := decode(text, Newest)
 	if err != nil {
 		return "", err
 	}
 	return c.HealthzBindAddress, nil
 }
 
-// Decode checks only that config.conf decodes (apiVersion, kind, known
-// fields of the right types) with the newest minor's field set.
-func Decode(text string) error {
-	_, err := decode(text, Newest)
-	return err
+// Decode checks that config.conf decodes (apiVersion, kind, the fields the
+// newest minor has of the right types) and returns what the newest
+// kube-proxy would log while loading it: the Warnings whose Unknown is true
+// name fields no supported kube-proxy has.
+func Decode(text string) (Warnings, error) {
+	_, warns, err := decode(text, Newest)
+	return warns, err
 }

@@ -26,9 +26,6 @@ func TestValidateRejects(t *testing.T) {
 		{"ipvs periods", "mode: ipvs\nipvs:\n  syncPeriod: 30s\n  minSyncPeriod: 1m\n", 34, "ipvs.minSyncPeriod=1m0s: must be less than or equal to ipvs.syncPeriod (30s)"},
 		{"nftables too old", "mode: nftables\n", 28, "mode=nftables: kube-proxy 1.28 on Linux supports iptables, ipvs (nftables from 1.29 on)"},
 		{"windows mode on linux", "mode: kernelspace\n", 34, "mode=kernelspace: kube-proxy 1.34 on Linux supports iptables, ipvs, nftables"},
-		{"field newer than the version", "nftables:\n  masqueradeAll: true\n", 28, `unknown field "nftables": kube-proxy has it from 1.29 on, this is 1.28`},
-		{"unknown field", "ipvs:\n  strictArp: true\n", 34, `unknown field "ipvs.strictArp"`},
-		{"duplicate field", "mode: ipvs\nmode: iptables\n", 34, `"mode" already set`},
 		{"wrong type", "ipvs:\n  strictARP: maybe\n", 34, "wrong type"},
 		{"hidden metrics", "showHiddenMetricsForVersion: \"1.30\"\n", 34, "must be omitted or 1.33"},
 		{"bridge without interface", "detectLocalMode: BridgeInterface\n", 34, "detectLocal.bridgeInterface: must not be empty"},
@@ -36,7 +33,7 @@ func TestValidateRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Validate(testHeader+tc.body, tc.minor)
+			_, err := Validate(testHeader+tc.body, tc.minor)
 			require.Error(t, err)
 			var verr *Error
 			require.True(t, errors.As(err, &verr))
@@ -67,9 +64,58 @@ func TestValidateAccepts(t *testing.T) {
 			if tc.body != "" && tc.body[0] == '{' {
 				text = tc.body
 			}
-			assert.NoError(t, Validate(text, tc.minor))
+			warns, err := Validate(text, tc.minor)
+			assert.NoError(t, err)
+			assert.Empty(t, warns)
 		})
 	}
+}
+
+// What kube-proxy loads past with a warning (its lenient fallback) is a
+// warning here too, never an error: an unknown field is dropped whatever
+// its value, a key given twice keeps its last value.
+func TestValidateWarns(t *testing.T) {
+	cases := []struct {
+		name, body string
+		minor      int
+		want       []string
+		err        string
+	}{
+		{"field newer than the version", "nftables:\n  masqueradeBit: 99\n", 28,
+			[]string{`config.conf: field "nftables" is ignored by kube-proxy 1.28 (kube-proxy has it from 1.29 on)`}, ""},
+		{"newer field of the wrong type", "conntrack:\n  udpTimeout: soon\n", 27,
+			[]string{`config.conf: field "conntrack.udpTimeout" is ignored by kube-proxy 1.27 (kube-proxy has it from 1.29 on)`}, ""},
+		{"unknown field", "ipvs:\n  strictArp: true\n", 34,
+			[]string{`config.conf: unknown field "ipvs.strictArp" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it; field names are case-sensitive: did you mean "ipvs.strictARP"?)`}, ""},
+		{"unknown object", "bogus:\n  a: [1, 2]\n", 34,
+			[]string{`config.conf: unknown field "bogus" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it)`}, ""},
+		{"unknown field in a vmodule item", "logging:\n  vmodule:\n  - filePattern: a\n    bogus: 1\n", 34,
+			[]string{`config.conf: unknown field "logging.vmodule[0].bogus" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it)`}, ""},
+		{"duplicate key, last counts", "mode: foo\nmode: ipvs\n", 34,
+			[]string{`config.conf: key "mode" is given twice (line 4): kube-proxy 1.34 uses the last value`}, ""},
+		{"duplicate key, last invalid", "mode: ipvs\nmode: foo\n", 34,
+			[]string{`config.conf: key "mode" is given twice (line 4): kube-proxy 1.34 uses the last value`}, "mode=foo"},
+		{"unknown field and a validation error", "bogus: 1\nclusterCIDR: foo\n", 34,
+			[]string{`config.conf: unknown field "bogus" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it)`}, "clusterCIDR=foo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			warns, err := Validate(testHeader+tc.body, tc.minor)
+			assert.Equal(t, tc.want, warns.Strings())
+			if tc.err == "" {
+				assert.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+			}
+		})
+	}
+	// a wrong type in a field kube-proxy has is fatal, with or without
+	// unknown fields: no lenient fallback then
+	warns, err := Validate(testHeader+"bogus: 1\nipvs:\n  strictARP: maybe\n", 34)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "wrong type")
+	assert.Empty(t, warns)
 }
 
 func TestRules(t *testing.T) {

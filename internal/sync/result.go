@@ -62,4 +62,6 @@ type Result struct {
 	Msg     string
 	Facts   Facts
 	Diff    *Diff
+	// Warnings are also logged; Ansible shows them as [WARNING] lines.
+	Warnings []string
 }

@@ -115,8 +115,6 @@ type Syncer struct {
 	lease *lock.Lease
 	res   *Result
 	conn  *connectivity
-	// noted: the validation rules' note (unknown version) was logged
-	noted bool
 	// strategyChanged: this run's restart PATCH saved the DaemonSet's
 	// updateStrategy and changed it, so the rollout must put it back
 	strategyChanged bool

@@ -35,6 +35,12 @@ func TestConfigKubeProxyRejectsIsNotWritten(t *testing.T) {
 			"iptables.masqueradeBit=99: must be within the range [0, 31]"},
 		{"manifest healthz", "registry.k8s.io/kube-proxy:v1.33.6", configmap.Spec{Manifest: manifest("healthzBindAddress: \":10256\"\n")},
 			"healthzBindAddress=:10256"},
+		{"set a field newer than kube-proxy", "registry.k8s.io/kube-proxy:v1.27.16", configmap.Spec{Settings: []kpconfig.Setting{{Path: "nftables.masqueradeAll", Value: "true"}}},
+			"setting nftables.masqueradeAll: kube-proxy 1.27 does not have this field (kube-proxy has it from 1.29 on) and would ignore it"},
+		{"set an unknown field", "registry.k8s.io/kube-proxy:v1.33.6", configmap.Spec{Settings: []kpconfig.Setting{{Path: "ipvs.strictArp", Value: "true"}}},
+			`unknown field "strictArp" in ipvs`},
+		{"manifest field no kube-proxy has", "registry.k8s.io/kube-proxy:v1.33.6", configmap.Spec{Manifest: manifest("ipvs:\n  strictArp: true\n")},
+			`unknown field "ipvs.strictArp": no kube-proxy from 1.27 to 1.37 has it`},
 		{"unknown version gets the newest rules", "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000",
 			configmap.Spec{Settings: []kpconfig.Setting{{Path: "clusterCIDR", Value: "foo"}}}, "kube-proxy 1.37's validation: clusterCIDR=foo"},
 	}
@@ -59,4 +65,35 @@ func TestConfigKubeProxyAcceptsIsWritten(t *testing.T) {
 	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Contains(t, cm.Data["config.conf"], "mode: nftables")
+}
+
+// kube-proxy loads past the fields it does not have (newer ones, unknown
+// ones carried in the live ConfigMap) and keys given twice, with a warning:
+// so does the run. It writes, restarts, and reports kube-proxy's warnings.
+func TestConfigKubeProxyIgnoresIsAWarning(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["config.conf"] = seedConfig + "nftables:\n  masqueradeAll: false\nlogging:\n  format: text\nfutureField: 1\n"
+	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.27.16"))
+	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "clusterCIDR", Value: "10.244.0.0/16"}}}})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.ConfigMapChanged)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, []string{
+		`configmap kube-system/kube-proxy: config.conf: unknown field "futureField" is ignored by kube-proxy 1.27 (no kube-proxy from 1.27 to 1.37 has it)`,
+		`configmap kube-system/kube-proxy: config.conf: field "logging" is ignored by kube-proxy 1.27 (kube-proxy has it from 1.28 on)`,
+		`configmap kube-system/kube-proxy: config.conf: field "nftables" is ignored by kube-proxy 1.27 (kube-proxy has it from 1.29 on)`,
+	}, res.Warnings)
+	got, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, got.Data["config.conf"], "clusterCIDR: 10.244.0.0/16")
+	assert.Contains(t, got.Data["config.conf"], "futureField: 1", "carried through")
+	assert.Contains(t, got.Data["config.conf"], "nftables:", "carried through")
+
+	// at 1.34 only the field no kube-proxy has is left to warn about
+	f = newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.34.4"))
+	res, err = f.run(t, Options{Restart: RestartAlways})
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		`configmap kube-system/kube-proxy: config.conf: unknown field "futureField" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it)`,
+	}, res.Warnings)
 }

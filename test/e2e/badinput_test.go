@@ -101,8 +101,10 @@ func TestBadInput(t *testing.T) {
 		{name: "config.conf of another kind", liveData: func(d map[string]string) {
 			d["config.conf"] = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 		}, args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `kind "KubeletConfiguration", want KubeProxyConfiguration`},
-		{name: "config.conf with an unknown field", liveData: func(d map[string]string) { d["config.conf"] += "\nstrictArp: true\n" },
-			args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `unknown field "strictArp"`},
+		// (an unknown field is no reason: kube-proxy loads past it with a
+		// warning, and the run carries it through, TestCarriesFieldsKubeProxyIgnores)
+		{name: "config.conf with a wrongly typed field", liveData: func(d map[string]string) { d["config.conf"] += "\nbindAddressHardFail: maybe\n" },
+			args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: "config.conf is not a valid KubeProxyConfiguration: wrong type"},
 		{name: "configmap without config.conf", liveData: func(d map[string]string) { delete(d, "config.conf") },
 			args: map[string]any{"set": map[string]any{"mode": "ipvs"}}, msg: `configmap has no "config.conf" key`},
 		{name: "kubeconfig.conf not a kubeconfig", liveData: func(d map[string]string) { d["kubeconfig.conf"] = "clusters: {{{" },
@@ -128,10 +130,13 @@ func TestBadInput(t *testing.T) {
 		{name: "set unknown feature gate", args: map[string]any{"set": map[string]any{"featureGates.NoSuchGate": true}}, msg: "featureGates.NoSuchGate=true: unrecognized feature gate in kube-proxy 1.33"},
 		{name: "set ipvs periods crossed", args: map[string]any{"set": map[string]any{"mode": "ipvs", "ipvs.syncPeriod": "30s", "ipvs.minSyncPeriod": "1m"}},
 			msg: "ipvs.minSyncPeriod=1m0s: must be less than or equal to ipvs.syncPeriod (30s)"},
-		// the seed is shaped like kubeadm 1.33's: fields a 1.28 kube-proxy
-		// does not have yet are refused first (its strict decoder does too)
+		// the seed is shaped like kubeadm 1.33's: the fields a 1.28
+		// kube-proxy does not have yet are warnings (it ignores them), the
+		// mode it does not have is not
 		{name: "set nftables on a 1.28 kube-proxy", args: map[string]any{"set": map[string]any{"mode": "nftables"}, "kube_proxy_version": "v1.28.15"},
-			msg: `config.conf would not load in kube-proxy 1.28: unknown field "conntrack.tcpBeLiberal": kube-proxy has it from 1.29 on`},
+			msg: "mode=nftables: kube-proxy 1.28 on Linux supports iptables, ipvs (nftables from 1.29 on)"},
+		{name: "set a field newer than kube-proxy", args: map[string]any{"set": map[string]any{"conntrack.udpTimeout": "30s"}, "kube_proxy_version": "v1.28.15"},
+			msg: "setting conntrack.udpTimeout: kube-proxy 1.28 does not have this field (kube-proxy has it from 1.29 on) and would ignore it"},
 
 		// --server
 		{name: "server not a URL", args: map[string]any{"server": "not a url"}, msg: `server "not a url": want a URL`},
@@ -149,6 +154,9 @@ func TestBadInput(t *testing.T) {
 		{name: "manifest not YAML", args: map[string]any{"manifest": file("garbage.yaml", "{{{")}, msg: "is not a valid ConfigMap"},
 		{name: "manifest without data", args: map[string]any{"manifest": file("nodata.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n")}, msg: "has no data"},
 		{name: "manifest missing", args: map[string]any{"manifest": filepath.Join(dir, "no-such-manifest.yaml")}, msg: "read manifest"},
+		{name: "manifest config.conf with a field no kube-proxy has", args: map[string]any{"manifest": file("typo-config.yaml",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n  config.conf: |\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    ipvs:\n      strictArp: true\n")},
+			msg: `unknown field "ipvs.strictArp": no kube-proxy from 1.27 to 1.37 has it`},
 		{name: "manifest config.conf kube-proxy refuses", args: map[string]any{"manifest": file("bad-config.yaml",
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n  config.conf: |\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    conntrack:\n      maxPerCore: -1\n")},
 			msg: "conntrack.maxPerCore=-1: must be greater than or equal to 0"},

@@ -32,8 +32,9 @@ type result struct {
 	Failed  bool   `json:"failed"`
 	Msg     string `json:"msg"`
 	kpsync.Facts
-	Diff   map[string]string `json:"diff"`
-	Stderr string
+	Diff     map[string]string `json:"diff"`
+	Warnings []string          `json:"warnings"`
+	Stderr   string
 }
 
 func (r result) facts() kpsync.Facts { return r.Facts }

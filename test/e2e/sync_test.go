@@ -108,6 +108,27 @@ func TestCheckModeChangesNothing(t *testing.T) {
 	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
 }
 
+// kube-proxy loads past fields it does not have, with a warning: a field
+// no kube-proxy has in the live config.conf (written by a newer kubeadm,
+// say), and the seed's fields newer than the kube-proxy in use. The run
+// does the same: it carries them through, writes the change, and reports
+// them as warnings.
+func TestCarriesFieldsKubeProxyIgnores(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	breakLiveConfigMap(t, c, func(d map[string]string) { d["config.conf"] += "\nfutureField: 1\n" })
+
+	r := runSync(t, c, "--set", "mode=ipvs", "--kube-proxy-version", "v1.28.15", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.Equal(t, []string{"config.conf:mode"}, r.facts().ChangedKeys)
+	conf := c.ConfigMap(t).Data["config.conf"]
+	assert.Contains(t, conf, "mode: ipvs")
+	assert.Contains(t, conf, "futureField: 1", "carried through")
+	assert.Contains(t, conf, "tcpBeLiberal:", "carried through")
+	assert.Contains(t, r.Warnings, `configmap kube-system/kube-proxy: config.conf: unknown field "futureField" is ignored by kube-proxy 1.28 (no kube-proxy from 1.27 to 1.37 has it)`)
+	assert.Contains(t, r.Warnings, `configmap kube-system/kube-proxy: config.conf: field "conntrack.tcpBeLiberal" is ignored by kube-proxy 1.28 (kube-proxy has it from 1.29 on)`)
+}
+
 // Bad input fails before any write.
 func TestBadInputLeavesClusterUntouched(t *testing.T) {
 	c := cluster.Connect(t)

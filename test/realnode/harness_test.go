@@ -606,40 +606,10 @@ func setYAMLField(doc string, path []string, value any) (string, error) {
 	return string(out), err
 }
 
-// dropConfigFields removes dotted fields from config.conf in the ConfigMap.
-func (e *env) dropConfigFields(t *testing.T, paths ...string) {
+// configConf is config.conf in the kube-proxy ConfigMap.
+func (e *env) configConf(t *testing.T) string {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := e.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(cm.Data["config.conf"]), &m); err != nil {
-			return err
-		}
-		for _, p := range paths {
-			parts := strings.Split(p, ".")
-			cur := m
-			for _, k := range parts[:len(parts)-1] {
-				next, ok := cur[k].(map[string]any)
-				if !ok {
-					cur = nil
-					break
-				}
-				cur = next
-			}
-			if cur != nil {
-				delete(cur, parts[len(parts)-1])
-			}
-		}
-		out, err := yaml.Marshal(m)
-		if err != nil {
-			return err
-		}
-		cm.Data["config.conf"] = string(out)
-		_, err = e.client.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
-		return err
-	}))
+	cm, err := e.client.CoreV1().ConfigMaps(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return cm.Data["config.conf"]
 }

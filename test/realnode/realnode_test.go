@@ -70,16 +70,21 @@ func TestProbeFollowsKubeProxyVersion(t *testing.T) {
 	_, workers := e.nodeNames(t)
 	require.NotEmpty(t, workers)
 
-	// A 1.27 cluster's config: kubeadm 1.34's carries fields 1.27 does not
-	// know. (The real kube-proxy 1.27 ignores them with a warning, its
-	// lenient fallback; kube-proxy-sync's validation refuses them today.)
-	e.dropConfigFields(t, "conntrack.tcpBeLiberal", "conntrack.udpStreamTimeout", "conntrack.udpTimeout", "logging", "nftables")
+	// kubeadm 1.34's config as it is: it carries fields 1.27 does not have
+	// (nftables, logging, conntrack's UDP timeouts). The real kube-proxy
+	// 1.27 loads past them with a warning (its lenient fallback), and so
+	// does the run: it restarts 1.27 on that config and reports them.
+	conf := e.configConf(t)
+	require.Contains(t, conf, "\nnftables:", "the kind cluster's config.conf is kubeadm 1.34's")
 	e.setImage(t, e.imageWithTag(t, "v1.27.16"))
 	r := e.sync(t, "--restart", "always")
 	require.Equal(t, 0, r.code, "run on v1.27: %s", r)
 	assert.Equal(t, "/healthz", r.field("probe_path"), "%s", r)
 	assert.Equal(t, "/healthz", e.readinessPath(t))
+	warnings, _ := r.field("warnings").([]any)
+	assert.Contains(t, warnings, `configmap kube-system/kube-proxy: config.conf: field "nftables" is ignored by kube-proxy 1.27 (kube-proxy has it from 1.29 on)`, "%s", r)
 	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	assert.Equal(t, conf, e.configConf(t), "config.conf is run as it is")
 	code, _, err := e.proxyGet(ctxFor(t, 30*time.Second), workers[0], healthzPort, "/livez")
 	require.NoError(t, err)
 	assert.Equal(t, 404, code, "kube-proxy v1.27 does not serve /livez")

@@ -5,43 +5,54 @@
 package difftest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
+	_ "unsafe" // go:linkname, for kube-proxy's loadConfig
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	// kube-proxy's main registers the json log format; Validate checks
 	// logging.format against the registered ones
 	_ "k8s.io/component-base/logs/json/register"
-	metricsfeatures "k8s.io/component-base/metrics/features"
 	"k8s.io/klog/v2"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	// kube-proxy's command: its init adds the metrics and logging feature
+	// gates to the process-wide gate, as in the real binary
+	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
-	"k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/proxy/apis/config/validation"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate/kpvalidatetest"
 )
 
-// The gates cmd/kube-proxy/app adds to the process-wide gate in its init.
+// loadConfig is kube-proxy's own loading of its --config file
+// (cmd/kube-proxy/app, (*Options).loadConfig, the same signature at every
+// supported minor): strict decoding, and when that fails only on unknown or
+// duplicate fields, a lenient decode of v1alpha1 that it logs as a warning
+// and runs with. It is unexported and the exported path to it
+// (Options.Complete) starts a file watcher per call, hence the linkname.
+//
+//go:linkname loadConfig k8s.io/kubernetes/cmd/kube-proxy/app.(*Options).loadConfig
+func loadConfig(o *proxyapp.Options, data []byte) (*kubeproxyconfig.KubeProxyConfiguration, error)
+
+// lenientLog is what loadConfig logs when it falls back (every supported
+// minor: klog.InfoS before 1.30, its logger from then on, both through klog).
+const lenientLog = "Using lenient decoding as strict decoding failed"
+
+// klogOut collects klog's output, where reference looks for lenientLog.
+var klogOut bytes.Buffer
+
 func init() {
-	// and no warnings about deprecated gates: the tests look at errors only
 	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
-	if err := metricsfeatures.AddFeatureGates(utilfeature.DefaultMutableFeatureGate); err != nil {
-		panic(err)
-	}
-	if err := logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate); err != nil {
-		panic(err)
-	}
+	klog.SetOutput(&klogOut)
 }
 
 // minor is this module's kube-proxy minor, from its directory name (v1.NN).
@@ -58,19 +69,18 @@ func minor(t testing.TB) int {
 }
 
 // reference is what kube-proxy does with its --config file before it starts
-// (cmd/kube-proxy/app: Options.Complete then Options.Validate), minus the
-// lenient fallback it logs as a warning: strict decoding into the internal
-// type with defaults, the Linux platform defaults that Validate can see, the
-// feature gates set on the process-wide gate (which Validate reads), then
-// Validate.
-func reference(text []byte) error {
-	obj, gvk, err := scheme.Codecs.UniversalDecoder().Decode(text, nil, nil)
+// (cmd/kube-proxy/app: Options.Complete then Options.Validate): its own
+// loadConfig (strict decoding into the internal type with defaults, else
+// the lenient fallback, reported as lenient), the Linux platform defaults
+// that Validate can see, the feature gates set on the process-wide gate
+// (which Validate reads), then Validate.
+func reference(text []byte) (lenient bool, err error) {
+	klogOut.Reset()
+	cfg, err := loadConfig(proxyapp.NewOptions(), text)
+	klog.Flush()
+	lenient = strings.Contains(klogOut.String(), lenientLog)
 	if err != nil {
-		return fmt.Errorf("decode: %w", err)
-	}
-	cfg, ok := obj.(*kubeproxyconfig.KubeProxyConfiguration)
-	if !ok {
-		return fmt.Errorf("decode: got %v", gvk)
+		return lenient, fmt.Errorf("load: %w", err)
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = kubeproxyconfig.ProxyModeIPTables
@@ -85,12 +95,22 @@ func reference(text []byte) error {
 	utilfeature.DefaultMutableFeatureGate, utilfeature.DefaultFeatureGate = fg, fg
 	defer func() { utilfeature.DefaultMutableFeatureGate, utilfeature.DefaultFeatureGate = saved, savedRO }()
 	if err := fg.SetFromMap(cfg.FeatureGates); err != nil {
-		return fmt.Errorf("feature gates: %w", err)
+		return lenient, fmt.Errorf("feature gates: %w", err)
 	}
 	if errs := validation.Validate(cfg); len(errs) > 0 {
-		return errs.ToAggregate()
+		return lenient, errs.ToAggregate()
 	}
-	return nil
+	return lenient, nil
+}
+
+// TestLenientLogSeen: the lenient fallback's log line is where reference
+// looks for it (a renamed message would make every lenient case look
+// strict).
+func TestLenientLogSeen(t *testing.T) {
+	lenient, err := reference([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbogus: 1\n"))
+	if err != nil || !lenient {
+		t.Fatalf("an unknown field: want a lenient load and no error, got lenient=%t, %v; klog said:\n%s", lenient, err, klogOut.String())
+	}
 }
 
 func TestCases(t *testing.T) {

@@ -17,6 +17,7 @@ require (
 require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/Microsoft/hnslib v0.1.3 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -25,6 +26,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
@@ -48,9 +50,12 @@ require (
 	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
+	github.com/godbus/dbus/v5 v5.2.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/nftables v0.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
@@ -58,9 +63,16 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/lithammer/dedent v1.1.0 // indirect
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/mdlayher/socket v0.6.1 // indirect
+	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/moby/sys/mountinfo v0.7.2 // indirect
+	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/opencontainers/cgroups v0.0.7 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.24.0 // indirect
@@ -68,8 +80,11 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.1.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.0 // indirect
@@ -120,13 +135,177 @@ require (
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
+	sigs.k8s.io/knftables v0.0.22 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace (
+	bitbucket.org/bertimus9/systemstat => bitbucket.org/bertimus9/systemstat v0.5.0
+	cel.dev/expr => cel.dev/expr v0.25.1
+	cyphar.com/go-pathrs => cyphar.com/go-pathrs v0.2.5
+	github.com/Azure/go-ansiterm => github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c
+	github.com/JeffAshton/win_pdh => github.com/JeffAshton/win_pdh v0.0.0-20161109143554-76bb4ee9f0ab
+	github.com/MakeNowJust/heredoc => github.com/MakeNowJust/heredoc v1.0.0
+	github.com/Masterminds/semver/v3 => github.com/Masterminds/semver/v3 v3.4.0
+	github.com/Microsoft/go-winio => github.com/Microsoft/go-winio v0.6.2
+	github.com/Microsoft/hnslib => github.com/Microsoft/hnslib v0.1.3
+	github.com/NYTimes/gziphandler => github.com/NYTimes/gziphandler v1.1.1
+	github.com/antlr4-go/antlr/v4 => github.com/antlr4-go/antlr/v4 v4.13.1
+	github.com/beorn7/perks => github.com/beorn7/perks v1.0.1
+	github.com/blang/semver/v4 => github.com/blang/semver/v4 v4.0.0
+	github.com/cenkalti/backoff/v5 => github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/cespare/xxhash/v2 => github.com/cespare/xxhash/v2 v2.3.0
+	github.com/chai2010/gettext-go => github.com/chai2010/gettext-go v1.0.2
+	github.com/container-storage-interface/spec => github.com/container-storage-interface/spec v1.12.1-0.20260720052920-cd9e7ad1ae09
+	github.com/containerd/containerd/api => github.com/containerd/containerd/api v1.11.1
+	github.com/containerd/log => github.com/containerd/log v0.1.0
+	github.com/containerd/ttrpc => github.com/containerd/ttrpc v1.2.9
+	github.com/coredns/caddy => github.com/coredns/caddy v1.1.1
+	github.com/coredns/corefile-migration => github.com/coredns/corefile-migration v1.0.34
+	github.com/coreos/go-oidc => github.com/coreos/go-oidc v2.5.0+incompatible
+	github.com/coreos/go-semver => github.com/coreos/go-semver v0.3.1
+	github.com/coreos/go-systemd/v22 => github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/cpuguy83/go-md2man/v2 => github.com/cpuguy83/go-md2man/v2 v2.0.6
+	github.com/cyphar/filepath-securejoin => github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/davecgh/go-spew => github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc
+	github.com/distribution/reference => github.com/distribution/reference v0.6.0
+	github.com/docker/go-units => github.com/docker/go-units v0.5.0
+	github.com/dustin/go-humanize => github.com/dustin/go-humanize v1.0.1
+	github.com/emicklei/go-restful/v3 => github.com/emicklei/go-restful/v3 v3.13.0
+	github.com/exponent-io/jsonpath => github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f
+	github.com/fatih/camelcase => github.com/fatih/camelcase v1.0.0
+	github.com/felixge/httpsnoop => github.com/felixge/httpsnoop v1.0.4
+	github.com/fsnotify/fsnotify => github.com/fsnotify/fsnotify v1.9.0
+	github.com/fxamacker/cbor/v2 => github.com/fxamacker/cbor/v2 v2.9.1
+	github.com/go-errors/errors => github.com/go-errors/errors v1.4.2
+	github.com/go-logr/logr => github.com/go-logr/logr v1.4.3
+	github.com/go-logr/stdr => github.com/go-logr/stdr v1.2.2
+	github.com/go-logr/zapr => github.com/go-logr/zapr v1.3.0
+	github.com/go-openapi/jsonpointer => github.com/go-openapi/jsonpointer v1.0.0
+	github.com/go-openapi/jsonreference => github.com/go-openapi/jsonreference v1.0.0
+	github.com/go-openapi/swag => github.com/go-openapi/swag v0.27.1
+	github.com/go-openapi/swag/cmdutils => github.com/go-openapi/swag/cmdutils v0.27.1
+	github.com/go-openapi/swag/conv => github.com/go-openapi/swag/conv v0.27.1
+	github.com/go-openapi/swag/fileutils => github.com/go-openapi/swag/fileutils v0.27.1
+	github.com/go-openapi/swag/jsonutils => github.com/go-openapi/swag/jsonutils v0.27.1
+	github.com/go-openapi/swag/loading => github.com/go-openapi/swag/loading v0.27.1
+	github.com/go-openapi/swag/mangling => github.com/go-openapi/swag/mangling v0.27.1
+	github.com/go-openapi/swag/netutils => github.com/go-openapi/swag/netutils v0.27.1
+	github.com/go-openapi/swag/pools => github.com/go-openapi/swag/pools v0.27.1
+	github.com/go-openapi/swag/stringutils => github.com/go-openapi/swag/stringutils v0.27.1
+	github.com/go-openapi/swag/typeutils => github.com/go-openapi/swag/typeutils v0.27.1
+	github.com/go-openapi/swag/yamlutils => github.com/go-openapi/swag/yamlutils v0.27.1
+	github.com/go-task/slim-sprig/v3 => github.com/go-task/slim-sprig/v3 v3.0.0
+	github.com/godbus/dbus/v5 => github.com/godbus/dbus/v5 v5.2.2
+	github.com/gogo/protobuf => github.com/gogo/protobuf v1.3.2
+	github.com/golang-jwt/jwt/v5 => github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/golang/protobuf => github.com/golang/protobuf v1.5.4
+	github.com/google/btree => github.com/google/btree v1.1.3
+	github.com/google/cadvisor/lib => github.com/google/cadvisor/lib v0.60.5
+	github.com/google/cel-go => github.com/google/cel-go v0.29.2
+	github.com/google/gnostic-models => github.com/google/gnostic-models v0.7.0
+	github.com/google/go-cmp => github.com/google/go-cmp v0.7.0
+	github.com/google/nftables => github.com/google/nftables v0.3.0
+	github.com/google/pprof => github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
+	github.com/google/uuid => github.com/google/uuid v1.6.0
+	github.com/gorilla/websocket => github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
+	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus => github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 => github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3
+	github.com/grpc-ecosystem/grpc-gateway/v2 => github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0
+	github.com/inconshreveable/mousetrap => github.com/inconshreveable/mousetrap v1.1.0
+	github.com/ishidawataru/sctp => github.com/ishidawataru/sctp v0.0.0-20250521072954-ae8eb7fa7995
+	github.com/jonboulle/clockwork => github.com/jonboulle/clockwork v0.5.0
+	github.com/json-iterator/go => github.com/json-iterator/go v1.1.12
 	github.com/kube-proxy-sync/kube-proxy-sync => ../../..
+	github.com/kylelemons/godebug => github.com/kylelemons/godebug v1.1.0
+	github.com/liggitt/tabwriter => github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de
+	github.com/lithammer/dedent => github.com/lithammer/dedent v1.1.0
+	github.com/mdlayher/netlink => github.com/mdlayher/netlink v1.11.2
+	github.com/mdlayher/socket => github.com/mdlayher/socket v0.6.1
+	github.com/mitchellh/go-wordwrap => github.com/mitchellh/go-wordwrap v1.0.1
+	github.com/moby/ipvs => github.com/moby/ipvs v1.1.0
+	github.com/moby/spdystream => github.com/moby/spdystream v0.5.1
+	github.com/moby/sys/mountinfo => github.com/moby/sys/mountinfo v0.7.2
+	github.com/moby/sys/userns => github.com/moby/sys/userns v0.1.0
+	github.com/moby/term => github.com/moby/term v0.5.2
+	github.com/modern-go/concurrent => github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd
+	github.com/modern-go/reflect2 => github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee
+	github.com/monochromegane/go-gitignore => github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00
+	github.com/munnerz/goautoneg => github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822
+	github.com/mxk/go-flowrate => github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f
+	github.com/onsi/ginkgo/v2 => github.com/onsi/ginkgo/v2 v2.32.0
+	github.com/onsi/gomega => github.com/onsi/gomega v1.40.0
+	github.com/opencontainers/cgroups => github.com/opencontainers/cgroups v0.0.7
+	github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec => github.com/opencontainers/image-spec v1.1.1
+	github.com/opencontainers/runtime-spec => github.com/opencontainers/runtime-spec v1.3.0
+	github.com/opencontainers/selinux => github.com/opencontainers/selinux v1.15.1
+	github.com/peterbourgon/diskv => github.com/peterbourgon/diskv v2.0.1+incompatible
+	github.com/pmezard/go-difflib => github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
+	github.com/pquerna/cachecontrol => github.com/pquerna/cachecontrol v0.1.0
+	github.com/prometheus/client_golang => github.com/prometheus/client_golang v1.24.0
+	github.com/prometheus/client_model => github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common => github.com/prometheus/common v0.70.0
+	github.com/prometheus/procfs => github.com/prometheus/procfs v0.21.1
+	github.com/robfig/cron/v3 => github.com/robfig/cron/v3 v3.0.1
+	github.com/russross/blackfriday/v2 => github.com/russross/blackfriday/v2 v2.1.0
+	github.com/sirupsen/logrus => github.com/sirupsen/logrus v1.9.4
+	github.com/soheilhy/cmux => github.com/soheilhy/cmux v0.1.5
+	github.com/spf13/cobra => github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag => github.com/spf13/pflag v1.0.10
+	github.com/stretchr/objx => github.com/stretchr/objx v0.5.3
+	github.com/stretchr/testify => github.com/stretchr/testify v1.11.1
+	github.com/tmc/grpc-websocket-proxy => github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75
+	github.com/vishvananda/netlink => github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns => github.com/vishvananda/netns v0.0.5
+	github.com/x448/float16 => github.com/x448/float16 v0.8.4
+	github.com/xiang90/probing => github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510
+	github.com/xlab/treeprint => github.com/xlab/treeprint v1.2.0
+	go.etcd.io/bbolt => go.etcd.io/bbolt v1.5.0
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.7.0
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.7.0
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.7.0
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 v3.7.0
+	go.etcd.io/etcd/server/v3 => go.etcd.io/etcd/server/v3 v3.7.0
+	go.etcd.io/raft/v3 => go.etcd.io/raft/v3 v3.7.0
+	go.opentelemetry.io/auto/sdk => go.opentelemetry.io/auto/sdk v1.2.1
+	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful => go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.69.0
+	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc => go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp => go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0
+	go.opentelemetry.io/otel => go.opentelemetry.io/otel v1.44.0
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace => go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.44.0
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.44.0
+	go.opentelemetry.io/otel/metric => go.opentelemetry.io/otel/metric v1.44.0
+	go.opentelemetry.io/otel/sdk => go.opentelemetry.io/otel/sdk v1.44.0
+	go.opentelemetry.io/otel/trace => go.opentelemetry.io/otel/trace v1.44.0
+	go.opentelemetry.io/proto/otlp => go.opentelemetry.io/proto/otlp v1.10.0
+	go.uber.org/goleak => go.uber.org/goleak v1.3.0
+	go.uber.org/multierr => go.uber.org/multierr v1.11.0
+	go.uber.org/zap => go.uber.org/zap v1.27.1
+	go.yaml.in/yaml/v2 => go.yaml.in/yaml/v2 v2.4.4
+	go.yaml.in/yaml/v3 => go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/crypto => golang.org/x/crypto v0.54.0
+	golang.org/x/exp => golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f
+	golang.org/x/mod => golang.org/x/mod v0.37.0
+	golang.org/x/net => golang.org/x/net v0.57.0
+	golang.org/x/oauth2 => golang.org/x/oauth2 v0.36.0
+	golang.org/x/sync => golang.org/x/sync v0.22.0
+	golang.org/x/sys => golang.org/x/sys v0.47.0
+	golang.org/x/term => golang.org/x/term v0.45.0
+	golang.org/x/text => golang.org/x/text v0.40.0
+	golang.org/x/time => golang.org/x/time v0.15.0
+	golang.org/x/tools => golang.org/x/tools v0.47.0
+	google.golang.org/genproto/googleapis/api => google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa
+	google.golang.org/genproto/googleapis/rpc => google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa
+	google.golang.org/grpc => google.golang.org/grpc v1.82.1
+	google.golang.org/protobuf => google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
+	gopkg.in/evanphx/json-patch.v4 => gopkg.in/evanphx/json-patch.v4 v4.13.0
+	gopkg.in/go-jose/go-jose.v2 => gopkg.in/go-jose/go-jose.v2 v2.6.3
+	gopkg.in/inf.v0 => gopkg.in/inf.v0 v0.9.1
+	gopkg.in/natefinch/lumberjack.v2 => gopkg.in/natefinch/lumberjack.v2 v2.2.1
+	gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1
 	k8s.io/api => k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery => k8s.io/apimachinery v0.37.2
@@ -146,9 +325,12 @@ replace (
 	k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/endpointslice => k8s.io/endpointslice v0.37.2
 	k8s.io/externaljwt => k8s.io/externaljwt v0.37.2
+	k8s.io/gengo/v2 => k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3
+	k8s.io/klog/v2 => k8s.io/klog/v2 v2.140.0
 	k8s.io/kms => k8s.io/kms v0.37.2
 	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.37.2
 	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.37.2
+	k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad
 	k8s.io/kube-proxy => k8s.io/kube-proxy v0.37.2
 	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.37.2
 	k8s.io/kubectl => k8s.io/kubectl v0.37.2
@@ -158,4 +340,16 @@ replace (
 	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.2
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.2
 	k8s.io/streaming => k8s.io/streaming v0.37.2
+	k8s.io/system-validators => k8s.io/system-validators v1.12.1
+	k8s.io/utils => k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	sigs.k8s.io/apiserver-network-proxy/konnectivity-client => sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0
+	sigs.k8s.io/json => sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
+	sigs.k8s.io/knftables => sigs.k8s.io/knftables v0.0.22
+	sigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1
+	sigs.k8s.io/kustomize/kustomize/v5 => sigs.k8s.io/kustomize/kustomize/v5 v5.8.1
+	sigs.k8s.io/kustomize/kyaml => sigs.k8s.io/kustomize/kyaml v0.21.1
+	sigs.k8s.io/randfill => sigs.k8s.io/randfill v1.0.0
+	sigs.k8s.io/structured-merge-diff/v6 => sigs.k8s.io/structured-merge-diff/v6 v6.4.2
+	sigs.k8s.io/yaml => sigs.k8s.io/yaml v1.6.0
+	tags.cncf.io/container-device-interface/specs-go => tags.cncf.io/container-device-interface/specs-go v1.1.0
 )

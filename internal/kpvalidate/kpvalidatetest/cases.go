@@ -62,8 +62,10 @@ func pool(f kpvalidate.Field) []string {
 }
 
 // Cases is the differential table at 1.minor: every field of the newest
-// minor with its value pool (fields newer than minor must be refused),
-// the findings of issue 12, and combinations the rules tie together.
+// minor with its value pool (a field newer than minor is ignored, whatever
+// its value, with kube-proxy's lenient-decoding warning), the findings of
+// issue 12, combinations the rules tie together, and decoding: unknown,
+// newer and duplicate fields.
 func Cases(minor int) []Case {
 	var cases []Case
 	add := func(name string, reject *bool, settings ...[2]string) {
@@ -73,11 +75,12 @@ func Cases(minor int) []Case {
 	add("minimal", no)
 	for _, f := range kpvalidate.Fields(kpvalidate.Newest) {
 		for _, v := range pool(f) {
-			var want *bool
-			if f.Since > minor && v != "null" {
-				want = yes // not a field of this minor
+			c := Case{Name: fmt.Sprintf("%s=%s", f.Path, v), Text: doc(kv(f.Path, v)), Lenient: no}
+			if f.Since > minor {
+				// not a field of this minor: dropped unread
+				c.Reject, c.Lenient = no, yes
 			}
-			add(fmt.Sprintf("%s=%s", f.Path, v), want, kv(f.Path, v))
+			cases = append(cases, c)
 		}
 	}
 
@@ -135,32 +138,67 @@ func Cases(minor int) []Case {
 		}
 	}
 	// decoding
-	raw := func(name, text string, reject *bool) {
-		cases = append(cases, Case{Name: name, Text: text, Reject: reject})
+	raw := func(name, text string, reject, lenient *bool) {
+		cases = append(cases, Case{Name: name, Text: text, Reject: reject, Lenient: lenient})
 	}
-	raw("no apiVersion", "kind: KubeProxyConfiguration\n", yes)
-	raw("no kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n", yes)
-	raw("wrong apiVersion", "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", yes)
-	raw("wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", yes)
-	raw("unknown field", header+"bogus: 1\n", yes)
-	raw("wrong case", header+"Mode: ipvs\n", yes)
-	raw("ipvs.strictArp", header+"ipvs:\n  strictArp: true\n", yes)
-	raw("duplicate key", header+"mode: ipvs\nmode: iptables\n", yes)
-	raw("duplicate nested key", header+"ipvs:\n  strictARP: true\n  strictARP: false\n", yes)
-	raw("not a mapping", "- a\n- b\n", yes)
-	raw("empty", "", yes)
-	raw("not yaml", "{{{", yes)
-	raw("object is a scalar", header+"ipvs: 5\n", yes)
-	raw("object is null", header+"ipvs: null\n", nil)
-	raw("json", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"ipvs"}`, no)
-	raw("comments", header+"# kubeadm writes comments\nmode: iptables # here too\n", no)
-	raw("anchors", header+"iptables:\n  syncPeriod: &p 30s\nipvs:\n  syncPeriod: *p\n", no)
-	raw("two documents", header+"mode: ipvs\n---\nmode: foo\n", nil)
-	raw("kubeadm default", kubeadmDefault, nil)
+	raw("no apiVersion", "kind: KubeProxyConfiguration\n", yes, no)
+	raw("no kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n", yes, no)
+	raw("wrong apiVersion", "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", yes, no)
+	raw("wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", yes, no)
+	raw("not a mapping", "- a\n- b\n", yes, no)
+	raw("empty", "", yes, no)
+	raw("not yaml", "{{{", yes, no)
+	raw("object is a scalar", header+"ipvs: 5\n", yes, no)
+	raw("object is null", header+"ipvs: null\n", nil, no)
+	raw("json", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"ipvs"}`, no, no)
+	raw("comments", header+"# kubeadm writes comments\nmode: iptables # here too\n", no, no)
+	raw("anchors", header+"iptables:\n  syncPeriod: &p 30s\nipvs:\n  syncPeriod: *p\n", no, no)
+	raw("two documents", header+"mode: ipvs\n---\nmode: foo\n", nil, nil)
+	// unknown fields: strict decoding fails, the lenient one drops them
+	raw("unknown field", header+"bogus: 1\n", no, yes)
+	raw("unknown field, object value", header+"bogus:\n  a: [1, {b: c}]\n  d: null\n", no, yes)
+	raw("unknown field, null", header+"bogus: null\n", no, yes)
+	raw("unknown field nested", header+"ipvs:\n  nested:\n    x: 1\n", no, yes)
+	raw("unknown field and a valid one", header+"bogus: 1\nmode: ipvs\n", no, yes)
+	raw("unknown field and an invalid value", header+"bogus: 1\nclusterCIDR: foo\n", yes, yes)
+	raw("unknown field and a wrong type", header+"bogus: 1\nipvs:\n  strictARP: maybe\n", yes, no)
+	raw("wrong case", header+"Mode: ipvs\n", no, yes)
+	raw("wrong case, invalid value ignored", header+"ClusterCIDR: foo\n", no, yes)
+	raw("all capitals", header+"MODE: foo\n", no, yes)
+	raw("ipvs.strictArp", header+"ipvs:\n  strictArp: true\n", no, yes)
+	raw("conntrack.maxPerCPU", header+"conntrack:\n  maxPerCPU: -1\n", no, yes)
+	raw("unknown field in a vmodule item", header+"logging:\n  vmodule:\n  - filePattern: a\n    verbosity: 2\n    bogus: 1\n", nil, yes)
+	raw("unknown logging option", header+"logging:\n  options:\n    yaml:\n      splitStream: true\n", nil, yes)
+	raw("unknown field in featureGates is a gate", header+"featureGates:\n  bogus: true\n", yes, no)
+	raw("unknown field, json", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","bogus":1}`, no, yes)
+	// newer fields at an older minor: dropped unread, whatever their type
+	newer := minor < 29
+	raw("newer object, wrong type", header+"nftables: 5\n", rejectWant(!newer), rejectWant(newer))
+	raw("newer field, wrong type", header+"conntrack:\n  udpTimeout: soon\n", rejectWant(!newer), rejectWant(newer))
+	raw("newer field, invalid value", header+"conntrack:\n  udpTimeout: -1s\n", nil, rejectWant(newer))
+	raw("newer mode section, invalid", header+"mode: iptables\nnftables:\n  masqueradeBit: 99\n", nil, rejectWant(newer))
+	raw("logging before 1.28", header+"logging:\n  format: xml\n", rejectWant(minor >= 28), rejectWant(minor < 28))
+	raw("text logging options before 1.30", header+"logging:\n  options:\n    text:\n      infoBufferSize: x\n", rejectWant(minor >= 30), rejectWant(minor < 30))
+	raw("windowsRunAsService before 1.31", header+"windowsRunAsService: maybe\n", rejectWant(minor >= 31), rejectWant(minor < 31))
+	raw("kubeadm 1.34 config", kubeadmDefault, no, rejectWant(minor < 30))
+	// duplicate keys: strict decoding fails, the lenient one keeps the last
+	raw("duplicate key", header+"mode: ipvs\nmode: iptables\n", no, yes)
+	raw("duplicate key, last invalid", header+"mode: iptables\nmode: foo\n", yes, yes)
+	raw("duplicate key, first invalid", header+"mode: foo\nmode: iptables\n", no, yes)
+	raw("duplicate key, first wrong type", header+"ipvs:\n  strictARP: maybe\n  strictARP: true\n", no, yes)
+	raw("duplicate key, last wrong type", header+"ipvs:\n  strictARP: true\n  strictARP: maybe\n", yes, no)
+	raw("duplicate nested key", header+"ipvs:\n  strictARP: true\n  strictARP: false\n", no, yes)
+	raw("duplicate object", header+"ipvs:\n  strictARP: true\nipvs:\n  scheduler: rr\n", no, yes)
+	raw("duplicate apiVersion", "apiVersion: v1\n"+header+"mode: ipvs\n", no, yes)
+	raw("duplicate key, json", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"foo","mode":"ipvs"}`, no, yes)
+	raw("duplicate gate", header+"featureGates:\n  NoSuchGate: true\n  NoSuchGate: true\n", yes, yes)
+	raw("duplicate and unknown", header+"bogus: 1\nmode: ipvs\nmode: iptables\n", no, yes)
 	return cases
 }
 
-// kubeadmDefault is config.conf as kubeadm 1.34 writes it.
+// kubeadmDefault is config.conf as kubeadm 1.34 writes it. Every supported
+// kube-proxy starts with it: the older ones drop the fields they do not
+// have (nftables, logging, conntrack's UDP timeouts, ...) with a warning.
 const kubeadmDefault = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 bindAddress: 0.0.0.0
 bindAddressHardFail: false

@@ -20,15 +20,27 @@ func Fuzz(f *testing.F, minor int, ref Reference) {
 	})
 }
 
+// unknownPaths are fields no kube-proxy has (kube-proxy drops them with a
+// warning), mixed into the fuzz input with unknownValues.
+var (
+	unknownPaths  = []string{"bogus", "Mode", "ipvs.strictArp", "conntrack.maxPerCPU", "logging.options.yaml.splitStream"}
+	unknownValues = []string{"1", "x", "null", "[1, {a: b}]", "{a: 1}", "-1"}
+)
+
 // FromBytes turns fuzz bytes into a config.conf: each pair of bytes picks a
-// field and one of its pool's values.
+// field (of the newest minor, or one no minor has) and one of its pool's
+// values.
 func FromBytes(b []byte) string {
 	all := kpvalidate.Fields(kpvalidate.Newest)
 	var settings [][2]string
 	for i := 0; i+1 < len(b) && len(settings) < 8; i += 2 {
-		fld := all[int(b[i])%len(all)]
-		p := pool(fld)
-		settings = append(settings, kv(fld.Path, p[int(b[i+1])%len(p)]))
+		n := int(b[i]) % (len(all) + len(unknownPaths))
+		if n >= len(all) {
+			settings = append(settings, kv(unknownPaths[n-len(all)], unknownValues[int(b[i+1])%len(unknownValues)]))
+			continue
+		}
+		p := pool(all[n])
+		settings = append(settings, kv(all[n].Path, p[int(b[i+1])%len(p)]))
 	}
 	return doc(settings...)
 }

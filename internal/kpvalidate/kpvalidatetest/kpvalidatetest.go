@@ -14,17 +14,21 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 )
 
-// Reference is kube-proxy's own decode, default and validate: nil when it
-// would start with the config.
-type Reference func(text []byte) error
+// Reference is kube-proxy's own load, default and validate: err is nil
+// when it would start with the config; lenient is whether it fell back to
+// its lenient decoding, logging a warning (fields it does not have, keys
+// given twice).
+type Reference func(text []byte) (lenient bool, err error)
 
 // Case is one config.conf to run through both.
 type Case struct {
 	Name string
 	Text string
-	// Reject, when set, is what kube-proxy must answer (a sanity check that
-	// the case means what its name says); otherwise only agreement counts.
-	Reject *bool
+	// Reject and Lenient, when set, are what kube-proxy must answer (a
+	// sanity check that the case means what its name says); otherwise only
+	// agreement counts.
+	Reject  *bool
+	Lenient *bool
 }
 
 // RunCases runs every case at 1.minor through kpvalidate and the reference:
@@ -34,24 +38,32 @@ func RunCases(t *testing.T, minor int, ref Reference) {
 	t.Logf("%d cases at 1.%d", len(cases), minor)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			refErr := Compare(t, minor, c.Text, ref)
+			lenient, refErr := Compare(t, minor, c.Text, ref)
 			if c.Reject != nil && (refErr != nil) != *c.Reject {
 				t.Errorf("kube-proxy 1.%d: rejected=%t, the case expects rejected=%t (%v)\n%s", minor, refErr != nil, *c.Reject, refErr, c.Text)
+			}
+			if c.Lenient != nil && lenient != *c.Lenient {
+				t.Errorf("kube-proxy 1.%d: lenient decoding=%t, the case expects %t\n%s", minor, lenient, *c.Lenient, c.Text)
 			}
 		})
 	}
 }
 
-// Compare runs text through both and fails t when they disagree. It
+// Compare runs text through both and fails t when they disagree: one
+// accepts what the other refuses, or kube-proxy falls back to its lenient
+// decoding where kpvalidate has no warning (or the other way round). It
 // returns the reference's answer.
-func Compare(t testing.TB, minor int, text string, ref Reference) error {
+func Compare(t testing.TB, minor int, text string, ref Reference) (lenient bool, refErr error) {
 	t.Helper()
-	refErr := ref([]byte(text))
-	ourErr := kpvalidate.Validate(text, minor)
+	lenient, refErr = ref([]byte(text))
+	warns, ourErr := kpvalidate.Validate(text, minor)
 	if (refErr == nil) != (ourErr == nil) {
 		t.Errorf("disagreement at 1.%d\nkube-proxy: %v\nkpvalidate: %v\nconfig.conf:\n%s", minor, refErr, ourErr, text)
 	}
-	return refErr
+	if lenient != (len(warns) > 0) {
+		t.Errorf("disagreement at 1.%d on the lenient fallback\nkube-proxy decoded leniently: %t (%v)\nkpvalidate warnings: %q (%v)\nconfig.conf:\n%s", minor, lenient, refErr, warns.Strings(), ourErr, text)
+	}
+	return lenient, refErr
 }
 
 // CheckFields compares kpvalidate's field table at 1.minor with the real
