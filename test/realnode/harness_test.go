@@ -240,7 +240,10 @@ func (e *env) describePods(t *testing.T) string {
 	}
 	var b strings.Builder
 	for _, p := range list.Items {
-		fmt.Fprintf(&b, "\n  %s on %s: phase %s ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, cluster.PodReady(&p))
+		fmt.Fprintf(&b, "\n  %s on %s: phase %s ready %v probe %q", p.Name, p.Spec.NodeName, p.Status.Phase, cluster.PodReady(&p), probePathOf(&p))
+		if p.DeletionTimestamp != nil {
+			b.WriteString(" deleting")
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			fmt.Fprintf(&b, " restarts %d", cs.RestartCount)
 			if w := cs.State.Waiting; w != nil {

@@ -135,7 +135,7 @@ func TestLeavingNodeHealthzVersusLivez(t *testing.T) {
 	// The pod on the leaving node stays Ready through three probe periods.
 	p := e.pods(t, ctxFor(t, 30*time.Second))[leaving]
 	window := probeWindow(&p)
-	assert.True(t, stayedReady(t, e, leaving, window), "with the /livez probe the pod on the leaving node must stay Ready for %s", window)
+	assert.True(t, stayedReady(t, e, leaving, window), "with the /livez probe the pod on the leaving node must stay Ready for %s: %s", window, e.describePods(t))
 
 	restart := e.sync(t, "--restart", "always")
 	require.Equal(t, 0, restart.code, "restart during the taint: %s", restart)
