@@ -156,6 +156,12 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			assert.Equal(t, tc.wantRollouts, rollouts, "kube-proxy rollouts across kubeadm's rewrite and the run after it (pods per node: %v)", pods)
 			assert.Equal(t, int64(tc.wantRollouts), templates, "pod template changes across the upgrade")
 			assert.Equal(t, tc.wantRollouts > 1, r.Restarted, "the run after the upgrade restarted kube-proxy: %s", r.Msg)
+			if tc.wantRollouts == 1 && probe == "none" {
+				// what docs/kubespray.md promises an operator sees then
+				assert.True(t, r.Changed, "changed: the role stamps the DaemonSet kubeadm replaced")
+				assert.True(t, r.Adopted, "adopted: kubeadm's rollout started on the data the role wants")
+				assert.Empty(t, r.ChangedKeys, "no key changed after a one-rollout upgrade")
+			}
 
 			// the settings from kubespray's variables are in the ConfigMap, and the server
 			assertKubespraySettings(t, c, c.ConfigMap(t).Data["config.conf"])
