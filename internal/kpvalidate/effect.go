@@ -58,8 +58,11 @@ func Effect(oldConf, newConf []byte, on ...Target) map[string]string {
 // (as written: "" is the OS's default), reads the field at path.
 func reads(path string, t Target, mode string) bool {
 	f, ok := Lookup(path)
-	if !ok || t.Minor > 0 && f.Since > t.Minor {
-		return true // unknown to us or to it: assume it matters
+	if !ok {
+		return true // unknown to us: assume it matters
+	}
+	if t.Minor > 0 && f.Since > t.Minor {
+		return false // newer than it: it drops the field when it loads the config (Load warns)
 	}
 	in := f.Modes(t.Minor)
 	switch in {

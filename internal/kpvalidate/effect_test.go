@@ -142,7 +142,8 @@ func TestEffect(t *testing.T) {
 		{"winkernel, OS unknown, default mode", "", "winkernel:\n  enableDSR: true\n", []Target{{Minor: 37}}, EffectRestart},
 		{"ipvs on windows", "", "ipvs:\n  strictARP: true\n", []Target{{37, "windows"}}, EffectNoEffect},
 		{"conntrack on windows", "", "conntrack:\n  min: 7\n", []Target{{37, "windows"}}, EffectNoEffect},
-		{"a field newer than the kube-proxy", "mode: ipvs\n", "mode: ipvs\nnftables:\n  syncPeriod: 7s\n", []Target{{28, "linux"}}, EffectRestart},
+		{"a field newer than the kube-proxy: dropped when it loads", "mode: ipvs\n", "mode: ipvs\nnftables:\n  syncPeriod: 7s\n", []Target{{28, "linux"}}, EffectNoEffect},
+		{"a field newer than one kube-proxy, read by another", "mode: nftables\n", "mode: nftables\nnftables:\n  syncPeriod: 7s\n", []Target{{28, "linux"}, linux37}, EffectRestart},
 	}
 	for _, tc := range onCases {
 		t.Run(tc.name, func(t *testing.T) {
