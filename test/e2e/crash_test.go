@@ -168,7 +168,15 @@ func TestCrashSafety(t *testing.T) {
 // template, so no pod restarts).
 func slowRollout(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"minReadySeconds":%d}}`, minReadySeconds)
+	holdRollout(t, c, minReadySeconds)
+}
+
+// holdRollout sets the DaemonSet's minReadySeconds: the controller takes a
+// new pod as available, and moves on to the next node, only after it has
+// been Ready this long without a break.
+func holdRollout(t *testing.T, c *cluster.Cluster, seconds int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"minReadySeconds":%d}}`, seconds)
 	_, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(context.Background(), cluster.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 	c.WaitRolloutComplete(t, time.Minute)

@@ -36,6 +36,11 @@ func TestCrashLoopingPodRollsBackAtOnce(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
+	// kwok marks a new pod Ready the moment it is bound, before the breaker
+	// turns it into a crash loop: without a hold, the DaemonSet controller
+	// can take that instant as "available" and replace the next node's pod
+	// too, which is kwok's doing, not the run's
+	holdRollout(t, c, 15)
 	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
 	cmBefore, dsBefore := c.ConfigMap(t), c.DaemonSet(t)
 	podsBefore := c.PodUIDs(t)
