@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
@@ -86,27 +85,13 @@ func (s *Syncer) effectTargets(ds *appsv1.DaemonSet) []kpvalidate.Target {
 // run the data before the change, it records nothing and the run restarts
 // as usual.
 func (s *Syncer) markNoEffect(ctx context.Context, p *plan) error {
-	ds := p.ds
-	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first { // the controller wrote status meanwhile
-			latest, err := s.dss.Get(ctx)
-			if err != nil {
-				return err
-			}
-			ds = latest
-			if !rollout.Runs(ds, p.before.Hash) {
-				p.noEffect = false
-				return nil
-			}
+	ds, err := s.applyFresh(ctx, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
+		if reread && !rollout.Runs(ds, p.before.Hash) {
+			p.noEffect = false
+			return rollout.Change{}, false
 		}
-		first = false
-		patched, err := s.dss.Apply(ctx, rollout.Change{ResourceVersion: ds.ResourceVersion,
-			NoEffect: rollout.NoEffect(p.target, ds.Annotations[rollout.HashAnnotation])})
-		if err == nil {
-			ds = patched
-		}
-		return err
+		return rollout.Change{ResourceVersion: ds.ResourceVersion,
+			NoEffect: rollout.NoEffect(p.target, ds.Annotations[rollout.HashAnnotation])}, true
 	})
 	p.ds = ds
 	return err

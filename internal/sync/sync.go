@@ -367,20 +367,34 @@ func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string
 // stamped, so that a crash between the ConfigMap write and the restart
 // leaves a mismatch, i.e. a restart the next run still owes.
 func (s *Syncer) oweRestart(ctx context.Context, ds *appsv1.DaemonSet, hash string) (*appsv1.DaemonSet, error) {
-	first := true
+	return s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
+		if _, ok := ds.Annotations[rollout.HashAnnotation]; ok {
+			return rollout.Change{}, false
+		}
+		return rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: hash}, true
+	})
+}
+
+// applyFresh sends the change that build makes of the DaemonSet and, on a
+// conflict (the controller writes status all the time), reads it again and
+// asks build again (reread is then true). When build returns false nothing
+// is sent. It returns the DaemonSet as last read or written.
+func (s *Syncer) applyFresh(ctx context.Context, ds *appsv1.DaemonSet, build func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool)) (*appsv1.DaemonSet, error) {
+	reread := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first { // the controller wrote status meanwhile
+		if reread {
 			latest, err := s.dss.Get(ctx)
 			if err != nil {
 				return err
 			}
 			ds = latest
 		}
-		first = false
-		if _, ok := ds.Annotations[rollout.HashAnnotation]; ok {
+		ch, send := build(ds, reread)
+		reread = true
+		if !send {
 			return nil
 		}
-		patched, err := s.dss.Apply(ctx, rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: hash})
+		patched, err := s.dss.Apply(ctx, ch)
 		if err == nil {
 			ds = patched
 		}
@@ -527,12 +541,12 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			sent = &ch
 			s.markRestart(s.d.Clock.Now())
 		}
-		if ch.SaveStrategy != "" {
-			s.strategyChanged = true
-		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {
 			return err
+		}
+		if ch.SaveStrategy != "" { // saved only once the PATCH is in
+			s.strategyChanged = true
 		}
 		ds = patched
 		f.Restarted, f.Adopted = ch.Restarts(), adopted
