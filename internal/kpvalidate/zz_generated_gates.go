@@ -80,7 +80,7 @@ var gateTable = map[string]string{
 	"ContainerRestartRules":                                "-------6733",
 	"ContainerStopSignals":                                 "------66666",
 	"ContextualLogging":                                    "66677777777",
-	"ControllerManagerReleaseLeaderElectionLockOnExit":     "----------6",
+	"ControllerManagerReleaseLeaderElectionLockOnExit":     "---------66",
 	"CoordinatedLeaderElection":                            "----6666666",
 	"CronJobTimeZone":                                      "33---------",
 	"CronJobsScheduledAnnotation":                          "-7777333---",
