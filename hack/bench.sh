@@ -12,7 +12,8 @@
 #   BENCH_SMALL=0               1: the small run
 #   BENCH_NODES="10 1000"       node counts (small: 20); a 5000-node cluster holds
 #                               on 2 cores and 24 GiB with the heartbeat factor
-#                               below, but its restart rounds take hours there
+#                               below; idle, each of its 6 restart rollouts
+#                               takes about 10 minutes
 #   BENCH_RESTART_NODES="1000 5000"   node counts that get the restart phase (small: all)
 #   BENCH_KUBESPRAY_NODES=1000  node counts that get kubespray's delete (small: all)
 #   BENCH_ROUNDS=5              restart rounds at 1000 nodes or fewer (small: 1)
