@@ -112,7 +112,7 @@ func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			h, err := c.healthz(ctx, n)
+			h, err := c.baselineOf(ctx, n)
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			switch {
@@ -142,6 +142,27 @@ func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
 		c.Log.Warnf("connectivity baseline: %d node(s) not reachable through the API server's node proxy are not checked after their restart, e.g. %s: %s", len(c.report.Unreachable), first.Node, first.Detail)
 	}
 	return nil
+}
+
+// baselineOf asks node's kube-proxy once, and again every Interval for up
+// to Timeout while the API server cannot reach it: a kube-proxy pod that
+// has just started (kubeadm's has no readiness probe, so it is Ready at
+// once) opens its health port a moment later.
+func (c *Checker) baselineOf(ctx context.Context, node string) (Health, error) {
+	deadline := c.Clock.Now().Add(c.Timeout)
+	ticker := c.Clock.NewTicker(c.Interval)
+	defer ticker.Stop()
+	for {
+		h, err := c.healthz(ctx, node)
+		if err == nil || !notListeningYet(err) || !c.Clock.Now().Before(deadline) {
+			return h, err
+		}
+		select {
+		case <-ctx.Done():
+			return h, err
+		case <-ticker.C():
+		}
+	}
 }
 
 // Wants reports whether node is to be checked after its restart.

@@ -7,6 +7,7 @@ package verify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,7 +131,7 @@ func ParseHealthz(code int, body []byte) (Health, error) {
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
-		return Health{}, fmt.Errorf("HTTP %d from the API server, not kube-proxy's answer: %s", code, msg)
+		return Health{}, &NotKubeProxyError{Code: code, Msg: msg}
 	}
 	out := Health{Code: code, CurrentTime: h.CurrentTime, NodeEligible: h.NodeEligible, PerFamily: h.Healthy != nil}
 	for _, s := range h.Status {
@@ -139,6 +140,26 @@ func ParseHealthz(code int, body []byte) (Health, error) {
 		}
 	}
 	return out, nil
+}
+
+// NotKubeProxyError is an answer that did not come from kube-proxy: the
+// API server's own, because it would not or could not proxy the request.
+type NotKubeProxyError struct {
+	Code int
+	Msg  string
+}
+
+func (e *NotKubeProxyError) Error() string {
+	return fmt.Sprintf("HTTP %d from the API server, not kube-proxy's answer: %s", e.Code, e.Msg)
+}
+
+// notListeningYet reports whether err is the API server failing to reach
+// kube-proxy (a 5xx of its own: connection refused while a kube-proxy that
+// just started opens its health port), which is worth asking again; a
+// refusal (401, 403) or a wrong address (404) is not.
+func notListeningYet(err error) bool {
+	var e *NotKubeProxyError
+	return errors.As(err, &e) && e.Code >= 500
 }
 
 // SyncedSince reports whether the answer proves a sync by kube-proxy after

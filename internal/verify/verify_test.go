@@ -239,3 +239,34 @@ func TestCheckerRequestsPerHealthyNode(t *testing.T) {
 	}
 	assert.Equal(t, int64(2*len(nodes)), c.Report().Requests)
 }
+
+// A kube-proxy that has just started (kubeadm's pod has no readiness probe,
+// so it is Ready at once) refuses connections on its health port for a
+// moment: the baseline asks again while the API server cannot reach it,
+// up to the timeout; a refusal by the API server itself is final at once.
+func TestCheckerBaselineWaitsForAStartingKubeProxy(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	refused := func() (Health, error) {
+		return Health{}, &NotKubeProxyError{Code: 503, Msg: "error trying to reach service: dial tcp 172.17.0.4:10256: connect: connection refused"}
+	}
+	forbidden := func() (Health, error) {
+		return Health{}, &NotKubeProxyError{Code: 403, Msg: `nodes "b" is forbidden: cannot get resource "nodes/proxy"`}
+	}
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		"starting": {refused, refused, healthy(old)},
+		"down":     {refused},
+		"b":        {forbidden},
+	}}
+	c := newChecker(p, Auto)
+	require.NoError(t, c.Baseline(context.Background(), []string{"starting", "down", "b"}))
+	assert.True(t, c.Wants("starting"), "answered on the third try")
+	assert.Equal(t, 3, p.calls["starting"])
+	assert.False(t, c.Wants("down"))
+	assert.Greater(t, p.calls["down"], 3, "asked again until the timeout")
+	assert.False(t, c.Wants("b"))
+	assert.Equal(t, 1, p.calls["b"], "a 403 is not asked again")
+
+	p = &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){"starting": {refused, healthy(old)}}}
+	require.NoError(t, newChecker(p, Required).Baseline(context.Background(), []string{"starting"}),
+		"required: a kube-proxy that answers within the timeout is no reason to fail")
+}
