@@ -87,11 +87,16 @@ type Checker struct {
 	Since time.Time
 	// Parallel bounds the baseline's concurrent GETs.
 	Parallel int
+	// ProgressEvery: while the baseline waits for kube-proxies that are not
+	// listening yet, a line says so this often (default 10s).
+	ProgressEvery time.Duration
 
 	mu     sync.Mutex
 	before map[string]Health
-	report Report
-	gets   atomic.Int64
+	// waiting: nodes whose kube-proxy the baseline asks again, and since when.
+	waiting map[string]time.Time
+	report  Report
+	gets    atomic.Int64
 }
 
 func (c *Checker) healthz(ctx context.Context, node string) (Health, error) {
@@ -103,6 +108,25 @@ func (c *Checker) healthz(ctx context.Context, node string) (Health, error) {
 func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
 	c.before = map[string]Health{}
 	c.report = Report{Mode: c.Mode, Unreachable: []NodeResult{}, UnhealthyBefore: []NodeResult{}, NotEligible: []string{}, Failed: []NodeResult{}}
+	c.mu.Lock()
+	c.waiting = map[string]time.Time{}
+	c.mu.Unlock()
+	every := c.ProgressEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	ticker := c.Clock.NewTicker(every)
+	done := make(chan struct{})
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		c.reportWaiting(ticker, done)
+	}()
+	defer func() {
+		close(done)
+		<-reported
+		ticker.Stop()
+	}()
 	par := max(c.Parallel, 1)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
@@ -149,18 +173,54 @@ func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
 // has just started (kubeadm's has no readiness probe, so it is Ready at
 // once) opens its health port a moment later.
 func (c *Checker) baselineOf(ctx context.Context, node string) (Health, error) {
-	deadline := c.Clock.Now().Add(c.Timeout)
+	start := c.Clock.Now()
+	deadline := start.Add(c.Timeout)
 	ticker := c.Clock.NewTicker(c.Interval)
 	defer ticker.Stop()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.waiting, node)
+	}()
 	for {
 		h, err := c.healthz(ctx, node)
 		if err == nil || !notListeningYet(err) || !c.Clock.Now().Before(deadline) {
 			return h, err
 		}
+		c.mu.Lock()
+		if _, ok := c.waiting[node]; !ok {
+			c.waiting[node] = start
+		}
+		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return h, err
 		case <-ticker.C():
+		}
+	}
+}
+
+// reportWaiting says, at each tick until done is closed, how many nodes
+// the baseline is still asking again, so that a wait of up to Timeout is
+// not silent.
+func (c *Checker) reportWaiting(ticker clock.Ticker, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-ticker.C():
+		}
+		c.mu.Lock()
+		n, longest, since := len(c.waiting), "", time.Time{}
+		for node, t := range c.waiting {
+			if longest == "" || t.Before(since) || (t.Equal(since) && node < longest) {
+				longest, since = node, t
+			}
+		}
+		c.mu.Unlock()
+		if n > 0 {
+			c.Log.Infof("connectivity baseline: still waiting for kube-proxy's health port on %d node(s), e.g. %s for %s; each node is asked every %s for up to %s (--verify-health-timeout)",
+				n, longest, c.Clock.Since(since).Round(time.Second), c.Interval, c.Timeout)
 		}
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var t0 = time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)
@@ -269,4 +271,56 @@ func TestCheckerBaselineWaitsForAStartingKubeProxy(t *testing.T) {
 	p = &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){"starting": {refused, healthy(old)}}}
 	require.NoError(t, newChecker(p, Required).Baseline(context.Background(), []string{"starting"}),
 		"required: a kube-proxy that answers within the timeout is no reason to fail")
+}
+
+func TestCheckerBaselineSaysWhatItWaitsFor(t *testing.T) {
+	refused := func() (Health, error) {
+		return Health{}, &NotKubeProxyError{Code: 503, Msg: "error trying to reach service: dial tcp 172.17.0.4:10256: connect: connection refused"}
+	}
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		"up":   {healthy(time.Now().Add(-time.Hour))},
+		"down": {refused},
+	}}
+	clk := clocktesting.NewFakeClock(time.Now())
+	logger, hook := logtest.NewNullLogger()
+	c := &Checker{Prober: p, Clock: clk, Log: logrus.NewEntry(logger), Mode: Auto,
+		Interval: time.Second, Timeout: time.Minute, Parallel: 4, ProgressEvery: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Baseline(context.Background(), []string{"up", "down"}) }()
+
+	waiting := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.waiting)
+	}
+	progress := func() []string {
+		var lines []string
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.InfoLevel {
+				lines = append(lines, e.Message)
+			}
+		}
+		return lines
+	}
+	require.Eventually(t, func() bool { return waiting() == 1 }, 10*time.Second, time.Millisecond,
+		"the baseline asks node down again")
+	assert.Empty(t, progress(), "nothing to say before ProgressEvery has passed")
+
+	clk.Step(10 * time.Second)
+	require.Eventually(t, func() bool { return len(progress()) > 0 }, 10*time.Second, time.Millisecond,
+		"a progress line after ProgressEvery")
+	assert.Equal(t, []string{"connectivity baseline: still waiting for kube-proxy's health port on 1 node(s), e.g. down for 10s; each node is asked every 1s for up to 1m0s (--verify-health-timeout)"}, progress())
+
+	for ended := false; !ended; {
+		select {
+		case err := <-errc:
+			require.NoError(t, err)
+			ended = true
+		case <-time.After(time.Millisecond):
+			clk.Step(time.Minute)
+		}
+	}
+	assert.Zero(t, waiting(), "a node that gave up is no longer reported")
+	assert.False(t, c.Wants("down"))
+	assert.True(t, c.Wants("up"))
 }
