@@ -188,9 +188,7 @@ func (c *Checker) baselineOf(ctx context.Context, node string) (Health, error) {
 			return h, err
 		}
 		c.mu.Lock()
-		if _, ok := c.waiting[node]; !ok {
-			c.waiting[node] = start
-		}
+		c.waiting[node] = start
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
