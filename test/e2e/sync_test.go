@@ -90,8 +90,7 @@ func TestProbeFixOn133Image(t *testing.T) {
 func TestCheckModeChangesNothing(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
-	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
-	before := c.PodUIDs(t)
+	state, before := stateOf(t, c), c.PodUIDs(t)
 
 	r := runSync(t, c, "--check", "--diff", "--server", "https://10.96.0.1:6443", "--set", "mode=ipvs", "--set", "ipvs.strictARP=true")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
@@ -101,10 +100,9 @@ func TestCheckModeChangesNothing(t *testing.T) {
 	assert.False(t, r.facts().Restarted)
 	assert.Contains(t, r.Diff["after"], "strictARP: true")
 
-	assert.Equal(t, cm.ResourceVersion, c.ConfigMap(t).ResourceVersion)
-	got := c.DaemonSet(t)
-	assert.Equal(t, ds.Generation, got.Generation)
-	assert.Equal(t, ds.ResourceVersion, got.ResourceVersion)
+	// Not the DaemonSet's resourceVersion: the controller may still write
+	// its status after a fresh create (a CI run saw it move).
+	assertUntouched(t, c, state)
 	cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
 }
 
