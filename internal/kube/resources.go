@@ -31,9 +31,10 @@ type ConfigMaps interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.ConfigMap, error)
 }
 
-// DaemonSets reads and patches DaemonSets in one namespace.
+// DaemonSets reads, watches and patches DaemonSets in one namespace.
 type DaemonSets interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
 }
 

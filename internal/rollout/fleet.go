@@ -129,8 +129,32 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	}
 	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
 		expected: map[string]bool{}, exempt: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	if err := c.list(ctx, f, true); err != nil {
+		return nil, err
+	}
+	f.SetGeneration(TemplateGeneration(ds))
+	return f, nil
+}
+
+// Relist reads the pods afresh, after the rollout was followed without
+// them (see FollowStatus): the nodes the fleet expects, skips and exempts
+// stay as they were, and Track goes on from this list.
+func (c Client) Relist(ctx context.Context, f *Fleet) error {
+	f.pods, f.byNode, f.problems = map[types.UID]podState{}, map[string]map[types.UID]bool{}, map[types.UID]bool{}
+	if err := c.list(ctx, f, false); err != nil {
+		return err
+	}
+	for n := range f.expected {
+		f.touch(n)
+	}
+	return nil
+}
+
+// list reads the fleet's pods page by page; with expect, every node with a
+// pod is one the rollout must reach.
+func (c Client) list(ctx context.Context, f *Fleet, expect bool) error {
 	pods := c.Pods
-	err = kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.LabelSelector = f.selector
 		list, err := pods.List(ctx, o)
 		if err == nil {
@@ -140,17 +164,16 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	}, func(obj runtime.Object) error {
 		if p, ok := obj.(*corev1.Pod); ok {
 			f.upsert(p)
-			if p.Spec.NodeName != "" {
+			if expect && p.Spec.NodeName != "" {
 				f.expected[p.Spec.NodeName] = true
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+		return fmt.Errorf("list pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	f.SetGeneration(TemplateGeneration(ds))
-	return f, nil
+	return nil
 }
 
 // SetGeneration sets the generation pods must come from (after the restart PATCH).
@@ -442,10 +465,10 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, rechec
 	for {
 		select {
 		case <-ctx.Done():
-			return c.stuck(f, ctx.Err())
+			return f.NotBack(ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return c.stuck(f, fmt.Errorf("pod watch closed"))
+				return f.NotBack(fmt.Errorf("pod watch closed"))
 			}
 			switch ev.Type {
 			case watch.Error:
@@ -496,7 +519,9 @@ func (c Client) recheck(ctx context.Context, f *Fleet, pending []string, policy 
 	}
 }
 
-func (c Client) stuck(f *Fleet, cause error) error {
+// NotBack is the error of a wait that ended with nodes pending: it names
+// them and their pods.
+func (f *Fleet) NotBack(cause error) error {
 	pending := f.Pending()
 	return fmt.Errorf("kube-proxy pods on %d live node(s) did not come back: %s: %w", len(pending), f.describe(pending), cause)
 }

@@ -25,6 +25,11 @@ import (
 // again in case they started going away.
 const recheckEvery = 15 * time.Second
 
+// statusStall: a rolling update followed through the DaemonSet's status
+// whose status makes no progress for this long is followed through its
+// pods from then on, which say what holds it.
+const statusStall = 10 * time.Second
+
 var (
 	errNoProgress     = errors.New("progress deadline exceeded")
 	errOverallTimeout = errors.New("--timeout exceeded")
@@ -138,7 +143,14 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			return fleet.PendingCount() == 0, nil
 		}
 	}
-	err := s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
+	var err error
+	followed := false
+	if strategy != StrategyCanary && s.followsStatus(fleet) {
+		followed, err = s.followStatus(ctx, fleet, lastDone)
+	}
+	if !followed && err == nil {
+		err = s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
+	}
 	s.fillRollout(fleet, start)
 	switch cause := context.Cause(ctx); {
 	case err == nil:
@@ -158,6 +170,75 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 		s.finishStrategy(ctx)
 	}
 	return nil
+}
+
+// followsStatus reports whether the rolling update can be followed through
+// the DaemonSet's status (see rollout.FollowStatus): only when the status
+// means what the wait means. Nodes going away, nodes unready before the
+// restart and a per-node connectivity check all need the pods.
+func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
+	return s.restarted != nil && s.conn == nil && fleet.PendingCount() > 0 &&
+		len(fleet.Skipped) == 0 && len(s.res.Facts.Rollout.UnreadyBefore) == 0
+}
+
+// followStatus follows the rolling update through the DaemonSet's status
+// until it is complete or stalls, then lists the pods once: a complete
+// rollout is confirmed pod by pod, and facts come from the pods as
+// always. It returns true if the pods confirm it; false, the pods are to
+// be followed from that list on (Track), which finds what holds the
+// rollout: a pod that cannot run, a node that went away.
+func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64) (bool, error) {
+	r := &s.res.Facts.Rollout
+	var lastLog time.Time
+	midway := true
+	// the most nodes seen updated and available since the controller saw
+	// the restart: either growing is a node getting on
+	updated, available := int32(-1), int32(-1)
+	seen := func(ds *appsv1.DaemonSet) {
+		st := ds.Status
+		if st.ObservedGeneration < ds.Generation {
+			return // the controller has not seen the restart yet
+		}
+		if st.UpdatedNumberScheduled > updated || st.NumberAvailable > available {
+			updated, available = max(updated, st.UpdatedNumberScheduled), max(available, st.NumberAvailable)
+			lastDone.Store(s.d.Clock.Now().UnixNano())
+		}
+		if u := int(st.DesiredNumberScheduled - st.NumberReady); u > r.MaxUnavailable {
+			r.MaxUnavailable = u
+		}
+		if s.d.Clock.Since(lastLog) >= 2*time.Second || rollout.Complete(ds) {
+			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d",
+				s.o.Namespace, s.o.DaemonSet, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
+			lastLog = s.d.Clock.Now()
+			if midway && st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
+				midway = false
+				s.step(ctx, StepWaiting)
+			}
+		}
+	}
+	complete, err := s.dss.FollowStatus(ctx, s.restarted, statusStall, seen)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// interrupted or out of time: one look at the pods, for the facts
+		// and to name the nodes not back
+		look, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if lerr := s.dss.Relist(look, fleet); lerr != nil {
+			return false, fmt.Errorf("kube-proxy pods did not all come back (%v): %w", lerr, err)
+		}
+		return false, fleet.NotBack(err)
+	case err != nil:
+		s.d.Log.Warnf("following the rollout through the daemonset's status: %v; following its pods instead", err)
+	case !complete:
+		s.d.Log.Infof("the status of daemonset %s/%s made no progress for %s: following its pods to see what holds it", s.o.Namespace, s.o.DaemonSet, statusStall)
+	}
+	if err := s.dss.Relist(ctx, fleet); err != nil {
+		return false, err
+	}
+	if complete && fleet.PendingCount() > 0 {
+		s.d.Log.Infof("daemonset %s/%s says its rollout is complete, but %d node(s) do not run a Ready kube-proxy of the new template yet: following the pods", s.o.Namespace, s.o.DaemonSet, fleet.PendingCount())
+	}
+	return complete && fleet.PendingCount() == 0 && len(fleet.Broken()) == 0, nil
 }
 
 // watchProgress cancels ctx with errNoProgress once deadline passes with no

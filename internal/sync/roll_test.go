@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -133,12 +132,7 @@ func newDoneFleet(t *testing.T, nodeNames ...string) *rollout.Fleet {
 	t.Helper()
 	var objs []runtime.Object
 	for _, n := range nodeNames {
-		objs = append(objs, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + n, Namespace: "kube-system", UID: types.UID(n),
-				Labels: map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": "1"}},
-			Spec:   corev1.PodSpec{NodeName: n},
-			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-		})
+		objs = append(objs, kubeProxyPod(n, "1", true))
 	}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 1},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}}}

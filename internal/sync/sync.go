@@ -118,6 +118,9 @@ type Syncer struct {
 	// strategyChanged: this run's restart PATCH saved the DaemonSet's
 	// updateStrategy and changed it, so the rollout must put it back
 	strategyChanged bool
+	// restarted is the DaemonSet as the restart PATCH left it: a rolling
+	// update is followed through its status from there
+	restarted *appsv1.DaemonSet
 }
 
 // New prepares a run.
@@ -559,6 +562,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		return nil, err
 	}
 	fleet.SetGeneration(rollout.TemplateGeneration(ds))
+	s.restarted = ds
 	return fleet, nil
 }
 

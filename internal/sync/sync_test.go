@@ -22,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/version"
 	k8sversion "k8s.io/apimachinery/pkg/version"
@@ -548,12 +547,7 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 			name := fmt.Sprintf("node-%d", i)
 			objs = append(objs,
 				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
-				&corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + name, Namespace: "kube-system", UID: types.UID("uid-" + name),
-						Labels: map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": "1"}},
-					Spec:   corev1.PodSpec{NodeName: name},
-					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-				})
+				kubeProxyPod(name, "1", true))
 		}
 		f := newFixture(t, objs...)
 		res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})

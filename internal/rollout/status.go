@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// Complete reports what `kubectl rollout status` waits for: the controller
+// has seen the DaemonSet's latest spec, and every node that should run a
+// pod runs an updated and available one.
+func Complete(ds *appsv1.DaemonSet) bool {
+	s := ds.Status
+	return s.ObservedGeneration >= ds.Generation &&
+		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled &&
+		s.NumberAvailable >= s.DesiredNumberScheduled
+}
+
+// progressMark is how far a rollout's status has come: a later status is
+// progress if the controller saw a newer spec, or, for the same spec, more
+// nodes are updated or available than ever before (a count that drops and
+// climbs back to where it was is no progress).
+type progressMark struct {
+	observed             int64
+	updatedMax, availMax int32
+}
+
+func markOf(ds *appsv1.DaemonSet) progressMark {
+	s := ds.Status
+	return progressMark{observed: s.ObservedGeneration, updatedMax: s.UpdatedNumberScheduled, availMax: s.NumberAvailable}
+}
+
+// advance takes a new status and reports whether it is progress.
+func (m *progressMark) advance(ds *appsv1.DaemonSet) bool {
+	s := ds.Status
+	switch {
+	case s.ObservedGeneration > m.observed:
+		*m = markOf(ds)
+		return true
+	case s.ObservedGeneration < m.observed:
+		return false
+	}
+	moved := s.UpdatedNumberScheduled > m.updatedMax || s.NumberAvailable > m.availMax
+	m.updatedMax, m.availMax = max(m.updatedMax, s.UpdatedNumberScheduled), max(m.availMax, s.NumberAvailable)
+	return moved
+}
+
+// FollowStatus follows a rolling update through the DaemonSet alone, from
+// the resourceVersion of from (the DaemonSet the restart PATCH returned),
+// the way `kubectl rollout status` does: the controller sums the pods up in
+// one small object. Following the pods instead means one watch event per
+// pod change, about seven per node (at 1000 nodes, 7000 events and 24 MB
+// per rollout), which on a busy control plane costs the rollout a tenth of
+// its wall time.
+//
+// seen gets every status the watch brings. FollowStatus returns true once
+// the status is complete, false once it has made no progress for stall: a
+// pod of the new template that cannot run, or a node that went away, holds
+// the controller, and only the pods say which. The caller then follows the
+// pods (see Track).
+func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall time.Duration, seen func(*appsv1.DaemonSet)) (bool, error) {
+	if Complete(from) {
+		return true, nil
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", c.Name).String()
+	dss := c.DaemonSets
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, from.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return dss.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return false, fmt.Errorf("watch daemonset %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	defer w.Stop()
+	timer := c.Clock.NewTimer(stall)
+	defer timer.Stop()
+	mark := markOf(from)
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C():
+			return false, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, fmt.Errorf("watch daemonset %s/%s: closed", c.Namespace, c.Name)
+			}
+			switch ev.Type {
+			case watch.Error:
+				return false, fmt.Errorf("watch daemonset %s/%s: %w", c.Namespace, c.Name, apierrors.FromObject(ev.Object))
+			case watch.Deleted:
+				return false, fmt.Errorf("daemonset %s/%s was deleted during the rollout", c.Namespace, c.Name)
+			}
+			ds, ok := ev.Object.(*appsv1.DaemonSet)
+			if !ok {
+				continue
+			}
+			seen(ds)
+			if Complete(ds) {
+				return true, nil
+			}
+			if mark.advance(ds) {
+				timer.Stop()
+				timer.Reset(stall)
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package rollout
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+)
+
+// statusDS is the DaemonSet at resourceVersion rv, generation 2, with the
+// given status: observed generation, desired, updated, available, ready.
+func statusDS(rv string, observed int64, desired, updated, available, ready int32) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: rv, Generation: 2},
+		Status: appsv1.DaemonSetStatus{ObservedGeneration: observed, DesiredNumberScheduled: desired,
+			UpdatedNumberScheduled: updated, NumberAvailable: available, NumberReady: ready},
+	}
+}
+
+func TestProgressMark(t *testing.T) {
+	m := markOf(statusDS("1", 1, 10, 10, 10, 10)) // before the controller saw the restart
+	steps := []struct {
+		ds   *appsv1.DaemonSet
+		want bool
+	}{
+		{statusDS("2", 2, 10, 0, 10, 10), true},  // the controller saw it
+		{statusDS("3", 2, 10, 0, 9, 9), false},   // an old pod went
+		{statusDS("4", 2, 10, 1, 9, 9), true},    // a new one is there
+		{statusDS("5", 2, 10, 1, 10, 10), false}, // and Ready: back where it was
+		{statusDS("6", 2, 10, 1, 9, 9), false},   // a pod flapping
+		{statusDS("7", 2, 10, 1, 10, 10), false},
+		{statusDS("8", 1, 10, 5, 10, 10), false}, // an older generation's status
+		{statusDS("9", 2, 10, 2, 10, 10), true},
+	}
+	for i, s := range steps {
+		assert.Equal(t, s.want, m.advance(s.ds), "step %d", i)
+	}
+}
+
+// followFixture serves the DaemonSet watch from a fake watcher the test
+// drives: Modify blocks until the follower took the event.
+func followFixture(t *testing.T) (Client, *clocktesting.FakeClock, chan *watch.FakeWatcher) {
+	t.Helper()
+	cs, kc := kubefake.New()
+	watches := make(chan *watch.FakeWatcher, 1)
+	cs.PrependWatchReactor("daemonsets", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		watches <- w
+		return true, w, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	return Client{DaemonSets: kc.DaemonSets("kube-system"), Namespace: "kube-system", Name: "kube-proxy",
+		Clock: clk, Log: logrus.NewEntry(logrus.New())}, clk, watches
+}
+
+type followed struct {
+	complete bool
+	err      error
+}
+
+// follow runs FollowStatus with a stall time of 10s; seen gets the
+// resourceVersion of every status it is shown.
+func follow(ctx context.Context, c Client, from *appsv1.DaemonSet, seen chan<- string) chan followed {
+	out := make(chan followed, 1)
+	go func() {
+		complete, err := c.FollowStatus(ctx, from, 10*time.Second, func(ds *appsv1.DaemonSet) {
+			seen <- ds.ResourceVersion
+		})
+		out <- followed{complete, err}
+	}()
+	return out
+}
+
+func wait(t *testing.T, out chan followed) followed {
+	t.Helper()
+	select {
+	case r := <-out:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("FollowStatus did not return")
+		return followed{}
+	}
+}
+
+func TestFollowStatusEndsWhenComplete(t *testing.T) {
+	c, _, watches := followFixture(t)
+	seen := make(chan string, 10)
+	out := follow(context.Background(), c, statusDS("1", 1, 3, 3, 3, 3), seen)
+	w := <-watches
+	w.Modify(statusDS("2", 2, 3, 0, 3, 3))
+	w.Modify(statusDS("3", 2, 3, 2, 2, 2))
+	w.Modify(statusDS("4", 2, 3, 3, 3, 3))
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.True(t, r.complete)
+	close(seen)
+	var got []string
+	for rv := range seen {
+		got = append(got, rv)
+	}
+	assert.Equal(t, []string{"2", "3", "4"}, got)
+}
+
+// The stall time runs from the last progress; a status that moves without
+// progress (a pod flapping) does not restart it. The follower's timer is
+// the fake clock's only waiter: it is pending until the stall time.
+func TestFollowStatusGivesUpWhenNothingMoves(t *testing.T) {
+	c, clk, watches := followFixture(t)
+	seen := make(chan string)
+	out := follow(context.Background(), c, statusDS("1", 1, 3, 3, 3, 3), seen)
+	w := <-watches
+	show := func(ds *appsv1.DaemonSet) {
+		t.Helper()
+		go w.Modify(ds)
+		select {
+		case rv := <-seen:
+			assert.Equal(t, ds.ResourceVersion, rv)
+		case r := <-out:
+			t.Fatalf("returned %+v before status %s", r, ds.ResourceVersion)
+		}
+	}
+	show(statusDS("2", 2, 3, 1, 2, 2)) // progress
+	show(statusDS("3", 2, 3, 1, 1, 1)) // none: a new pod went unready
+	clk.Step(5 * time.Second)
+	show(statusDS("4", 2, 3, 2, 2, 2)) // progress: the stall time starts again
+	show(statusDS("5", 2, 3, 2, 1, 1)) // (its timer is reset once this one is seen)
+	clk.Step(6 * time.Second)
+	assert.True(t, clk.HasWaiters(), "11s after the first progress, 6s after the last: still following")
+	show(statusDS("6", 2, 3, 2, 2, 2)) // back where it was: no progress
+	clk.Step(4 * time.Second)
+	assert.False(t, clk.HasWaiters(), "10s after the last progress")
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.False(t, r.complete, "stalled, not complete")
+}
+
+func TestFollowStatusAlreadyComplete(t *testing.T) {
+	c, _, watches := followFixture(t)
+	ds := statusDS("1", 2, 3, 3, 3, 3)
+	r := wait(t, follow(context.Background(), c, ds, make(chan string)))
+	require.NoError(t, r.err)
+	assert.True(t, r.complete)
+	assert.Empty(t, watches, "no watch")
+}
+
+func TestFollowStatusDaemonSetDeleted(t *testing.T) {
+	c, _, watches := followFixture(t)
+	out := follow(context.Background(), c, statusDS("1", 1, 3, 3, 3, 3), make(chan string))
+	(<-watches).Delete(statusDS("2", 2, 3, 0, 3, 3))
+	r := wait(t, out)
+	assert.ErrorContains(t, r.err, "daemonset kube-system/kube-proxy was deleted during the rollout")
+}
+
+func TestFollowStatusInterrupted(t *testing.T) {
+	c, _, watches := followFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := follow(ctx, c, statusDS("1", 1, 3, 3, 3, 3), make(chan string))
+	<-watches
+	cancel()
+	r := wait(t, out)
+	assert.ErrorIs(t, r.err, context.Canceled)
+}
