@@ -210,10 +210,10 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d",
 				s.o.Namespace, s.o.DaemonSet, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
 			lastLog = s.d.Clock.Now()
-			if midway && st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
-				midway = false
-				s.step(ctx, StepWaiting)
-			}
+		}
+		if midway && st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
+			midway = false
+			s.step(ctx, StepWaiting)
 		}
 	}
 	complete, err := s.dss.FollowStatus(ctx, s.restarted, statusStall, seen)
