@@ -33,6 +33,19 @@ func kubeProxyPod(node, gen string, ready bool) *corev1.Pod {
 	}
 }
 
+// liveFleet is the seed ConfigMap, ds, and n live nodes node-0... each
+// running a Ready pod of template generation 1.
+func liveFleet(ds *appsv1.DaemonSet, n int) []runtime.Object {
+	objs := []runtime.Object{seedConfigMap(), ds}
+	for i := range n {
+		node := fmt.Sprintf("node-%d", i)
+		objs = append(objs,
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
+			kubeProxyPod(node, "1", true))
+	}
+	return objs
+}
+
 // rollingFixture is a rolled-out DaemonSet on n live nodes, each with a
 // Ready pod of template generation 1. Its restart PATCH moves the template
 // generation to 2 as the API server does (the fake does not), and its
@@ -51,14 +64,7 @@ func newRollingFixture(t *testing.T, n int) *rollingFixture {
 	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
 	ds.Annotations["deprecated.daemonset.template.generation"] = "1"
 	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: int32(n), UpdatedNumberScheduled: int32(n), NumberAvailable: int32(n), NumberReady: int32(n)}
-	objs := []runtime.Object{seedConfigMap(), ds}
-	for i := range n {
-		node := fmt.Sprintf("node-%d", i)
-		objs = append(objs,
-			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
-			kubeProxyPod(node, "1", true))
-	}
-	f := &rollingFixture{fixture: newFixture(t, objs...), watches: make(chan *watch.FakeWatcher, 1), podWatches: make(chan struct{}, 10), n: n}
+	f := &rollingFixture{fixture: newFixture(t, liveFleet(ds, n)...), watches: make(chan *watch.FakeWatcher, 1), podWatches: make(chan struct{}, 10), n: n}
 	f.client.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if !strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), rollout.RestartedAtAnnotation) {
 			return false, nil, nil

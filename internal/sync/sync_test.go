@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -542,14 +541,7 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 		// before its watch, which costs one request whatever the size
 		ds.Annotations["deprecated.daemonset.template.generation"] = "1"
 		ds.Status.DesiredNumberScheduled = int32(nodes)
-		objs := []runtime.Object{seedConfigMap(), ds}
-		for i := range nodes {
-			name := fmt.Sprintf("node-%d", i)
-			objs = append(objs,
-				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
-				kubeProxyPod(name, "1", true))
-		}
-		f := newFixture(t, objs...)
+		f := newFixture(t, liveFleet(ds, nodes)...)
 		res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
 		require.NoError(t, err)
 		require.True(t, res.Facts.Restarted)
