@@ -139,11 +139,14 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 // Relist reads the pods afresh, after the rollout was followed without
 // them (see FollowStatus): the nodes the fleet expects, skips and exempts
 // stay as they were, and Track goes on from this list.
+// A list that fails leaves the fleet as it was.
 func (c Client) Relist(ctx context.Context, f *Fleet) error {
-	f.pods, f.byNode, f.problems = map[types.UID]podState{}, map[string]map[types.UID]bool{}, map[types.UID]bool{}
-	if err := c.list(ctx, f, false); err != nil {
+	fresh := &Fleet{selector: f.selector, Generation: f.Generation, Skipped: f.Skipped, expected: f.expected, exempt: f.exempt,
+		pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	if err := c.list(ctx, fresh, false); err != nil {
 		return err
 	}
+	f.pods, f.byNode, f.problems, f.resourceVersion = fresh.pods, fresh.byNode, fresh.problems, fresh.resourceVersion
 	for n := range f.expected {
 		f.touch(n)
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 )
+
+// ErrDeleted: the DaemonSet was deleted while its rollout was followed.
+var ErrDeleted = errors.New("daemonset deleted during the rollout")
 
 // Complete reports what `kubectl rollout status` waits for: the controller
 // has seen the DaemonSet's latest spec, and every node that should run a
@@ -99,7 +103,7 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall 
 			case watch.Error:
 				return false, fmt.Errorf("watch daemonset %s/%s: %w", c.Namespace, c.Name, apierrors.FromObject(ev.Object))
 			case watch.Deleted:
-				return false, fmt.Errorf("daemonset %s/%s was deleted during the rollout", c.Namespace, c.Name)
+				return false, fmt.Errorf("daemonset %s/%s: %w", c.Namespace, c.Name, ErrDeleted)
 			}
 			ds, ok := ev.Object.(*appsv1.DaemonSet)
 			if !ok {

@@ -158,7 +158,7 @@ func TestFollowStatusDaemonSetDeleted(t *testing.T) {
 	out := follow(context.Background(), c, statusDS("1", 1, 3, 3, 3, 3), make(chan string))
 	(<-watches).Delete(statusDS("2", 2, 3, 0, 3, 3))
 	r := wait(t, out)
-	assert.ErrorContains(t, r.err, "daemonset kube-system/kube-proxy was deleted during the rollout")
+	assert.ErrorIs(t, r.err, ErrDeleted)
 }
 
 func TestFollowStatusInterrupted(t *testing.T) {

@@ -70,21 +70,35 @@ func newRollingFixture(t *testing.T, n int) *rollingFixture {
 			return false, nil, nil
 		}
 		cur, err := f.client.Tracker().Get(a.GetResource(), "kube-system", "kube-proxy")
-		require.NoError(t, err)
+		if err != nil {
+			return true, nil, err
+		}
 		moved := cur.(*appsv1.DaemonSet).DeepCopy()
 		moved.Generation++
 		moved.Annotations["deprecated.daemonset.template.generation"] = fmt.Sprint(moved.Generation)
-		require.NoError(t, f.client.Tracker().Update(a.GetResource(), moved, "kube-system"))
-		return false, nil, nil // the tracker applies the patch to it
+		return false, nil, f.client.Tracker().Update(a.GetResource(), moved, "kube-system") // the tracker applies the patch to it
+	})
+	// a pod list at a resourceVersion, which a pod watch (RetryWatcher) needs
+	f.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
+		if list, ok := obj.(*corev1.PodList); ok {
+			list.ResourceVersion = "1"
+		}
+		return handled, obj, err
 	})
 	f.client.PrependWatchReactor("daemonsets", func(k8stesting.Action) (bool, watch.Interface, error) {
 		w := watch.NewFake()
 		f.watches <- w
 		return true, w, nil
 	})
-	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		f.podWatches <- struct{}{}
-		return false, nil, nil
+	// the tracker's own pod watch, announced once it is registered, so
+	// that a test changes pods only when the change is seen
+	f.client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := f.client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err == nil {
+			f.podWatches <- struct{}{}
+		}
+		return true, w, err
 	})
 	return f
 }
@@ -98,12 +112,13 @@ func (f *rollingFixture) status(rv string, updated, available int) *appsv1.Daemo
 	}
 }
 
-// replace puts a pod of generation 2 on node in place of generation 1's.
+// replace puts a pod of generation 2 on node in place of generation 1's
+// (from the test's driver goroutine: assert, not require).
 func (f *rollingFixture) replace(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	gvr := corev1.SchemeGroupVersion.WithResource("pods")
-	require.NoError(t, f.client.Tracker().Delete(gvr, "kube-system", "kube-proxy-"+p.Spec.NodeName+"-1"))
-	require.NoError(t, f.client.Tracker().Create(gvr, p, "kube-system"))
+	assert.NoError(t, f.client.Tracker().Delete(gvr, "kube-system", "kube-proxy-"+p.Spec.NodeName+"-1"))
+	assert.NoError(t, f.client.Tracker().Create(gvr, p, "kube-system"))
 }
 
 func (f *rollingFixture) count(verb, resource string) int {
@@ -156,6 +171,7 @@ func TestRollingRestartLooksAtThePodsWhenTheStatusStalls(t *testing.T) {
 		w.Modify(f.status("301", 1, 4))
 		w.Modify(f.status("302", 1, 4))
 		w.Modify(f.status("303", 1, 4))
+		assert.Equal(t, 1, f.count("list", "pods"), "still following the status, the pods not listed again")
 		f.clock.Step(statusStall)
 	}()
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, RollbackOnFailure: true})
@@ -165,4 +181,30 @@ func TestRollingRestartLooksAtThePodsWhenTheStatusStalls(t *testing.T) {
 	assert.True(t, res.Facts.RolledBack)
 	assert.Equal(t, 2, f.count("list", "pods"), "before the restart, and once the status stalled")
 	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "rolled back")
+}
+
+// A status that says complete is not trusted alone: a node whose new pod
+// is not Ready in the list that confirms it is waited for through the pods.
+func TestRollingRestartCompleteStatusIsCheckedAgainstThePods(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	go func() {
+		w := <-f.watches
+		for i := 1; i < f.n; i++ {
+			f.replace(t, kubeProxyPod(fmt.Sprintf("node-%d", i), "2", true))
+		}
+		late := kubeProxyPod("node-0", "2", false)
+		late.ResourceVersion = "10"
+		f.replace(t, late)
+		w.Modify(f.status("302", 5, 5)) // the controller's status runs ahead
+		<-f.podWatches
+		ready := kubeProxyPod("node-0", "2", true)
+		ready.ResourceVersion = "11"
+		assert.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), ready, "kube-system"))
+	}()
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, RollbackOnFailure: true})
+	require.NoError(t, err)
+	r := res.Facts.Rollout
+	assert.Equal(t, [3]int32{5, 5, 5}, [3]int32{r.Desired, r.Updated, r.Available})
+	assert.Equal(t, 1, f.count("watch", "pods"), "node-0 waited for through the pods")
+	assert.Equal(t, 2, f.count("list", "pods"))
 }

@@ -82,7 +82,14 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 	r.Strategy = strategy
 	start := s.d.Clock.Now()
 	var lastLog time.Time
+	// the during-wait step comes once, whichever way the wait follows
 	midway := true
+	waiting := func() {
+		if midway {
+			midway = false
+			s.step(ctx, StepWaiting)
+		}
+	}
 	pending := fleet.PendingCount()
 	progress := func() error {
 		if n := fleet.PendingCount(); n < pending {
@@ -97,9 +104,8 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
 				s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
 			lastLog = s.d.Clock.Now()
-			if midway && st.Updated > 0 && fleet.PendingCount() > 0 {
-				midway = false
-				s.step(ctx, StepWaiting)
+			if st.Updated > 0 && fleet.PendingCount() > 0 {
+				waiting()
 			}
 		}
 		if b := fleet.Broken(); len(b) > 0 {
@@ -146,7 +152,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 	var err error
 	followed := false
 	if strategy != StrategyCanary && s.followsStatus(fleet) {
-		followed, err = s.followStatus(ctx, fleet, lastDone)
+		followed, err = s.followStatus(ctx, fleet, lastDone, waiting)
 	}
 	if !followed && err == nil {
 		err = s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
@@ -177,7 +183,8 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 // means what the wait means. Nodes going away, nodes unready before the
 // restart and a per-node connectivity check all need the pods.
 func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
-	return s.restarted != nil && s.conn == nil && fleet.PendingCount() > 0 &&
+	return s.restarted != nil && s.restarted.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType &&
+		s.conn == nil && fleet.PendingCount() > 0 &&
 		len(fleet.Skipped) == 0 && len(s.res.Facts.Rollout.UnreadyBefore) == 0
 }
 
@@ -187,10 +194,9 @@ func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
 // always. It returns true if the pods confirm it; false, the pods are to
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
-func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64) (bool, error) {
+func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64, waiting func()) (bool, error) {
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
-	midway := true
 	// the most nodes seen updated and available since the controller saw
 	// the restart: either growing is a node getting on
 	updated, available := int32(-1), int32(-1)
@@ -211,9 +217,8 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 				s.o.Namespace, s.o.DaemonSet, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
 			lastLog = s.d.Clock.Now()
 		}
-		if midway && st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
-			midway = false
-			s.step(ctx, StepWaiting)
+		if st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
+			waiting()
 		}
 	}
 	complete, err := s.dss.FollowStatus(ctx, s.restarted, statusStall, seen)
@@ -227,6 +232,8 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 			return false, fmt.Errorf("kube-proxy pods did not all come back (%v): %w", lerr, err)
 		}
 		return false, fleet.NotBack(err)
+	case errors.Is(err, rollout.ErrDeleted):
+		return false, err
 	case err != nil:
 		s.d.Log.Warnf("following the rollout through the daemonset's status: %v; following its pods instead", err)
 	case !complete:

@@ -126,23 +126,26 @@ func kubeconfigCopy(t *testing.T, c *cluster.Cluster, edit func(cfg *clientcmdap
 }
 
 // clusterState is what "the cluster is untouched" compares: the ConfigMap's
-// resourceVersion, the DaemonSet's generation and its annotations (our
-// config-hash stamp is a metadata write that does not bump the generation).
+// resourceVersion, the DaemonSet's generation, its annotations and labels
+// (our config-hash stamp is a metadata write that does not bump the
+// generation). Not the DaemonSet's resourceVersion: its controller writes
+// the status.
 type clusterState struct {
 	ConfigMapResourceVersion string
 	DaemonSetGeneration      int64
 	DaemonSetAnnotations     map[string]string
+	DaemonSetLabels          map[string]string
 }
 
 func stateOf(t *testing.T, c *cluster.Cluster) clusterState {
 	t.Helper()
 	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
-	return clusterState{cm.ResourceVersion, ds.Generation, ds.Annotations}
+	return clusterState{cm.ResourceVersion, ds.Generation, ds.Annotations, ds.Labels}
 }
 
 func assertUntouched(t *testing.T, c *cluster.Cluster, before clusterState) bool {
 	t.Helper()
-	return assert.Equal(t, before, stateOf(t, c), "the cluster must be untouched: configmap resourceVersion, daemonset generation and annotations")
+	return assert.Equal(t, before, stateOf(t, c), "the cluster must be untouched: configmap resourceVersion, daemonset generation, annotations and labels")
 }
 
 // hashConsistent reports whether the DaemonSet's config-hash stamp equals
