@@ -127,8 +127,8 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	if err != nil {
 		return nil, fmt.Errorf("daemonset %s/%s selector: %w", c.Namespace, c.Name, err)
 	}
-	f := &Fleet{selector: sel.String(), Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
-		expected: map[string]bool{}, exempt: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	f := emptyFleet(sel.String(), skipped)
+	f.expected, f.exempt = map[string]bool{}, map[string]bool{}
 	if err := c.list(ctx, f, true); err != nil {
 		return nil, err
 	}
@@ -136,13 +136,19 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	return f, nil
 }
 
+// emptyFleet is a fleet of no pods yet; expected and exempt are the caller's.
+func emptyFleet(selector string, skipped map[string]string) *Fleet {
+	return &Fleet{selector: selector, Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
+		problems: map[types.UID]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+}
+
 // Relist reads the pods afresh, after the rollout was followed without
 // them (see FollowStatus): the nodes the fleet expects, skips and exempts
 // stay as they were, and Track goes on from this list.
 // A list that fails leaves the fleet as it was.
 func (c Client) Relist(ctx context.Context, f *Fleet) error {
-	fresh := &Fleet{selector: f.selector, Generation: f.Generation, Skipped: f.Skipped, expected: f.expected, exempt: f.exempt,
-		pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	fresh := emptyFleet(f.selector, f.Skipped)
+	fresh.Generation, fresh.expected, fresh.exempt = f.Generation, f.expected, f.exempt
 	if err := c.list(ctx, fresh, false); err != nil {
 		return err
 	}

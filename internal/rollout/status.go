@@ -65,12 +65,13 @@ func (m *progressMark) advance(ds *appsv1.DaemonSet) bool {
 // per rollout), which on a busy control plane costs the rollout a tenth of
 // its wall time.
 //
-// seen gets every status the watch brings. FollowStatus returns true once
+// seen gets every status the watch brings, and whether it is progress (see
+// progressMark): the stall time starts again then. FollowStatus returns true once
 // the status is complete, false once it has made no progress for stall: a
 // pod of the new template that cannot run, or a node that went away, holds
 // the controller, and only the pods say which. The caller then follows the
 // pods (see Track).
-func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall time.Duration, seen func(*appsv1.DaemonSet)) (bool, error) {
+func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall time.Duration, seen func(ds *appsv1.DaemonSet, progress bool)) (bool, error) {
 	if Complete(from) {
 		return true, nil
 	}
@@ -109,11 +110,12 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall 
 			if !ok {
 				continue
 			}
-			seen(ds)
+			progress := mark.advance(ds)
+			seen(ds, progress)
 			if Complete(ds) {
 				return true, nil
 			}
-			if mark.advance(ds) {
+			if progress {
 				timer.Stop()
 				timer.Reset(stall)
 			}

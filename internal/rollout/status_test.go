@@ -73,7 +73,7 @@ type followed struct {
 func follow(ctx context.Context, c Client, from *appsv1.DaemonSet, seen chan<- string) chan followed {
 	out := make(chan followed, 1)
 	go func() {
-		complete, err := c.FollowStatus(ctx, from, 10*time.Second, func(ds *appsv1.DaemonSet) {
+		complete, err := c.FollowStatus(ctx, from, 10*time.Second, func(ds *appsv1.DaemonSet, _ bool) {
 			seen <- ds.ResourceVersion
 		})
 		out <- followed{complete, err}

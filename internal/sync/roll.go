@@ -197,17 +197,13 @@ func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
 func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64, waiting func()) (bool, error) {
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
-	// the most nodes seen updated and available since the controller saw
-	// the restart: either growing is a node getting on
-	updated, available := int32(-1), int32(-1)
-	seen := func(ds *appsv1.DaemonSet) {
+	seen := func(ds *appsv1.DaemonSet, progress bool) {
+		if progress {
+			lastDone.Store(s.d.Clock.Now().UnixNano())
+		}
 		st := ds.Status
 		if st.ObservedGeneration < ds.Generation {
 			return // the controller has not seen the restart yet
-		}
-		if st.UpdatedNumberScheduled > updated || st.NumberAvailable > available {
-			updated, available = max(updated, st.UpdatedNumberScheduled), max(available, st.NumberAvailable)
-			lastDone.Store(s.d.Clock.Now().UnixNano())
 		}
 		if u := int(st.DesiredNumberScheduled - st.NumberReady); u > r.MaxUnavailable {
 			r.MaxUnavailable = u
