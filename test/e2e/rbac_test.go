@@ -25,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubeperm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
@@ -50,7 +51,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	objs := loadRBAC(t, c)
 	applyRBAC(t, c, objs)
 	t.Cleanup(func() { deleteRBAC(t, c, objs) })
-	for _, p := range requiredPermissions() {
+	for _, p := range requiredPermissions(t) {
 		waitAccess(t, c, p, true)
 	}
 	// the admin kubeconfig, impersonating the unprivileged user and group
@@ -122,7 +123,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 				unstamp(t, c)
 			}
 			p := permission{resource: tc.resource, verb: tc.verb}
-			for _, r := range requiredPermissions() {
+			for _, r := range requiredPermissions(t) {
 				if r.resource == tc.resource && r.verb == tc.verb {
 					p = r
 				}
@@ -152,21 +153,27 @@ type permission struct {
 	namespaced                  bool
 }
 
-// requiredPermissions lists what the binary needs (see rbac.yaml's comments).
-func requiredPermissions() []permission {
+// requiredPermissions lists what the binary needs: every call of its client
+// surface (internal/kube/kubeperm), less the flags' optional ones, on the
+// names rbac.yaml limits them to.
+func requiredPermissions(t *testing.T) []permission {
+	t.Helper()
+	req, err := kubeperm.Required()
+	require.NoError(t, err)
 	var ps []permission
-	add := func(group, resource, name string, namespaced bool, verbs ...string) {
-		for _, v := range verbs {
-			ps = append(ps, permission{group: group, resource: resource, name: name, verb: v, namespaced: namespaced})
+	for _, p := range req {
+		if p.Group == "authorization.k8s.io" {
+			continue // every authenticated user may review its own access
 		}
+		name := ""
+		switch {
+		case p.Resource == "configmaps" || p.Resource == "daemonsets":
+			name = cluster.Name
+		case p.Resource == "leases" && p.Verb != "create":
+			name = "kube-proxy-sync"
+		}
+		ps = append(ps, permission{group: p.Group, resource: p.Resource, name: name, verb: p.Verb, namespaced: p.Namespaced})
 	}
-	add("", "configmaps", cluster.Name, true, "get", "update", "patch")
-	add("apps", "daemonsets", cluster.Name, true, "get", "list", "watch", "patch")
-	add("", "pods", "", true, "get", "list", "watch", "delete")
-	add("", "events", "", true, "create")
-	add("coordination.k8s.io", "leases", "kube-proxy-sync", true, "get", "update", "delete")
-	add("coordination.k8s.io", "leases", "", true, "create")
-	add("", "nodes", "", false, "get", "list", "watch")
 	return ps
 }
 
