@@ -224,6 +224,13 @@ func runBinary(t *testing.T, bin string, args, env []string) procResult {
 // sends sig once it says it is paused there.
 func runPaused(t *testing.T, bin string, args []string, step string, sig syscall.Signal) procResult {
 	t.Helper()
+	return runPausedDuring(t, bin, args, step, nil, sig)
+}
+
+// runPausedDuring is runPaused that calls during (when not nil) while the
+// run is paused, before sending sig.
+func runPausedDuring(t *testing.T, bin string, args []string, step string, during func(), sig syscall.Signal) procResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -242,6 +249,14 @@ func runPaused(t *testing.T, bin string, args []string, step string, sig syscall
 		errOut.WriteString(sc.Text() + "\n")
 		if sc.Text() == want {
 			paused = true
+			if during != nil {
+				func() {
+					// the run is killed however during ends (a failed
+					// assertion stops this goroutine)
+					defer func() { _ = cmd.Process.Signal(sig) }()
+					during()
+				}()
+			}
 			require.NoError(t, cmd.Process.Signal(sig))
 			break
 		}

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
@@ -180,6 +184,42 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 	for node, n := range perNode {
 		assert.Equal(t, 2, n, "node %s: its pod replaced exactly once", node)
 	}
+}
+
+// The Lease itself keeps a second run out: run A holds it, paused right
+// after its ConfigMap write; run B, with another change (so no data-hash or
+// resourceVersion check can make it a no-op), must wait for the Lease and
+// fail with "locked", writing nothing. Without the Lease, B would write
+// its own server over A's and restart. TestConcurrentRunsRestartOnce alone
+// cannot show this: five runs of one change give one rollout even unlocked.
+func TestLeaseKeepsASecondRunOut(t *testing.T) {
+	c := cluster.Connect(t)
+	bin := kubeProxySyncBinary(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	const serverA, serverB = "https://10.96.3.1:6443", "https://10.96.3.2:6443"
+	args := func(server string, extra ...string) []string {
+		return append([]string{"--kubeconfig", c.KubeconfigPath, "--server", server, "--probe-path", "none", "--output", "json", "--timeout", "2m"}, extra...)
+	}
+	var b procResult
+	var kubeconfigAfterB string
+	a := runPausedDuring(t, bin, args(serverA), kpsync.StepConfigMapWritten, func() {
+		require.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], serverA, "run A wrote its change before pausing")
+		before, pods := stateOf(t, c), c.PodUIDs(t)
+		b = runBinary(t, bin, args(serverB, "--lock-timeout", "3s"), nil)
+		kubeconfigAfterB = c.ConfigMap(t).Data["kubeconfig.conf"]
+		assertUntouched(t, c, before)
+		assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced while A holds the Lease")
+	}, syscall.SIGTERM)
+	assert.Equal(t, app.ExitFailed, b.code, "run B fails while A holds the Lease:\n%s", b.stderr)
+	var res result
+	require.NoError(t, json.Unmarshal([]byte(b.stdout), &res), b.stdout)
+	assert.Contains(t, res.Msg, "locked", "run B says why")
+	assert.False(t, res.Changed)
+	assert.Contains(t, kubeconfigAfterB, serverA, "A's write stands")
+	assert.NotContains(t, kubeconfigAfterB, serverB, "B wrote nothing")
+	assert.Equal(t, app.ExitFailed, a.code, "A was interrupted:\n%s", a.stderr)
 }
 
 type rolloutSamples struct {
