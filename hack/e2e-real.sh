@@ -5,4 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
+# the tests that stop a node's kubelet reach the kind nodes through the
+# project's Docker engine (tests needing it skip elsewhere)
+docker_env
 go test -count=1 -p 1 -tags e2e -timeout 40m ./test/realnode/... "$@"
