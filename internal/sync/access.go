@@ -77,7 +77,9 @@ func (s *Syncer) neededAccess(p plan) []access {
 			out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy"})
 		}
 		if svcNS, svc, ok := strings.Cut(s.o.Connectivity.Traffic, "/"); ok {
-			out = append(out, ns("create", "", "pods", ""),
+			// a probe pod per node, deleted after its check (and a killed
+			// run's leftovers by the next), whatever the strategy
+			out = append(out, ns("create", "", "pods", ""), ns("delete", "", "pods", ""),
 				access{verb: "get", resource: "services", name: svc, namespace: svcNS})
 		}
 	}

@@ -1,0 +1,34 @@
+package sync
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// --verify-traffic creates a probe pod per node and deletes it after its
+// check: with the rolling strategy and --no-rollback nothing else needs
+// delete on pods, and a run without it would leave probe pods behind.
+func TestVerifyTrafficNeedsPodDelete(t *testing.T) {
+	o := Options{Namespace: "kube-system", ConfigMap: "kube-proxy", DaemonSet: "kube-proxy", Restart: RestartAuto, Strategy: StrategyRolling,
+		RollbackOnFailure: false, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}},
+		Connectivity: ConnectivityOptions{Health: verify.Auto, Traffic: "default/web"}}
+	s := &Syncer{o: o}
+	p := plan{ds: seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"), keys: []string{"config.conf:mode"}}
+	has := func(verb, resource string) bool {
+		for _, a := range s.neededAccess(p) {
+			if a.verb == verb && a.resource == resource && a.subresource == "" {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, has("create", "pods"))
+	assert.True(t, has("delete", "pods"), "the probe pods are deleted after their check")
+	s.o.Connectivity.Traffic = ""
+	assert.False(t, has("delete", "pods"), "rolling, no rollback, no traffic check: no pod is deleted")
+}
