@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubeperm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -31,4 +32,32 @@ func TestVerifyTrafficNeedsPodDelete(t *testing.T) {
 	assert.True(t, has("delete", "pods"), "the probe pods are deleted after their check")
 	s.o.Connectivity.Traffic = ""
 	assert.False(t, has("delete", "pods"), "rolling, no rollback, no traffic check: no pod is deleted")
+}
+
+// The pre-check asks only for verbs the client surface can call (the same
+// set rbac.yaml is checked against), over every option that adds one.
+func TestNeededAccessIsWhatTheCodeCalls(t *testing.T) {
+	calls, err := kubeperm.Calls()
+	assert.NoError(t, err)
+	callable := map[string]bool{}
+	for _, c := range calls {
+		callable[c.String()] = true
+	}
+	p := plan{ds: seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"), keys: []string{"config.conf:mode"}}
+	for _, o := range []Options{
+		{Restart: RestartAuto, Strategy: StrategyRolling},
+		{Restart: RestartAuto, Strategy: StrategyCanary, RollbackOnFailure: true, Spec: configmap.Spec{Manifest: seedConfigMap()}},
+		{Restart: RestartAlways, Strategy: StrategyRolling, Verify: true, VerifyEndpoints: 1,
+			Connectivity: ConnectivityOptions{Health: verify.Required, Traffic: "default/web"}},
+	} {
+		o.Namespace, o.ConfigMap, o.DaemonSet = "kube-system", "kube-proxy", "kube-proxy"
+		for _, a := range (&Syncer{o: o}).neededAccess(p) {
+			res := a.resource
+			if a.subresource != "" {
+				res += "/" + a.subresource
+			}
+			key := kubeperm.Permission{Group: a.group, Resource: res, Verb: a.verb}.String()
+			assert.True(t, callable[key], "the pre-check asks for %s, which no call of kube.Interface needs", key)
+		}
+	}
 }
