@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -17,7 +19,7 @@ import (
 type Record struct {
 	Time                  time.Time `json:"time"`
 	AuditID               string    `json:"audit_id"`
-	Phase                 string    `json:"phase"` // intent | outcome
+	Phase                 string    `json:"phase"` // plan | intent | outcome
 	Server                string    `json:"server"`
 	Object                string    `json:"object"`
 	DaemonSet             string    `json:"daemonset"`
@@ -37,6 +39,17 @@ type Record struct {
 	RollbackReason    string            `json:"rollback_reason,omitempty"`
 }
 
+// Phases of a run's records, in the order a run writes them.
+const (
+	// PhasePlan: what the run means to write, before its first write to
+	// the cluster; a run that cannot write it writes nothing.
+	PhasePlan = "plan"
+	// PhaseIntent: the restart about to be sent.
+	PhaseIntent = "intent"
+	// PhaseOutcome: how the run ended.
+	PhaseOutcome = "outcome"
+)
+
 // NewID returns a random id that ties a run's records, facts and Events together.
 func NewID() string {
 	b := make([]byte, 8)
@@ -49,9 +62,8 @@ type Log struct {
 	Path string
 }
 
-// Check opens the log for appending (creating it 0600) and closes it: a
-// run calls it before its first write, so an unwritable log fails the run
-// while the cluster is still untouched.
+// Check opens the log for appending (creating it 0600) and closes it,
+// refusing what open refuses.
 func (l Log) Check() error {
 	if l.Path == "" {
 		return nil
@@ -63,15 +75,41 @@ func (l Log) Check() error {
 	return f.Close()
 }
 
+// open opens the log for appending, creating it 0600. It refuses a path
+// that is a symbolic link (the records, and the run's appends, would go
+// wherever it points: give the link's target instead), anything but a
+// regular file (a FIFO without a reader would block the run past any
+// signal; O_NONBLOCK makes that open fail instead), and a file that others
+// than its owner may read or write (the log is 0600: the user chmods it,
+// the run does not change a mode it did not set). Directories above the
+// file are followed as usual.
 func (l Log) open() (*os.File, error) {
 	if dir := filepath.Dir(l.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("audit log %s: %w (change --audit-log to a writable path)", l.Path, err)
 		}
 	}
-	f, err := os.OpenFile(l.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
+	f, err := os.OpenFile(l.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("audit log %s is a symbolic link: refused, so that the records cannot be sent elsewhere (give --audit-log the file itself)", l.Path)
+	case errors.Is(err, syscall.ENXIO):
+		return nil, fmt.Errorf("audit log %s is not a regular file (a FIFO or socket): give --audit-log a regular file", l.Path)
+	case err != nil:
 		return nil, fmt.Errorf("open audit log %s: %w (check the directory exists and is writable, or change --audit-log)", l.Path, err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("stat audit log %s: %w (change --audit-log)", l.Path, err)
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("audit log %s is not a regular file (%s): give --audit-log a regular file", l.Path, st.Mode().Type())
+	case st.Mode().Perm()&0o077 != 0:
+		err = fmt.Errorf("audit log %s has mode %04o, more open than 0600: run chmod 600 %s, or give --audit-log another file", l.Path, st.Mode().Perm(), l.Path)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
 	}
 	return f, nil
 }
