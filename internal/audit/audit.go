@@ -62,19 +62,6 @@ type Log struct {
 	Path string
 }
 
-// Check opens the log for appending (creating it 0600) and closes it,
-// refusing what open refuses.
-func (l Log) Check() error {
-	if l.Path == "" {
-		return nil
-	}
-	f, err := l.open()
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
 // open opens the log for appending, creating it 0600. It refuses a path
 // that is a symbolic link (the records, and the run's appends, would go
 // wherever it points: give the link's target instead), anything but a

@@ -62,9 +62,10 @@ func TestNoEffectChangeThenRealChange(t *testing.T) {
 	assert.Equal(t, noEffectHash+"@"+seedHash, ds.Annotations[rollout.NoEffectAnnotation])
 	assert.Empty(t, ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 	lines := readAudit(t, f.audit)
-	require.Len(t, lines, 1, "an outcome, no restart intent")
-	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, lines[0].ChangedKeysEffect)
-	assert.False(t, lines[0].Restart)
+	require.Len(t, lines, 2, "a plan and an outcome, no restart intent")
+	assert.Equal(t, "outcome", lines[1].Phase)
+	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, lines[1].ChangedKeysEffect)
+	assert.False(t, lines[1].Restart)
 
 	// reruns, with the same value or none, write nothing
 	for _, o := range []Options{set("ipvs.scheduler", "lc"), {}} {

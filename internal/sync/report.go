@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 )
 
 // report writes the outcome to the audit log and Events on the DaemonSet,
@@ -18,7 +20,7 @@ func (s *Syncer) report(ctx context.Context, runErr error) {
 	if s.o.Check || (runErr == nil && !f.ConfigMapChanged && !f.Restarted && !f.ProbeChanged) {
 		return
 	}
-	if err := s.d.Audit.Append(s.record("outcome", runErr)); err != nil {
+	if err := s.d.Audit.Append(s.record(audit.PhaseOutcome, runErr)); err != nil {
 		s.d.Log.Warnf("%v", err)
 	}
 	if f.ConfigMapChanged {

@@ -170,7 +170,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// the lease is cancelled. What can fail before the first write is
 	// checked before it.
 	if !s.o.Check && p.writes() {
-		if err := s.d.Audit.Check(); err != nil {
+		// the audit record is on disk before the first write, or nothing
+		// is written: a full disk is found while the cluster is untouched
+		if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
 			return fmt.Errorf("before any write: %w", err)
 		}
 		if err := s.checkAccess(ctx, p); err != nil {
@@ -536,7 +538,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			if err := strategy(&ch, ds, fleet); err != nil {
 				return err
 			}
-			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
+			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
 				return err
 			}
 		}
@@ -676,6 +678,15 @@ func (s *Syncer) summary() string {
 	return strings.Join(parts, "; ")
 }
 
+// planRecord is the audit record of what the run means to write, from
+// its first capture (the one under the lease may find less to do).
+func (s *Syncer) planRecord(p plan) audit.Record {
+	r := s.record(audit.PhasePlan, nil)
+	r.ChangedKeys, r.ChangedKeysEffect, r.ProbePath = p.keys, p.effects, p.probe.path
+	r.Restart, r.RestartReason = p.reason != "", p.reason
+	return r
+}
+
 func (s *Syncer) record(phase string, runErr error) audit.Record {
 	f := s.res.Facts
 	r := audit.Record{
@@ -686,7 +697,7 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 		ChangedKeys: f.ChangedKeys, ChangedKeysEffect: f.ChangedKeysEffect, Restart: f.RestartRequired, RestartReason: f.RestartReason,
 		ProbePath: f.ProbePath, CheckMode: f.CheckMode,
 	}
-	if phase == "outcome" {
+	if phase == audit.PhaseOutcome {
 		r.Outcome, r.Rollout = "succeeded", f.Rollout
 		r.RolledBack, r.RollbackReason = f.RolledBack, f.RollbackReason
 		if runErr != nil {

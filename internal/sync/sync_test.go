@@ -207,11 +207,12 @@ func TestServerChangeRestartsWithOnePatch(t *testing.T) {
 	assert.Nil(t, lease.Spec.HolderIdentity, "and releases it")
 
 	lines := readAudit(t, f.audit)
-	require.Len(t, lines, 2)
-	assert.Equal(t, "intent", lines[0].Phase)
-	assert.Equal(t, "outcome", lines[1].Phase)
-	assert.Equal(t, "succeeded", lines[1].Outcome)
-	assert.Equal(t, res.Facts.AuditID, lines[1].AuditID)
+	require.Len(t, lines, 3)
+	assert.Equal(t, "plan", lines[0].Phase)
+	assert.Equal(t, "intent", lines[1].Phase)
+	assert.Equal(t, "outcome", lines[2].Phase)
+	assert.Equal(t, "succeeded", lines[2].Outcome)
+	assert.Equal(t, res.Facts.AuditID, lines[2].AuditID)
 }
 
 func TestRelabelOnlyDoesNotRestart(t *testing.T) {
@@ -467,8 +468,8 @@ func TestLostRestartResponseIsRecognised(t *testing.T) {
 	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 	lines := readAudit(t, f.audit)
-	require.Len(t, lines, 2)
-	assert.Equal(t, "succeeded", lines[1].Outcome)
+	require.Len(t, lines, 3, "plan, intent, outcome")
+	assert.Equal(t, "succeeded", lines[2].Outcome)
 }
 
 // A run that loses the lease (it cannot renew it) stops before its next

@@ -80,11 +80,11 @@ func TestCrashSafety(t *testing.T) {
 			case kpsync.StepConfigMapWritten:
 				// the restart was not decided yet: it is owed, by the stamp
 				assert.False(t, hashConsistent(t, c), "a ConfigMap changed without a restart must leave the restart owed")
-				assert.Empty(t, phases(records, ""), "nothing to record before the restart")
+				assert.Equal(t, []string{"plan"}, phases(records, ""), "the plan is on disk before the first write; no restart intent yet")
 			default:
 				assert.True(t, hashConsistent(t, c), "the restart PATCH carries the new hash")
-				assert.Equal(t, []string{"intent"}, phases(records, ""), "the intent is on disk before the restart; the killed run wrote no outcome")
-				assert.Equal(t, kpsync.ReasonConfigChanged, records[0].RestartReason)
+				assert.Equal(t, []string{"plan", "intent"}, phases(records, ""), "the intent is on disk before the restart; the killed run wrote no outcome")
+				assert.Equal(t, kpsync.ReasonConfigChanged, records[1].RestartReason)
 			}
 
 			rerun := runBinary(t, bin, args, nil)
@@ -119,7 +119,7 @@ func TestCrashSafety(t *testing.T) {
 			}
 			assert.Equal(t, 1, intents, "one restart, one intent record: %+v", records)
 			if step == kpsync.StepConfigMapWritten {
-				assert.Equal(t, []string{"intent", "outcome"}, phases(records, res.facts().AuditID), "the rerun records its intent before its outcome")
+				assert.Equal(t, []string{"plan", "intent", "outcome"}, phases(records, res.facts().AuditID), "the rerun records its plan, then its intent before its outcome")
 			}
 			summary = append(summary, fmt.Sprintf("%-32s killed, rerun exit %d (restarted %t %s), pods per node %v: converged",
 				name, rerun.code, f.Restarted, f.RestartReason, perNode))
@@ -144,7 +144,7 @@ func TestCrashSafety(t *testing.T) {
 		assert.NotEmpty(t, res.Msg)
 		assert.True(t, res.facts().ConfigMapChanged, "the result says what was done: the ConfigMap was changed")
 		assert.True(t, res.facts().Restarted, "and the restart was made")
-		assert.Equal(t, []string{"intent", "outcome"}, phases(readAudit(t, auditLog), res.facts().AuditID), "an interrupted run records its outcome")
+		assert.Equal(t, []string{"plan", "intent", "outcome"}, phases(readAudit(t, auditLog), res.facts().AuditID), "an interrupted run records its outcome")
 
 		rerun := runBinary(t, bin, args, nil)
 		require.Equal(t, 0, rerun.code, "rerun: %s\n%s", rerun.stdout, rerun.stderr)

@@ -1,0 +1,88 @@
+package sync
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit/audittest"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+)
+
+// An audit log the run cannot write to fails the run before its first
+// write to the cluster: a record is written and fsynced first, so a full
+// disk is found while the ConfigMap, the DaemonSet and the Lease are as
+// they were, for a restarting change and for one with no effect (which
+// restarts nothing, and so writes no intent record).
+func TestUnwritableAuditLogFailsBeforeTheFirstWrite(t *testing.T) {
+	for _, path := range []struct {
+		name string
+		make func(t *testing.T) string
+	}{
+		{"/dev/full", func(*testing.T) string { return "/dev/full" }},
+		{"symlink to /dev/full", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "audit.jsonl")
+			require.NoError(t, os.Symlink("/dev/full", p))
+			return p
+		}},
+		{"regular file on a full disk", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "audit.jsonl")
+			require.NoError(t, os.WriteFile(p, []byte("{}\n"), 0o600))
+			audittest.LimitFileSize(t, 3) // no write can grow it
+			return p
+		}},
+	} {
+		for _, change := range []struct {
+			name string
+			o    Options
+		}{
+			{"restarting change", Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}}},
+			{"no-effect change", set("ipvs.scheduler", "lc")},
+		} {
+			t.Run(path.name+"/"+change.name, func(t *testing.T) {
+				f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+				f.audit = path.make(t)
+				res, err := f.run(t, change.o)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "audit log")
+				assert.False(t, res.Changed)
+				for _, a := range f.client.Actions() {
+					switch a.GetVerb() {
+					case "get", "list", "watch":
+					case "create":
+						assert.Equal(t, "selfsubjectaccessreviews", a.GetResource().Resource, "no write, not even the Lease or an Event")
+					default:
+						t.Errorf("%s %s before the audit record was on disk", a.GetVerb(), a.GetResource().Resource)
+					}
+				}
+				assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data)
+				assert.Equal(t, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6").Annotations, f.daemonSet(t).Annotations)
+				assert.Empty(t, f.daemonSet(t).Spec.Template.Annotations)
+			})
+		}
+	}
+}
+
+// Every run that writes has a record on disk before its first write: a
+// no-effect change (no restart, so no intent) has its plan and outcome.
+func TestNoRestartChangeIsAudited(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, set("ipvs.scheduler", "lc"))
+	require.NoError(t, err)
+	require.True(t, res.Facts.ConfigMapChanged)
+	require.False(t, res.Facts.Restarted)
+	lines := readAudit(t, f.audit)
+	require.Len(t, lines, 2)
+	assert.Equal(t, audit.PhasePlan, lines[0].Phase)
+	assert.Equal(t, []string{"config.conf:ipvs.scheduler"}, lines[0].ChangedKeys)
+	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, lines[0].ChangedKeysEffect)
+	assert.False(t, lines[0].Restart)
+	assert.Equal(t, "100", lines[0].ResourceVersionBefore)
+	assert.Equal(t, audit.PhaseOutcome, lines[1].Phase)
+	assert.Equal(t, "succeeded", lines[1].Outcome)
+	assert.Equal(t, lines[0].AuditID, lines[1].AuditID)
+}
