@@ -309,26 +309,40 @@ var secretField = regexp.MustCompile(`(["']?(token|client-key-data|client-certif
 // credentials comes back unchanged. Text that is not YAML is redacted
 // field by field with a pattern, and every line indented below a
 // credential field (a multi-line value) goes too.
+//
+// Comments are redacted too, with the pattern, in YAML as in other text:
+// a commented-out credential is still a credential.
 func Redact(text string) string {
 	if out, ok := redactYAML(text); ok {
 		return out
 	}
+	out, _ := redactLines(text)
+	return out
+}
+
+// redactLines redacts text line by line with the pattern, and every line
+// indented below a credential field; the indent is counted after any
+// comment marks ("#   abc" below "# client-key-data: |" goes too). It
+// reports whether it redacted anything.
+func redactLines(text string) (string, bool) {
 	lines := strings.Split(text, "\n")
-	var inSecret bool
+	var inSecret, found bool
 	var indent int
 	for i, line := range lines {
-		lineIndent := len(line) - len(strings.TrimLeft(line, " \t"))
-		if inSecret && strings.TrimSpace(line) != "" && lineIndent > indent {
+		body := strings.TrimLeft(line, " \t#")
+		lineIndent := len(line) - len(body)
+		if inSecret && strings.TrimSpace(body) != "" && lineIndent > indent {
 			lines[i] = line[:lineIndent] + redacted
+			found = true
 			continue
 		}
 		inSecret = false
 		if secretField.MatchString(line) {
 			lines[i] = secretField.ReplaceAllString(line, "${1}"+redacted)
-			inSecret, indent = true, lineIndent
+			inSecret, indent, found = true, lineIndent, true
 		}
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines, "\n"), found
 }
 
 // redactYAML redacts every document of text; ok is false when text is not YAML.
@@ -348,6 +362,11 @@ func redactYAML(text string) (string, bool) {
 		found = redactNode(&doc) || found
 		docs = append(docs, &doc)
 	}
+	if len(docs) == 0 {
+		// only comments, or nothing: the decoder keeps no node for them
+		out, _ := redactLines(text)
+		return out, true
+	}
 	if !found {
 		return text, true
 	}
@@ -365,10 +384,15 @@ func redactYAML(text string) (string, bool) {
 	return buf.String(), true
 }
 
-// redactNode replaces the value of every credential field under n and
-// reports whether it replaced any.
+// redactNode replaces the value of every credential field under n, and
+// the credentials in its comments, and reports whether it replaced any.
 func redactNode(n *yamlv3.Node) bool {
 	found := false
+	for _, c := range []*string{&n.HeadComment, &n.LineComment, &n.FootComment} {
+		if out, ok := redactLines(*c); ok {
+			*c, found = out, true
+		}
+	}
 	if n.Kind == yamlv3.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if secretKeys[n.Content[i].Value] {

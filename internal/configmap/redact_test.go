@@ -27,6 +27,13 @@ func TestRedactEveryStyle(t *testing.T) {
 		{name: "second document", text: "kind: Config\n---\nusers:\n- user:\n    password: " + secret + "\n"},
 		{name: "auth provider", text: "users:\n- user:\n    auth-provider:\n      config:\n        client-secret: " + secret + "\n        id-token: " + secret + "\n"},
 		{name: "not YAML", text: "users: [\n  token: " + secret + "\n  {\"password\": \"" + secret + "\"}\n"},
+		{name: "commented-out token", text: "users:\n- name: a\n  user:\n    # token: " + secret + "\n    tokenFile: /var/run/token\n", keep: []string{"tokenFile: /var/run/token", "# token: REDACTED"}},
+		{name: "comment at the top", text: "# token: " + secret + "\napiVersion: v1\nkind: Config\n", keep: []string{"kind: Config"}},
+		{name: "comment only", text: "# password: " + secret + "\n"},
+		{name: "line comment", text: "users:\n- name: a # \"token\": \"" + secret + "\"\n  user:\n    tokenFile: /var/run/token\n", keep: []string{"tokenFile: /var/run/token"}},
+		{name: "foot comment", text: "users:\n- name: a\n  user:\n    tokenFile: /var/run/token\n\n# client-secret: " + secret + "\n"},
+		{name: "comment next to a live secret", text: "users:\n- user:\n    token: " + secret + " # id-token: " + secret + "\n"},
+		{name: "commented-out block value", text: "users:\n- user:\n    tokenFile: /t\n    # client-key-data: |\n    #   abc\n    #   " + secret + "\n", keep: []string{"tokenFile: /t"}},
 		{name: "nothing secret", text: "# comment\nmode:   ipvs\nserver: https://10.0.0.1:6443\n", keep: []string{"# comment\nmode:   ipvs\nserver: https://10.0.0.1:6443\n"}},
 	}
 	for _, tc := range cases {

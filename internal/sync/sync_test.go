@@ -413,7 +413,7 @@ func TestBadConfigChangesNothing(t *testing.T) {
 
 func TestSecretsNeverInDiff(t *testing.T) {
 	cm := seedConfigMap()
-	cm.Data["kubeconfig.conf"] = strings.Replace(seedKubeconfig, "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "token: s3cr3t-t0ken\n    client-key-data: UFJJVkFURSBLRVk=", 1)
+	cm.Data["kubeconfig.conf"] = strings.Replace(seedKubeconfig, "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "token: s3cr3t-t0ken\n    client-key-data: UFJJVkFURSBLRVk=\n    # token: c0mm3nted-t0ken", 1)
 	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 	res, err := f.run(t, Options{Diff: true, Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
 	require.NoError(t, err)
@@ -421,7 +421,7 @@ func TestSecretsNeverInDiff(t *testing.T) {
 	require.NoError(t, err)
 	auditLog, err := os.ReadFile(f.audit)
 	require.NoError(t, err)
-	for _, secret := range []string{"s3cr3t-t0ken", "UFJJVkFURSBLRVk="} {
+	for _, secret := range []string{"s3cr3t-t0ken", "UFJJVkFURSBLRVk=", "c0mm3nted-t0ken"} {
 		assert.NotContains(t, string(b), secret)
 		assert.NotContains(t, string(auditLog), secret)
 	}
