@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,6 +57,7 @@ func TestParseArgs(t *testing.T) {
 		{name: "wrong set value", json: `{"set":{"mode":{"a":1}}}`, err: "mode: want a string"},
 		{name: "wrong type retries", json: `{"retries":true}`, err: "want a whole number"},
 		{name: "bad duration", json: `{"timeout":"soon"}`, err: "want a duration"},
+		{name: "allow insecure server", json: `{"allow_insecure_server":true}`, check: func(t *testing.T, o *Options) { assert.True(t, o.AllowInsecureServer) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,4 +239,43 @@ func TestMemoryLimit(t *testing.T) {
 	assert.Equal(t, int64(SoftMemoryLimit), memoryLimit(""), "the binary's own limit by default")
 	assert.Equal(t, int64(-1), memoryLimit("64MiB"), "GOMEMLIMIT wins")
 	assert.Equal(t, int64(-1), memoryLimit("off"))
+}
+
+// --server with credentials is refused, and they appear nowhere: not in
+// the result, not on stderr; http is refused unless the user opts out.
+func TestServerHygiene(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in msg; empty: the run succeeds
+	}{
+		{"user info", []string{"--server", "https://admin:" + secret + "@10.0.0.9:6443"}, "user info"},
+		{"user info, not a URL", []string{"--server", "admin:" + secret + "@10.0.0.9:6443"}, "want a URL like"},
+		{"user info, bad port", []string{"--server", "https://admin:" + secret + "@10.0.0.9:0"}, "user info"},
+		{"user info with opt-out", []string{"--allow-insecure-server", "--server", "http://admin:" + secret + "@10.0.0.9:6443"}, "user info"},
+		{"http", []string{"--server", "http://10.0.0.9:6443"}, "--allow-insecure-server"},
+		{"http with opt-out", []string{"--allow-insecure-server", "--server", "http://10.0.0.9:6443"}, ""},
+	} {
+		for _, output := range []string{"json", "text"} {
+			t.Run(tc.name+"/"+output, func(t *testing.T) {
+				r := run(t, append([]string{"--output", output, "--check", "--probe-path", "none"}, tc.args...)...)
+				assert.NotContains(t, r.stdout+r.stderr, secret)
+				if tc.want == "" {
+					assert.Equal(t, ExitOK, r.code, r.stderr)
+					return
+				}
+				assert.Equal(t, ExitFailed, r.code)
+				assert.Empty(t, r.client.Actions(), "refused before touching the cluster")
+				assert.Contains(t, r.stdout+r.stderr, tc.want)
+			})
+		}
+	}
+	// the module arg
+	args := filepath.Join(t.TempDir(), "args")
+	for allow, code := range map[bool]int{false: ExitFailed, true: ExitOK} {
+		require.NoError(t, os.WriteFile(args, []byte(fmt.Sprintf(`{"server":"http://10.0.0.9:6443","probe_path":"none","allow_insecure_server":%t,"_ansible_check_mode":true}`, allow)), 0o600))
+		r := run(t, args)
+		assert.Equal(t, code, r.code, "allow_insecure_server %t: %s", allow, r.stdout)
+	}
 }

@@ -22,6 +22,7 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 	"daemonset":              str(func(o *Options) *string { return &o.DaemonSet }),
 	"container":              str(func(o *Options) *string { return &o.Container }),
 	"server":                 str(func(o *Options) *string { return &o.Server }),
+	"allow_insecure_server":  boolean(func(o *Options) *bool { return &o.AllowInsecureServer }),
 	"manifest":               str(func(o *Options) *string { return &o.Manifest }),
 	"probe_path":             str(func(o *Options) *string { return &o.ProbePath }),
 	"kube_proxy_version":     str(func(o *Options) *string { return &o.KubeProxyVersion }),

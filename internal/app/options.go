@@ -27,46 +27,48 @@ const DefaultTrafficImage = "registry.k8s.io/pause:3.10.1"
 
 // Options are everything a run can be told, from flags or an Ansible args file.
 type Options struct {
-	Kubeconfig        string
-	Context           string
-	Namespace         string
-	ConfigMap         string
-	DaemonSet         string
-	Container         string
-	Server            string
-	Set               []string
-	Manifest          string
-	ProbePath         string
-	KubeProxyVersion  string
-	Restart           string
-	Timeout           time.Duration
-	RequestTimeout    time.Duration
-	Retries           int
-	Check             bool
-	Diff              bool
-	AuditLog          string
-	Output            string
-	DetailedExitCode  bool
-	LogLevel          string
-	LogFormat         string
-	ShowVersion       bool
-	LockTimeout       time.Duration
-	Strategy          string
-	CanaryNodes       int
-	ZoneLabel         string
-	BatchSize         string
-	Verify            bool
-	VerifyEndpoints   int
-	VerifyHealth      string
-	VerifyHealthWait  time.Duration
-	VerifyTraffic     string
-	VerifyTrafficImg  string
-	VerifyTrafficWait time.Duration
-	RollbackOnFailure bool
-	NoRollback        bool
-	ProgressDeadline  time.Duration
-	NotReadyTolerance time.Duration
-	SkipUnschedulable bool
+	Kubeconfig string
+	Context    string
+	Namespace  string
+	ConfigMap  string
+	DaemonSet  string
+	Container  string
+	Server     string
+	// AllowInsecureServer: an http --server is accepted
+	AllowInsecureServer bool
+	Set                 []string
+	Manifest            string
+	ProbePath           string
+	KubeProxyVersion    string
+	Restart             string
+	Timeout             time.Duration
+	RequestTimeout      time.Duration
+	Retries             int
+	Check               bool
+	Diff                bool
+	AuditLog            string
+	Output              string
+	DetailedExitCode    bool
+	LogLevel            string
+	LogFormat           string
+	ShowVersion         bool
+	LockTimeout         time.Duration
+	Strategy            string
+	CanaryNodes         int
+	ZoneLabel           string
+	BatchSize           string
+	Verify              bool
+	VerifyEndpoints     int
+	VerifyHealth        string
+	VerifyHealthWait    time.Duration
+	VerifyTraffic       string
+	VerifyTrafficImg    string
+	VerifyTrafficWait   time.Duration
+	RollbackOnFailure   bool
+	NoRollback          bool
+	ProgressDeadline    time.Duration
+	NotReadyTolerance   time.Duration
+	SkipUnschedulable   bool
 
 	// filled by Complete
 	settings []kpconfig.Setting
@@ -110,6 +112,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DaemonSet, "daemonset", o.DaemonSet, "name of kube-proxy's DaemonSet")
 	fs.StringVar(&o.Container, "container", o.Container, "name of the kube-proxy container in the DaemonSet")
 	fs.StringVar(&o.Server, "server", o.Server, "API server URL to set in kubeconfig.conf (what kubespray's sed task does), e.g. https://10.0.0.1:6443")
+	fs.BoolVar(&o.AllowInsecureServer, "allow-insecure-server", o.AllowInsecureServer, "accept an http:// --server (kube-proxy would then send its service-account token in clear text)")
 	fs.StringArrayVar(&o.Set, "set", o.Set, "KubeProxyConfiguration field to set in config.conf, as dotted.path=value; repeatable (e.g. --set mode=ipvs --set ipvs.strictARP=true)")
 	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data is applied with server-side apply (field manager kube-proxy-sync)")
 	fs.StringVar(&o.ProbePath, "probe-path", o.ProbePath, "readiness probe path: auto (/livez for kube-proxy >= 1.28, /healthz before), /livez, /healthz, or none (leave the probe alone)")
@@ -170,7 +173,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--container must not be empty")
 	}
 	if o.Server != "" {
-		if err := configmap.ValidateServer(o.Server); err != nil {
+		if err := configmap.ValidateServer(o.Server, o.AllowInsecureServer); err != nil {
 			return err
 		}
 	}

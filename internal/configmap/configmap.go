@@ -81,18 +81,64 @@ type Spec struct {
 	Manifest *corev1.ConfigMap
 }
 
-// ValidateServer checks a desired API server URL.
-func ValidateServer(server string) error {
+// ValidateServer checks a desired API server URL. It refuses user info
+// (credentials in the URL), and http unless allowInsecure: over http
+// kube-proxy would send its service-account token in clear text. No error
+// repeats the URL's user info.
+func ValidateServer(server string, allowInsecure bool) error {
+	shown := RedactURL(server)
 	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" && u.Path != "/" {
-		return fmt.Errorf("server %q: want a URL like https://10.0.0.1:6443 (scheme, host, optional port, no path)", server)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" && u.Path != "/" || u.Opaque != "" {
+		return fmt.Errorf("server %q: want a URL like https://10.0.0.1:6443 (scheme, host, optional port, no path)", shown)
+	}
+	if u.User != nil {
+		return fmt.Errorf("server %q: has user info (user:password@): credentials in the URL are refused, kube-proxy authenticates with its kubeconfig's user; give the URL without them", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("server %q: port must be 1-65535", server)
+			return fmt.Errorf("server %q: port must be 1-65535", shown)
 		}
 	}
+	if u.Scheme == "http" && !allowInsecure {
+		return fmt.Errorf("server %q: over http kube-proxy would send its service-account token in clear text; use https, or pass --allow-insecure-server (module arg allow_insecure_server) if you mean it", shown)
+	}
 	return nil
+}
+
+// InsecureClusters lists the clusters of a kubeconfig that turn off TLS
+// verification (insecure-skip-tls-verify: true), sorted; none when the
+// text is not a kubeconfig (validation says so elsewhere).
+func InsecureClusters(kubeconfig string) []string {
+	cfg, err := clientcmd.Load([]byte(kubeconfig))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for name, c := range cfg.Clusters {
+		if c != nil && c.InsecureSkipTLSVerify {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RedactURL hides a URL's user info (https://user:password@host becomes
+// https://REDACTED@host), also when the text is not a valid URL (no
+// scheme, bad escapes), so that an error can show what was given.
+func RedactURL(s string) string {
+	rest, prefix := s, ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		prefix, rest = s[:i+3], s[i+3:]
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		return prefix + redacted + rest[i:]
+	}
+	return s
 }
 
 // LoadManifest reads a ConfigMap manifest and checks it names the object we manage.
@@ -300,6 +346,10 @@ const redacted = "REDACTED"
 // secretField matches `key: value` and `"key": "value"` anywhere in a line,
 // for text that is not YAML; the value runs to the end of the line, or to
 // the closing quote, comma or brace of a flow collection.
+// urlUserInfo matches a URL's scheme and user info, up to the last @ of
+// its authority.
+var urlUserInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"']*@`)
+
 var secretField = regexp.MustCompile(`(["']?(token|client-key-data|client-certificate-data|certificate-authority-data|password|id-token|refresh-token|access-token|client-secret|idp-certificate-authority-data)["']?\s*:\s*)("[^"]*"?|'[^']*'?|[^\s,}\]]+)`)
 
 // Redact hides credentials in ConfigMap text (tokens, keys, certificates)
@@ -337,6 +387,10 @@ func redactLines(text string) (string, bool) {
 			continue
 		}
 		inSecret = false
+		if urlUserInfo.MatchString(line) {
+			line = urlUserInfo.ReplaceAllString(line, "${1}"+redacted+"@")
+			lines[i], found = line, true
+		}
 		if secretField.MatchString(line) {
 			lines[i] = secretField.ReplaceAllString(line, "${1}"+redacted)
 			inSecret, indent, found = true, lineIndent, true
@@ -400,6 +454,9 @@ func redactNode(n *yamlv3.Node) bool {
 				found = true
 			}
 		}
+	}
+	if n.Kind == yamlv3.ScalarNode && urlUserInfo.MatchString(n.Value) {
+		n.Value, found = urlUserInfo.ReplaceAllString(n.Value, "${1}"+redacted+"@"), true
 	}
 	for _, c := range n.Content {
 		found = redactNode(c) || found

@@ -103,11 +103,52 @@ func TestDesired(t *testing.T) {
 }
 
 func TestValidateServer(t *testing.T) {
-	for _, ok := range []string{"https://10.0.0.1:6443", "https://lb.example.internal:6443", "http://127.0.0.1:8080", "https://[fd00::1]:6443", "https://10.0.0.1:6443/"} {
-		assert.NoError(t, ValidateServer(ok), ok)
+	for _, ok := range []string{"https://10.0.0.1:6443", "https://lb.example.internal:6443", "https://[fd00::1]:6443", "https://10.0.0.1:6443/"} {
+		assert.NoError(t, ValidateServer(ok, false), ok)
 	}
-	for _, bad := range []string{"", "10.0.0.1:6443", "ftp://x:1", "https://", "https://x:99999", "https://x:6443/api", "not a url"} {
-		assert.Error(t, ValidateServer(bad), bad)
+	assert.NoError(t, ValidateServer("http://127.0.0.1:8080", true), "http when the user opts out")
+	const secret = "s3cr3t"
+	for _, tc := range []struct {
+		server        string
+		allowInsecure bool
+		want          string
+	}{
+		{"", false, "want a URL like"},
+		{"10.0.0.1:6443", false, "want a URL like"},
+		{"ftp://x:1", false, "want a URL like"},
+		{"https://", false, "want a URL like"},
+		{"https://x:99999", false, "port must be"},
+		{"https://x:6443/api", false, "want a URL like"},
+		{"not a url", false, "want a URL like"},
+		{"http://127.0.0.1:8080", false, "--allow-insecure-server"},
+		{"https://admin:" + secret + "@10.0.0.1:6443", false, "user info"},
+		{"https://admin:" + secret + "@10.0.0.1:6443", true, "user info"},
+		{"https://" + secret + "@10.0.0.1:6443", false, "user info"},
+		{"http://admin:" + secret + "@10.0.0.1:6443", false, "user info"},
+		{"admin:" + secret + "@10.0.0.1:6443", false, "want a URL like"},
+		{"https://admin:" + secret + "@10.0.0.1:6443/api", false, "want a URL like"},
+		{"https://admin:" + secret + "@10.0.0.1:99999", false, ""},
+		{"https://admin:" + secret + "@[::1:6443", false, "want a URL like"},
+		{"https://admin:" + secret + "@10.0.0.1:6443/%zz", false, "want a URL like"},
+	} {
+		err := ValidateServer(tc.server, tc.allowInsecure)
+		require.Error(t, err, tc.server)
+		assert.Contains(t, err.Error(), tc.want, tc.server)
+		assert.NotContains(t, err.Error(), secret, "never echo credentials")
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://10.0.0.1:6443":                   "https://10.0.0.1:6443",
+		"https://admin:pw@10.0.0.1:6443":          "https://REDACTED@10.0.0.1:6443",
+		"https://pw@10.0.0.1:6443/x@y":            "https://REDACTED@10.0.0.1:6443/x@y",
+		"admin:pw@10.0.0.1:6443":                  "REDACTED@10.0.0.1:6443",
+		"https://a:p@w@[::1]:6443":                "https://REDACTED@[::1]:6443",
+		"not a url":                               "not a url",
+		"https://10.0.0.1:6443/?next=http://a@b/": "https://10.0.0.1:6443/?next=http://a@b/",
+	} {
+		assert.Equal(t, want, RedactURL(in), in)
 	}
 }
 

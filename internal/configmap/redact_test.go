@@ -34,6 +34,9 @@ func TestRedactEveryStyle(t *testing.T) {
 		{name: "foot comment", text: "users:\n- name: a\n  user:\n    tokenFile: /var/run/token\n\n# client-secret: " + secret + "\n"},
 		{name: "comment next to a live secret", text: "users:\n- user:\n    token: " + secret + " # id-token: " + secret + "\n"},
 		{name: "commented-out block value", text: "users:\n- user:\n    tokenFile: /t\n    # client-key-data: |\n    #   abc\n    #   " + secret + "\n", keep: []string{"tokenFile: /t"}},
+		{name: "user info in a server URL", text: "clusters:\n- cluster:\n    server: https://admin:" + secret + "@10.0.0.1:6443\n  name: a\n", keep: []string{"server: https://REDACTED@10.0.0.1:6443"}},
+		{name: "user info in a URL in a comment", text: "clusters:\n- cluster:\n    # server: https://admin:" + secret + "@10.0.0.1:6443\n    server: https://10.0.0.1:6443\n  name: a\n", keep: []string{"server: https://10.0.0.1:6443"}},
+		{name: "user info in a URL, not YAML", text: "server: [https://admin:" + secret + "@10.0.0.1:6443\n"},
 		{name: "nothing secret", text: "# comment\nmode:   ipvs\nserver: https://10.0.0.1:6443\n", keep: []string{"# comment\nmode:   ipvs\nserver: https://10.0.0.1:6443\n"}},
 	}
 	for _, tc := range cases {

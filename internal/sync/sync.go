@@ -338,6 +338,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
 	}
+	s.warnInsecureTLS(p.desired)
 	if (p.reason != "" || p.probe.changes()) && s.o.Strategy == StrategyRolling &&
 		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", s.o.Namespace, s.o.DaemonSet)
@@ -690,7 +691,7 @@ func (s *Syncer) planRecord(p plan) audit.Record {
 func (s *Syncer) record(phase string, runErr error) audit.Record {
 	f := s.res.Facts
 	r := audit.Record{
-		Time: s.d.Clock.Now().UTC(), AuditID: f.AuditID, Phase: phase, Server: s.d.Server,
+		Time: s.d.Clock.Now().UTC(), AuditID: f.AuditID, Phase: phase, Server: configmap.RedactURL(s.d.Server),
 		Object:                "configmap/" + s.o.Namespace + "/" + s.o.ConfigMap,
 		DaemonSet:             "daemonset/" + s.o.Namespace + "/" + s.o.DaemonSet,
 		ResourceVersionBefore: f.ResourceVersionBefore, ResourceVersionAfter: f.ResourceVersionAfter,
