@@ -57,6 +57,11 @@ func TestParseArgs(t *testing.T) {
 		{name: "wrong set value", json: `{"set":{"mode":{"a":1}}}`, err: "mode: want a string"},
 		{name: "wrong type retries", json: `{"retries":true}`, err: "want a whole number"},
 		{name: "bad duration", json: `{"timeout":"soon"}`, err: "want a duration"},
+		{name: "check mode as a string", json: `{"_ansible_check_mode":"true"}`, err: "_ansible_check_mode: want a JSON boolean, got a string"},
+		{name: "check mode as a number", json: `{"_ansible_check_mode":1}`, err: "_ansible_check_mode: want a JSON boolean, got a number"},
+		{name: "check mode null", json: `{"_ansible_check_mode":null}`, err: "_ansible_check_mode: want a JSON boolean, got null"},
+		{name: "diff as a string", json: `{"_ansible_diff":"yes"}`, err: "_ansible_diff: want a JSON boolean"},
+		{name: "check mode false", json: `{"_ansible_check_mode":false,"_ansible_diff":false}`, check: func(t *testing.T, o *Options) { assert.False(t, o.Check) }},
 		{name: "allow insecure server", json: `{"allow_insecure_server":true}`, check: func(t *testing.T, o *Options) { assert.True(t, o.AllowInsecureServer) }},
 	}
 	for _, tc := range cases {
@@ -278,4 +283,18 @@ func TestServerHygiene(t *testing.T) {
 		r := run(t, args)
 		assert.Equal(t, code, r.code, "allow_insecure_server %t: %s", allow, r.stdout)
 	}
+}
+
+// A check mode that cannot be read is a failed result, with the cluster
+// untouched: never a write.
+func TestUnreadableCheckModeWritesNothing(t *testing.T) {
+	args := filepath.Join(t.TempDir(), "args")
+	require.NoError(t, os.WriteFile(args, []byte(`{"server":"https://10.0.0.9:6443","probe_path":"none","_ansible_check_mode":"yes"}`), 0o600))
+	r := run(t, args)
+	assert.Equal(t, ExitFailed, r.code)
+	assert.Empty(t, r.client.Actions())
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	assert.True(t, res.Failed)
+	assert.Contains(t, res.Msg, "_ansible_check_mode: want a JSON boolean")
 }

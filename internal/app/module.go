@@ -54,7 +54,8 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 
 // LoadArgsFile reads the JSON args file Ansible hands a binary module.
 // Ansible's own `_ansible_*` keys are accepted; `_ansible_check_mode` and
-// `_ansible_diff` turn on check and diff mode.
+// `_ansible_diff` (JSON booleans, anything else is refused) turn on check
+// and diff mode.
 func LoadArgsFile(path string, o *Options) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -87,10 +88,18 @@ func ParseArgs(raw []byte, o *Options) error {
 	for _, k := range keys {
 		v := args[k]
 		switch {
-		case k == "_ansible_check_mode":
-			o.Check = truthy(v)
-		case k == "_ansible_diff":
-			o.Diff = truthy(v)
+		case k == "_ansible_check_mode" || k == "_ansible_diff":
+			// Ansible sends JSON booleans; anything else is refused, so
+			// that a check mode that cannot be read never means "write"
+			b, ok := v.(bool)
+			if !ok {
+				return fmt.Errorf("module arg %s: want a JSON boolean, got %s; nothing was done", k, jsonType(v))
+			}
+			if k == "_ansible_check_mode" {
+				o.Check = b
+			} else {
+				o.Diff = b
+			}
 		case strings.HasPrefix(k, "_ansible_"):
 		case v == nil:
 			// Ansible passes unset options as null
@@ -119,11 +128,6 @@ func ModuleArgNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func truthy(v interface{}) bool {
-	b, ok := v.(bool)
-	return ok && b
 }
 
 func str(field func(*Options) *string) func(*Options, interface{}) error {
