@@ -24,7 +24,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -90,13 +93,13 @@ func (l *Lease) Acquire(ctx context.Context, wait time.Duration) (held context.C
 			break
 		}
 		if h != holder {
-			l.Log.Infof("waiting for lease %s/%s held by %s (up to %s)", l.Namespace, l.Name, h, wait)
+			l.Log.Infof("waiting for lease %s/%s held by %s (up to %s)", l.Namespace, l.Name, shown(h), wait)
 			holder = h
 		}
 		// the wait is bounded here rather than by a deadline on ctx, so
 		// that a request in flight is never cut short by it
 		if !l.Clock.Now().Before(deadline) {
-			return nil, nil, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, holder, wait)
+			return nil, nil, fmt.Errorf("%w: lease %s/%s is held by %s after waiting %s; another kube-proxy-sync run is active — retry later or raise --lock-timeout", ErrLocked, l.Namespace, l.Name, shown(holder), wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -178,7 +181,7 @@ func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
 		if now.Before(l.observedAt.Add(d)) {
 			return false, h, nil
 		}
-		l.Log.Warnf("taking over lease %s/%s from %s: not renewed for %s", l.Namespace, l.Name, h, d)
+		l.Log.Warnf("taking over lease %s/%s from %s: not renewed for %s", l.Namespace, l.Name, shown(h), d)
 	}
 	acquired, transitions := now, ptr.Deref(cur.Spec.LeaseTransitions, 0)
 	if h == l.Identity && cur.Spec.AcquireTime != nil {
@@ -201,6 +204,30 @@ func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
 
 func (l *Lease) observe(lease *coordinationv1.Lease, now time.Time) {
 	l.observed, l.observedAt = lease, now
+}
+
+// maxShown caps how much of a holder identity is shown.
+const maxShown = 128
+
+// shown is a holder identity as it may be printed: it is whatever another
+// client wrote in the Lease, and reaches stderr, the result and the audit
+// log. Characters that are not printable (line breaks, terminal escapes,
+// bidi overrides) are escaped as Go would quote them, and it is cut to
+// maxShown bytes, saying how long it was.
+func shown(holder string) string {
+	var b strings.Builder
+	for _, r := range holder {
+		if unicode.IsPrint(r) && r != '\\' {
+			b.WriteRune(r)
+		} else {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		if b.Len() > maxShown {
+			return fmt.Sprintf("%s... (%d bytes in all)", b.String(), len(holder))
+		}
+	}
+	return b.String()
 }
 
 func holderOf(lease *coordinationv1.Lease) string {
@@ -250,8 +277,8 @@ func (l *Lease) renew(held context.Context, stop <-chan struct{}, lose context.C
 			renewed, next = now, l.RenewEvery
 			continue
 		case h != "" && h != l.Identity && err == nil:
-			l.Log.Errorf("lease %s/%s was taken over by %s: stopping this run", l.Namespace, l.Name, h)
-			lose(fmt.Errorf("%w %s/%s: taken over by %s", ErrLost, l.Namespace, l.Name, h))
+			l.Log.Errorf("lease %s/%s was taken over by %s: stopping this run", l.Namespace, l.Name, shown(h))
+			lose(fmt.Errorf("%w %s/%s: taken over by %s", ErrLost, l.Namespace, l.Name, shown(h)))
 			return
 		case now.Sub(renewed) >= l.RenewDeadline:
 			l.Log.Errorf("could not renew lease %s/%s for %s (%v): stopping this run", l.Namespace, l.Name, l.RenewDeadline, err)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -247,4 +249,32 @@ func TestCancelledRunReleases(t *testing.T) {
 	<-held.Done()
 	release()
 	assert.Equal(t, "", holder(t, client))
+}
+
+// A holder identity is whatever another client wrote: before it reaches
+// the log (stderr) or an error (the result, the audit log), control
+// characters, line breaks and bidi overrides are escaped and its length is
+// capped, so it can neither forge a log line nor flood the output.
+func TestHostileHolderIsShownSafely(t *testing.T) {
+	hostile := "evil\n" + `time="2026-01-01" level=info msg="restart done"` + "\r\x1b[2K\u202egnp.exe\x00" + strings.Repeat("A", 100000)
+	clock := clocktesting.NewFakeClock(time.Now())
+	client := newClient(existing(hostile, clock.Now()))
+	l := newLease(client, clock, "me")
+	hook := logtest.NewLocal(l.Log.Logger)
+	_, _, err := l.Acquire(context.Background(), 0)
+	require.ErrorIs(t, err, ErrLocked)
+	assert.Equal(t, hostile, holder(t, client), "the lease itself is not ours to change")
+	var logged []string
+	for _, e := range hook.AllEntries() {
+		logged = append(logged, e.Message)
+	}
+	for name, text := range map[string]string{"error": err.Error(), "log": strings.Join(logged, "|")} {
+		require.Contains(t, text, "held by evil", name)
+		for _, bad := range []string{"\n" + `time="2026-01-01"`, "\r", "\x1b", "\u202e", "\x00"} {
+			assert.NotContains(t, text, bad, name)
+		}
+		assert.Contains(t, text, `evil\ntime=`, "%s: a newline is shown escaped", name)
+		assert.Less(t, len(text), 1000, "%s: the holder is capped", name)
+		assert.Contains(t, text, "bytes in all", name)
+	}
 }
