@@ -21,6 +21,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
@@ -242,6 +243,24 @@ type moduleResult struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+// probeLine says what became of the readiness probe, for the text summary.
+func probeLine(o *Options, f sync.Facts) string {
+	switch {
+	case f.ProbePath != "":
+		return fmt.Sprintf("%s (changed: %t)", f.ProbePath, f.ProbeChanged)
+	case o.ProbePath == probe.None:
+		return "left alone (--probe-path none)"
+	}
+	return "left alone"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "version unknown"
+	}
+	return s
+}
+
 func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	if res == nil {
 		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}}
@@ -268,7 +287,7 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	for _, k := range f.ChangedKeys {
 		fmt.Fprintf(w, "  changed %s: %s\n", k, f.ChangedKeysEffect[k])
 	}
-	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s (changed: %t)\n", f.KubeProxyVersion, f.ProbePath, f.ProbeChanged)
+	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s\n", orUnknown(f.KubeProxyVersion), probeLine(o, f))
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	fmt.Fprintf(w, "  api requests: %d, audit id: %s\n", f.APIRequests, f.AuditID)
 	if res.Diff != nil {

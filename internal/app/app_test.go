@@ -298,3 +298,16 @@ func TestUnreadableCheckModeWritesNothing(t *testing.T) {
 	assert.True(t, res.Failed)
 	assert.Contains(t, res.Msg, "_ansible_check_mode: want a JSON boolean")
 }
+
+// The text summary says what became of the readiness probe, also when the
+// run left it alone.
+func TestTextOutputProbeLine(t *testing.T) {
+	r := run(t, "--check", "--probe-path", "none")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "  kube-proxy v1.33.6, readiness probe left alone (--probe-path none)\n")
+	assert.NotContains(t, r.stdout, "probe  (")
+
+	r = run(t, "--check", "--probe-path", "auto")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "  kube-proxy v1.33.6, readiness probe /livez (changed: true)\n")
+}
