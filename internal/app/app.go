@@ -155,7 +155,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 
 	d := sync.Deps{
 		Kube: deps.Kube, Clock: deps.Clock, Log: log, Audit: audit.Log{Path: o.AuditLog},
-		Step: testPause(streams.ErrOut, os.Getenv(TestPauseEnv)),
+		Step: testPause(streams.ErrOut),
 	}
 	if d.Kube == nil {
 		client, err := kube.New(kube.Options{
@@ -185,21 +185,9 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
 // TestPauseEnv names a step boundary (see sync.Step*) at which the run
 // announces itself on stderr and blocks until it is killed or interrupted.
 // Crash-safety tests use it to SIGKILL the binary at an exact point; it is
-// not a user feature.
+// not a user feature, and only a binary built with the testhooks build tag
+// reads it (see testpause.go): the e2e tests build theirs so.
 const TestPauseEnv = "KUBE_PROXY_SYNC_TEST_PAUSE_AT"
-
-func testPause(w io.Writer, at string) func(context.Context, string) {
-	if at == "" {
-		return nil
-	}
-	return func(ctx context.Context, step string) {
-		if step != at {
-			return
-		}
-		fmt.Fprintf(w, "kube-proxy-sync: test hook: paused at %s\n", step)
-		<-ctx.Done()
-	}
-}
 
 func wantsJSON(args []string) bool {
 	for i, a := range args {

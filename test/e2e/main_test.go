@@ -38,7 +38,8 @@ func kubeProxySyncBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binPath = filepath.Join(binDir, "kube-proxy-sync")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/kube-proxy-sync/kube-proxy-sync/cmd/kube-proxy-sync")
+		// testhooks: the crash tests pause the binary at a step (app.TestPauseEnv)
+		cmd := exec.Command("go", "build", "-tags", "testhooks", "-o", binPath, "github.com/kube-proxy-sync/kube-proxy-sync/cmd/kube-proxy-sync")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binError = fmt.Errorf("go build cmd/kube-proxy-sync: %w\n%s", err, out)
