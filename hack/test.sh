@@ -19,6 +19,8 @@ step "go lint"
 hack/lint-go.sh
 step "unit tests"
 go test -short -count=1 ./...
+# the crash tests' pause hook exists only in a testhooks build
+go test -short -count=1 -tags testhooks ./internal/app/
 step "differential test: config validation against kube-proxy's own"
 # every supported minor; DIFFTEST_MINORS="1.27 1.37" runs a subset (see
 # README, Validation)
