@@ -104,14 +104,25 @@ Examples:
   kube-proxy-sync --server https://10.0.0.1:6443 --output json --detailed-exitcode
 
 Exit codes: 0 success (nothing changed with --detailed-exitcode), 1 failure,
-2 changed (only with --detailed-exitcode).
+2 changed (only with --detailed-exitcode; a crash of the Go runtime exits 2
+too, but with no result on stdout and "panic:" or "fatal error:" on stderr).
 
 Flags:
 `
 
 // Run is the whole command, in-process.
-func Run(ctx context.Context, streams Streams, args []string, deps Deps) int {
+func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code int) {
 	o := NewOptions()
+	// a panic in the run (a bug) is a failed result, exit 1: Go's own exit
+	// on a panic is 2, which --detailed-exitcode means as "changed". A
+	// panic in another goroutine, or a fatal runtime error, still exits 2
+	// with no result on stdout (README, Exit codes).
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(streams.ErrOut, "panic: %v\n\n%s\n", r, debug.Stack())
+			code = fail(streams, o, nil, fmt.Errorf("internal error: %v (a bug: please report it with the stack trace on stderr); a rerun with the same values finishes what this run left", r))
+		}
+	}()
 	if len(args) == 1 && !strings.HasPrefix(args[0], "-") {
 		o.module = true
 		o.Output = "json"

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
@@ -310,4 +311,27 @@ func TestTextOutputProbeLine(t *testing.T) {
 	r = run(t, "--check", "--probe-path", "auto")
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "  kube-proxy v1.33.6, readiness probe /livez (changed: true)\n")
+}
+
+// panicky is a client whose ConfigMaps panics, as a bug in the run would.
+type panicky struct{ kube.Interface }
+
+func (panicky) ConfigMaps(string) kube.ConfigMaps { panic("boom") }
+
+// A panic in the run is a failed result (exit 1, a JSON result on stdout,
+// the stack on stderr), never the Go runtime's exit 2, which
+// --detailed-exitcode uses for "changed".
+func TestPanicIsAFailedResultNotExitTwo(t *testing.T) {
+	cm, ds := seed()
+	_, api := kubefake.New(cm, ds)
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut}, []string{"--output", "json", "--detailed-exitcode", "--probe-path", "none"},
+		Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: panicky{api}})
+	assert.Equal(t, ExitFailed, code)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "stdout holds one result: %q", out.String())
+	assert.True(t, res.Failed)
+	assert.Contains(t, res.Msg, "internal error: boom")
+	assert.Contains(t, errOut.String(), "panic: boom")
+	assert.Contains(t, errOut.String(), "TestPanicIsAFailedResultNotExitTwo", "with the stack")
 }
