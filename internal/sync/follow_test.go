@@ -2,7 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,7 +15,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // kubeProxyPod is the DaemonSet's pod on node, of template generation gen.
@@ -48,7 +46,7 @@ func liveFleet(ds *appsv1.DaemonSet, n int) []runtime.Object {
 
 // rollingFixture is a rolled-out DaemonSet on n live nodes, each with a
 // Ready pod of template generation 1. Its restart PATCH moves the template
-// generation to 2 as the API server does (the fake does not), and its
+// generation to 2 (newFixture's fake does as the API server does), and its
 // DaemonSet watch is a fake watcher the test drives, standing in for the
 // controller's status writes. pods and watches record the watches opened.
 type rollingFixture struct {
@@ -65,19 +63,6 @@ func newRollingFixture(t *testing.T, n int) *rollingFixture {
 	ds.Annotations["deprecated.daemonset.template.generation"] = "1"
 	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: int32(n), UpdatedNumberScheduled: int32(n), NumberAvailable: int32(n), NumberReady: int32(n)}
 	f := &rollingFixture{fixture: newFixture(t, liveFleet(ds, n)...), watches: make(chan *watch.FakeWatcher, 1), podWatches: make(chan struct{}, 10), n: n}
-	f.client.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if !strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), rollout.RestartedAtAnnotation) {
-			return false, nil, nil
-		}
-		cur, err := f.client.Tracker().Get(a.GetResource(), "kube-system", "kube-proxy")
-		if err != nil {
-			return true, nil, err
-		}
-		moved := cur.(*appsv1.DaemonSet).DeepCopy()
-		moved.Generation++
-		moved.Annotations["deprecated.daemonset.template.generation"] = fmt.Sprint(moved.Generation)
-		return false, nil, f.client.Tracker().Update(a.GetResource(), moved, "kube-system") // the tracker applies the patch to it
-	})
 	// a pod list at a resourceVersion, which a pod watch (RetryWatcher) needs
 	f.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		handled, obj, err := k8stesting.ObjectReaction(f.client.Tracker())(a)

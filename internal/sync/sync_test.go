@@ -108,7 +108,7 @@ type fixture struct {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	return &fixture{
-		client: allowAll(fake.NewClientset(objs...)),
+		client: allowAll(kubefake.DaemonSetGenerations(fake.NewClientset(objs...))),
 		clock:  clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
 		audit:  filepath.Join(t.TempDir(), "audit.jsonl"),
 	}
@@ -456,7 +456,7 @@ func TestLostRestartResponseIsRecognised(t *testing.T) {
 			return false, nil, nil
 		}
 		lost = true
-		_, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
+		_, _, err := kubefake.DaemonSetReaction(f.client.Tracker())(a)
 		require.NoError(t, err, "the first PATCH is applied")
 		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), "kube-proxy", errors.New("the object has been modified"))
 	})
@@ -537,12 +537,18 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 	requests := func(nodes int) map[string]int {
 		ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 		ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
-		// the fake does not bump the template generation on a PATCH, so
-		// every pod counts as updated and Ready at once: the wait ends
-		// before its watch, which costs one request whatever the size
+		// the pods are labelled with the template generation the restart
+		// moves to, so every pod counts as updated and Ready at once: the
+		// wait ends before its watch, which costs one request whatever the size
 		ds.Annotations["deprecated.daemonset.template.generation"] = "1"
 		ds.Status.DesiredNumberScheduled = int32(nodes)
-		f := newFixture(t, liveFleet(ds, nodes)...)
+		objs := liveFleet(ds, nodes)
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok {
+				p.Labels["pod-template-generation"] = "2"
+			}
+		}
+		f := newFixture(t, objs...)
 		res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
 		require.NoError(t, err)
 		require.True(t, res.Facts.Restarted)

@@ -7,8 +7,11 @@ package kubefake
 import (
 	"context"
 	"errors"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
@@ -20,9 +23,10 @@ import (
 
 // New is a fake clientset holding objs and the kube.Interface over it.
 // SelfSubjectAccessReviews are answered allowed, as for an admin (the bare
-// fake returns them unanswered); prepend a reactor to deny.
+// fake returns them unanswered); prepend a reactor to deny. DaemonSet
+// generations move as on the API server (see DaemonSetGenerations).
 func New(objs ...runtime.Object) (*fake.Clientset, kube.Interface) {
-	cs := fake.NewClientset(objs...)
+	cs := DaemonSetGenerations(fake.NewClientset(objs...))
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		r.Status.Allowed = true
@@ -57,4 +61,75 @@ func (c clientset) ServerVersion(context.Context) (*version.Info, error) {
 // httptest server and kube.NewForConfig.
 func (c clientset) GetRaw(context.Context, string) ([]byte, error) {
 	return nil, errors.New("kubefake: raw GETs are not faked; use an httptest server with kube.NewForConfig")
+}
+
+// templateGenerationAnnotation is where the apps/v1 API server keeps a
+// DaemonSet's template generation.
+const templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+
+// DaemonSetGenerations makes cs move a DaemonSet's generations on a patch
+// or update as the API server does (the bare fake moves none): a changed
+// pod template moves metadata.generation and the template generation
+// (deprecated.daemonset.template.generation) by one, any other spec change
+// moves metadata.generation alone, and a metadata-only write neither. A
+// write that leaves the template as it was (the same restartedAt) thus
+// replaces no pod, as on a real cluster.
+func DaemonSetGenerations(cs *fake.Clientset) *fake.Clientset {
+	react := DaemonSetReaction(cs.Tracker())
+	for _, verb := range []string{"patch", "update"} {
+		cs.PrependReactor(verb, "daemonsets", react)
+	}
+	return cs
+}
+
+// DaemonSetReaction applies a DaemonSet patch or update to the tracker and
+// moves the generations as DaemonSetGenerations says; a test reactor that
+// handles a write itself (a lost response) calls it to apply the write.
+func DaemonSetReaction(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	apply := k8stesting.ObjectReaction(tracker)
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		var name string
+		switch a := a.(type) {
+		case k8stesting.PatchAction:
+			name = a.GetName()
+		case k8stesting.UpdateAction:
+			name = a.GetObject().(*appsv1.DaemonSet).Name
+		default:
+			return false, nil, nil
+		}
+		cur, err := tracker.Get(a.GetResource(), a.GetNamespace(), name)
+		if err != nil {
+			return apply(a)
+		}
+		old := cur.(*appsv1.DaemonSet)
+		handled, obj, err := apply(a)
+		if err != nil || obj == nil {
+			return handled, obj, err
+		}
+		ds := obj.(*appsv1.DaemonSet).DeepCopy()
+		tg := old.Generation
+		if g, perr := strconv.ParseInt(old.Annotations[templateGenerationAnnotation], 10, 64); perr == nil {
+			tg = g
+		}
+		switch {
+		case !apiequality.Semantic.DeepEqual(old.Spec.Template, ds.Spec.Template):
+			ds.Generation, tg = old.Generation+1, tg+1
+		case !apiequality.Semantic.DeepEqual(old.Spec, ds.Spec):
+			ds.Generation = old.Generation + 1
+		default:
+			return handled, obj, err
+		}
+		if ds.Annotations == nil {
+			ds.Annotations = map[string]string{}
+		}
+		ds.Annotations[templateGenerationAnnotation] = strconv.FormatInt(tg, 10)
+		if err := tracker.Update(a.GetResource(), ds, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		latest, err := tracker.Get(a.GetResource(), a.GetNamespace(), name)
+		return true, latest, err
+	}
 }
