@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
@@ -86,12 +87,50 @@ func TestChangePatch(t *testing.T) {
 	onDelete := &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
 	b, err := Change{ResourceVersion: "5", Hash: "h", Strategy: onDelete, SaveStrategy: `{"type":"RollingUpdate"}`}.Patch()
 	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"resourceVersion":"5","annotations":{"kube-proxy-sync.io/config-hash":"h","kube-proxy-sync.io/no-effect-hash":null,"kube-proxy-sync.io/original-update-strategy":"{\"type\":\"RollingUpdate\"}"}},
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"5","annotations":{"kube-proxy-sync.io/config-hash":"h","kube-proxy-sync.io/no-effect-hash":null,"kube-proxy-sync.io/template-generation":null,"kube-proxy-sync.io/original-update-strategy":"{\"type\":\"RollingUpdate\"}"}},
 		"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`, string(b))
 	b, err = Change{ClearStrategy: true, RemoveProbe: true, Container: "kube-proxy"}.Patch()
 	assert.NoError(t, err)
 	assert.JSONEq(t, `{"metadata":{"annotations":{"kube-proxy-sync.io/original-update-strategy":null}},
 		"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","readinessProbe":null}]}}}}`, string(b))
+}
+
+func TestNextRestartAt(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 400_000_000, time.UTC)
+	cases := []struct {
+		name, prev, want string
+	}{
+		{"none yet: kubectl's whole seconds", "", "2026-11-22T12:00:00Z"},
+		{"an earlier second", "2026-11-22T11:59:59Z", "2026-11-22T12:00:00Z"},
+		{"the same second: one past it", "2026-11-22T12:00:00Z", "2026-11-22T12:00:01Z"},
+		{"a third in that second", "2026-11-22T12:00:01Z", "2026-11-22T12:00:02Z"},
+		{"another clock ahead", "2026-11-22T13:00:00+01:00", "2026-11-22T12:00:01Z"},
+		{"not a time", "yesterday", "2026-11-22T12:00:00Z"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := &appsv1.DaemonSet{}
+			if tc.prev != "" {
+				ds.Spec.Template.Annotations = map[string]string{RestartedAtAnnotation: tc.prev}
+			}
+			at := NextRestartAt(ds, now)
+			assert.Equal(t, tc.want, Change{RestartAt: &at}.RestartedAt())
+		})
+	}
+}
+
+// A stamp holds only once the template generation its restart moved to is reached.
+func TestRunsNeedsTheRestartsTemplate(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 4, Annotations: map[string]string{
+		HashAnnotation: "h", templateGenerationAnnotation: "2", RestartGenerationAnnotation: "3"}}}
+	assert.False(t, Runs(ds, "h"), "the restart did not move the template")
+	ds.Annotations[templateGenerationAnnotation] = "3"
+	assert.True(t, Runs(ds, "h"))
+	ds.Annotations[templateGenerationAnnotation] = "5"
+	assert.True(t, Runs(ds, "h"), "later template changes keep it")
+	delete(ds.Annotations, RestartGenerationAnnotation)
+	ds.Annotations[templateGenerationAnnotation] = "1"
+	assert.True(t, Runs(ds, "h"), "a stamp of an adoption or an earlier version holds alone")
 }
 
 func TestBrokenPods(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -32,6 +33,12 @@ const (
 	// restarted for <config hash> run it as well. It holds only while
 	// HashAnnotation is still <config hash>.
 	NoEffectAnnotation = "kube-proxy-sync.io/no-effect-hash"
+	// RestartGenerationAnnotation on the DaemonSet's metadata, written with
+	// HashAnnotation by a restart, is the template generation that restart
+	// moved the DaemonSet to. The hash holds only once the template
+	// generation has reached it: a restart PATCH that left the template as
+	// it was (so replaced no pod) leaves the restart owed.
+	RestartGenerationAnnotation = "kube-proxy-sync.io/template-generation"
 	// RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 	// StrategyAnnotation keeps the DaemonSet's own updateStrategy while a
@@ -51,6 +58,13 @@ type Change struct {
 	// NoEffect records data the pods run as well, see NoEffectAnnotation.
 	NoEffect  string
 	RestartAt *time.Time
+	// TemplateGeneration, with Hash and a change that Restarts, is the
+	// template generation the PATCH moves the DaemonSet to (the one it was
+	// decided on, plus one), stamped in RestartGenerationAnnotation.
+	TemplateGeneration int64
+	// RestoreStamp puts HashAnnotation, NoEffectAnnotation and
+	// RestartGenerationAnnotation back as Stamp read them (a rollback).
+	RestoreStamp map[string]*string
 	// RestoreRestartedAt puts the template's restartedAt back to a value
 	// read before (a rollback); "" removes it.
 	RestoreRestartedAt *string
@@ -88,6 +102,9 @@ func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
 	if c.Hash != "" && ds.Annotations[HashAnnotation] != c.Hash {
 		return false
 	}
+	if c.Hash != "" && c.TemplateGeneration > 0 && (ds.Annotations[RestartGenerationAnnotation] != strconv.FormatInt(c.TemplateGeneration, 10) || TemplateGeneration(ds) < c.TemplateGeneration) {
+		return false
+	}
 	if at := c.RestartedAt(); at != "" && ds.Spec.Template.Annotations[RestartedAtAnnotation] != at {
 		return false
 	}
@@ -117,13 +134,46 @@ func NoEffect(hash, base string) string { return hash + "@" + base }
 
 // Runs reports whether the DaemonSet's pods run ConfigMap data with this
 // hash: they were restarted for it, or for data that differs from it only
-// in keys no running kube-proxy reads.
+// in keys no running kube-proxy reads. A stamp whose restart did not move
+// the template (see RestartGenerationAnnotation) does not hold.
 func Runs(ds *appsv1.DaemonSet, hash string) bool {
 	stamped, ok := ds.Annotations[HashAnnotation]
 	if !ok {
 		return false
 	}
+	if g, err := strconv.ParseInt(ds.Annotations[RestartGenerationAnnotation], 10, 64); err == nil && TemplateGeneration(ds) < g {
+		return false
+	}
 	return stamped == hash || ds.Annotations[NoEffectAnnotation] == NoEffect(hash, stamped)
+}
+
+// Stamp is what the DaemonSet says its pods run (HashAnnotation,
+// NoEffectAnnotation, RestartGenerationAnnotation), nil where absent, for
+// Change.RestoreStamp.
+func Stamp(ds *appsv1.DaemonSet) map[string]*string {
+	out := map[string]*string{}
+	for _, k := range []string{HashAnnotation, NoEffectAnnotation, RestartGenerationAnnotation} {
+		if v, ok := ds.Annotations[k]; ok {
+			out[k] = &v
+		} else {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+// NextRestartAt is the restartedAt a restart of ds at now gives its pod
+// template: now, in kubectl's whole seconds, unless the template already
+// carries that second or a later one (a restart in the same second as the
+// previous, or another host's clock ahead); then one second past the
+// template's. So every restart's template is new, never an earlier
+// revision's, and the DaemonSet controller replaces the pods.
+func NextRestartAt(ds *appsv1.DaemonSet, now time.Time) time.Time {
+	at := now.UTC().Truncate(time.Second)
+	if prev, err := time.Parse(time.RFC3339, ds.Spec.Template.Annotations[RestartedAtAnnotation]); err == nil && !prev.Before(at) {
+		at = prev.UTC().Truncate(time.Second).Add(time.Second)
+	}
+	return at
 }
 
 // Patch renders the strategic merge patch.
@@ -136,6 +186,17 @@ func (c Change) Patch() ([]byte, error) {
 	if c.Hash != "" {
 		annotations[HashAnnotation] = c.Hash
 		annotations[NoEffectAnnotation] = nil
+		annotations[RestartGenerationAnnotation] = nil
+		if c.TemplateGeneration > 0 && c.Restarts() {
+			annotations[RestartGenerationAnnotation] = strconv.FormatInt(c.TemplateGeneration, 10)
+		}
+	}
+	for k, v := range c.RestoreStamp {
+		if v == nil {
+			annotations[k] = nil
+		} else {
+			annotations[k] = *v
+		}
 	}
 	if c.NoEffect != "" {
 		annotations[NoEffectAnnotation] = c.NoEffect

@@ -495,8 +495,8 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				ch.Hash = hash
 			}
 			if reason != "" {
-				now := s.d.Clock.Now()
-				ch.RestartAt = &now
+				at := rollout.NextRestartAt(ds, s.d.Clock.Now())
+				ch.RestartAt = &at
 			}
 			ch.Probe, ch.LivenessProbe = p.probe.probe, p.probe.liveness
 		}
@@ -544,12 +544,23 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			}
 		}
 		if ch.Restarts() {
+			// the PATCH carries the resourceVersion ds was read at: the
+			// template generation it moves to is known, and the hash
+			// holds only once the template has reached it
+			ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
 			sent = &ch
 			s.markRestart(s.d.Clock.Now())
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {
 			return err
+		}
+		if ch.Restarts() && rollout.TemplateGeneration(patched) < ch.TemplateGeneration {
+			if ch.SaveStrategy != "" {
+				s.finishStrategy(ctx)
+			}
+			return fmt.Errorf("daemonset %s/%s: the restart PATCH left its pod template as it was (template generation still %d), so no pod is replaced; something dropped %s=%s or the probe from it (an admission webhook or policy?): the restart stays owed (the stamped %s holds only once the template moves), fix that and run again",
+				s.o.Namespace, s.o.DaemonSet, rollout.TemplateGeneration(patched), rollout.RestartedAtAnnotation, ch.RestartedAt(), rollout.HashAnnotation)
 		}
 		if ch.SaveStrategy != "" { // saved only once the PATCH is in
 			s.strategyChanged = true
