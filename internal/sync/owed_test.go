@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -76,4 +78,40 @@ func TestRestartThatDoesNotMoveTheTemplateStaysOwed(t *testing.T) {
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
 	assert.Equal(t, "2", f.daemonSet(t).Annotations[templateGeneration])
+}
+
+// A restart the run owed rather than caused (restart_reason: pending: the
+// ConfigMap holds D2, the pods were restarted for D1) fails on the new
+// template and is rolled back: the pods not reached still run D1, so the
+// DaemonSet keeps saying D1 and the restart stays owed.
+func TestRollbackOfAnOwedRestartKeepsItOwed(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	d1 := map[string]string{"config.conf": seedConfig + "# d1\n", "kubeconfig.conf": seedKubeconfig}
+	owed := f.daemonSet(t)
+	owed.Annotations[rollout.HashAnnotation] = configmap.Hash(d1, nil)
+	require.NoError(t, f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), owed, "kube-system"))
+	go func() {
+		w := <-f.watches
+		broken := kubeProxyPod("node-0", "2", false)
+		broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+		f.replace(t, broken)
+		w.Modify(f.status("301", 1, 4))
+		w.Modify(f.status("302", 1, 4))
+		w.Modify(f.status("303", 1, 4))
+		f.clock.Step(statusStall)
+	}()
+	res, err := f.run(t, Options{RollbackOnFailure: true})
+	require.Error(t, err)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	assert.True(t, res.Facts.RolledBack)
+	ds := f.daemonSet(t)
+	assert.Equal(t, configmap.Hash(d1, nil), ds.Annotations[rollout.HashAnnotation], "the stamp before the run, not the ConfigMap's data")
+	assert.Empty(t, ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation], "template restored")
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data)
+
+	res, err = f.run(t, Options{Check: true})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.RestartRequired)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
 }

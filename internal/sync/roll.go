@@ -608,7 +608,7 @@ func isGone(err error) bool {
 
 // rollback restores the ConfigMap data captured before the change and the
 // DaemonSet's pod template as it was before the restart (restartedAt, probe)
-// together with its updateStrategy. The controller then sees its previous
+// together with its updateStrategy and its stamp (what its pods run). The controller then sees its previous
 // revision again: pods never restarted stay as they are, pods of the failed
 // template (broken or not) are replaced by ones reading the restored data.
 // The run still fails, saying why.
@@ -639,7 +639,10 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 			return err
 		}
 		prev := p.ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation]
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: p.before.Hash, RestoreRestartedAt: &prev, Container: p.probe.container}
+		// the stamp as it was before this run, not the hash of the data
+		// restored: after a restart this run owed (pending), the pods
+		// not reached run older data, and the restart stays owed
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: rollout.Stamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
 		if p.probe.probe != nil {
 			old := containerProbe(p.ds, p.probe.container)
 			ch.Probe, ch.RemoveProbe = old, old == nil
