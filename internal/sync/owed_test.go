@@ -1,14 +1,19 @@
 package sync
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	gosync "sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -114,4 +119,129 @@ func TestRollbackOfAnOwedRestartKeepsItOwed(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Facts.RestartRequired)
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+}
+
+// --canary-nodes larger than the budget (maxUnavailable 1): the canary
+// nodes go first, but never more than the budget without kube-proxy at
+// once. The delete reactor counts the nodes whose pod is deleted and not
+// replaced yet; the driver replaces them one by one, as the controller
+// would, once the run watches the pods.
+func TestCanaryLargerThanTheBudgetKeepsTheBudget(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	withResourceVersions(t, f.fixture)
+	var mu gosync.Mutex
+	down, most := 0, 0
+	deleted := make(chan string, 10)
+	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		mu.Lock()
+		down++
+		most = max(most, down)
+		mu.Unlock()
+		deleted <- obj.(*corev1.Pod).Spec.NodeName
+		return false, nil, nil
+	})
+	replayDeletions(f.fixture, f.podWatches)
+	go func() {
+		<-f.podWatches
+		for i := range f.n {
+			node := <-deleted
+			mu.Lock()
+			down--
+			mu.Unlock()
+			p := kubeProxyPod(node, "2", true)
+			p.ResourceVersion = fmt.Sprint(100 + i)
+			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
+		}
+	}()
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, CanaryNodes: 3, RollbackOnFailure: true})
+	require.NoError(t, err)
+	assert.Len(t, res.Facts.Rollout.CanaryNodes, 3)
+	assert.Equal(t, 1, most, "at most maxUnavailable nodes without kube-proxy at once")
+	pods, err := f.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		assert.Equal(t, "2", p.Labels["pod-template-generation"], p.Name)
+	}
+	assert.Len(t, pods.Items, f.n)
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+}
+
+// withResourceVersions gives the fixture's pods a resourceVersion, which
+// the pod watch (a RetryWatcher) needs on every event, deletions included.
+func withResourceVersions(t *testing.T, f *fixture) {
+	t.Helper()
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	pods, err := f.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		p.ResourceVersion = fmt.Sprint(2 + i)
+		require.NoError(t, f.client.Tracker().Update(gvr, p, "kube-system"))
+	}
+}
+
+// replayDeletions makes the pod watch replay the pods deleted since the
+// list, as the API server's watch from a resourceVersion does (the fake
+// tracker's starts empty): the run deletes its first pods before it opens
+// the watch. announce is told once the watch is open.
+func replayDeletions(f *fixture, announce chan<- struct{}) {
+	var mu gosync.Mutex
+	var gone []runtime.Object
+	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
+			mu.Lock()
+			gone = append(gone, obj)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	f.client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		tw, err := f.client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		mu.Lock()
+		replay := append([]runtime.Object{}, gone...)
+		mu.Unlock()
+		w := &replayWatch{ch: make(chan watch.Event, len(replay)), tw: tw, done: make(chan struct{})}
+		for _, obj := range replay {
+			w.ch <- watch.Event{Type: watch.Deleted, Object: obj}
+		}
+		go w.forward()
+		announce <- struct{}{}
+		return true, w, nil
+	})
+}
+
+// replayWatch is a pod watch that starts with replayed events, then
+// forwards the tracker's.
+type replayWatch struct {
+	ch   chan watch.Event
+	tw   watch.Interface
+	done chan struct{}
+	once gosync.Once
+}
+
+func (w *replayWatch) ResultChan() <-chan watch.Event { return w.ch }
+
+func (w *replayWatch) Stop() {
+	w.once.Do(func() {
+		close(w.done)
+		w.tw.Stop()
+	})
+}
+
+func (w *replayWatch) forward() {
+	defer close(w.ch)
+	for ev := range w.tw.ResultChan() {
+		select {
+		case w.ch <- ev:
+		case <-w.done:
+			return
+		}
+	}
 }

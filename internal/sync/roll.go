@@ -542,22 +542,28 @@ func batchSize(flag string, ds *appsv1.DaemonSet, live int) (int, error) {
 	return max(n, 1), nil
 }
 
-// step deletes old pods: all canary nodes first; once they are Ready on the
-// new template, the rest, keeping at most batch nodes in flight.
+// step deletes old pods: the canary nodes first; once they are all Ready on
+// the new template, the rest; at most batch nodes in flight throughout.
 func (c *canary) step(ctx context.Context) (bool, error) {
 	if c.zones != nil {
 		return c.stepZonal(ctx)
 	}
 	for n := range c.inflight {
-		if c.fleet.Done(n) {
+		if _, skipped := c.fleet.Skipped[n]; skipped || c.fleet.Done(n) {
 			delete(c.inflight, n)
 		}
 	}
 	if !c.canaryOK {
+		// the canary nodes before any other, but never more than the
+		// batch size of them in flight: --canary-nodes larger than the
+		// budget takes longer, it never takes more nodes down at once
 		pending := 0
 		for _, n := range c.canary {
-			if !c.fleet.Done(n) {
-				pending++
+			if _, skipped := c.fleet.Skipped[n]; skipped || c.fleet.Done(n) {
+				continue
+			}
+			pending++
+			if c.inflight[n] || len(c.inflight) < c.batch {
 				if err := c.replace(ctx, n); err != nil {
 					return false, err
 				}
