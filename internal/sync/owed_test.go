@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	gosync "sync"
 	"testing"
 
@@ -244,4 +245,93 @@ func (w *replayWatch) forward() {
 			return
 		}
 	}
+}
+
+// leftoverCanary makes f's DaemonSet one an earlier canary run left
+// half-way: on OnDelete with its own strategy saved, its template at
+// generation 2, node-0 on it and the other nodes still on generation 1.
+func leftoverCanary(t *testing.T, f *rollingFixture) {
+	t.Helper()
+	ds := f.daemonSet(t)
+	ds.Annotations[rollout.StrategyAnnotation] = `{"type":"RollingUpdate"}`
+	ds.Annotations[templateGeneration] = "2"
+	ds.Generation = 2
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+	ds.Spec.Template.Annotations = map[string]string{rollout.RestartedAtAnnotation: "2026-11-22T11:00:00Z"}
+	require.NoError(t, f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), ds, "kube-system"))
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	require.NoError(t, f.client.Tracker().Delete(gvr, "kube-system", "kube-proxy-node-0-1"))
+	require.NoError(t, f.client.Tracker().Create(gvr, kubeProxyPod("node-0", "2", true), "kube-system"))
+	withResourceVersions(t, f.fixture)
+}
+
+func (f *fixture) podUIDs(t *testing.T) []string {
+	t.Helper()
+	pods, err := f.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, string(p.UID))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Under --restart never an earlier canary left half-way is not resumed: no
+// pod is deleted, the DaemonSet stays as it is (on OnDelete), and the
+// result says a restart is owed.
+func TestRestartNeverDoesNotResumeALeftoverCanary(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	leftoverCanary(t, f)
+	before, uids := f.daemonSet(t), f.podUIDs(t)
+	res, err := f.run(t, Options{Restart: RestartNever})
+	require.NoError(t, err)
+	assert.Equal(t, uids, f.podUIDs(t), "no pod replaced")
+	assert.Equal(t, before, f.daemonSet(t), "the DaemonSet untouched")
+	assert.NotContains(t, f.writes(), "delete pods")
+	assert.False(t, res.Facts.Restarted)
+	assert.True(t, res.Facts.RestartRequired)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	assert.False(t, res.Changed)
+	assert.Contains(t, res.Msg, "owed")
+}
+
+// A resumed canary replaces pods: the run says so (changed, restarted) and
+// writes its intent and outcome to the audit log.
+func TestResumedCanaryIsReportedAndAudited(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	leftoverCanary(t, f)
+	uids := f.podUIDs(t)
+	deleted := make(chan string, 10)
+	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
+			deleted <- obj.(*corev1.Pod).Spec.NodeName
+		}
+		return false, nil, nil
+	})
+	replayDeletions(f.fixture, f.podWatches)
+	go func() {
+		<-f.podWatches
+		for i := range f.n - 1 {
+			p := kubeProxyPod(<-deleted, "2", true)
+			p.ResourceVersion = fmt.Sprint(100 + i)
+			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
+		}
+	}()
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	assert.True(t, res.Changed)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	assert.NotEqual(t, uids, f.podUIDs(t))
+	ds := f.daemonSet(t)
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, "strategy restored")
+	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
+	lines := readAudit(t, f.audit)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "intent", lines[0].Phase)
+	assert.True(t, lines[0].Restart)
+	assert.Equal(t, "outcome", lines[1].Phase)
+	assert.Equal(t, "succeeded", lines[1].Outcome)
+	assert.NotNil(t, lines[1].Rollout)
 }

@@ -247,13 +247,33 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// 5. roll and wait, node-aware; undo the change if the new template
 	// failed (never on an interrupt or the overall --timeout)
 	strategy := s.o.Strategy
-	if fleet == nil && canaryLeftover(p.ds) && !s.o.Check {
+	resumed := false
+	switch {
+	case fleet != nil || !canaryLeftover(p.ds):
+	case s.o.Check || s.o.Restart == RestartNever:
+		// an earlier canary stopped half-way: its old pods are a restart
+		// owed, and --restart never deletes no pod (check mode: would resume)
+		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: not resumed (--restart %s, check mode %t), the restart of its remaining old pods is owed", s.o.Namespace, s.o.DaemonSet, s.o.Restart, s.o.Check)
+		if !f.RestartRequired {
+			f.RestartRequired, f.RestartReason = true, ReasonPending
+		}
+	default:
 		// an earlier canary stopped half-way on this template: finish it
 		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
 		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
 			return err
 		}
-		strategy = StrategyCanary
+		strategy, resumed = StrategyCanary, true
+		if fleet.PendingCount() > 0 {
+			// old pods to delete: a restart, reported and audited as one
+			f.RestartRequired, f.Restarted = true, true
+			if f.RestartReason == "" {
+				f.RestartReason = ReasonPending
+			}
+			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
+				return err
+			}
+		}
 	}
 	if fleet == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
@@ -263,7 +283,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		switch {
 		case ctx.Err() != nil || !errors.As(err, &failed):
 			return fmt.Errorf("%w; %s", err, s.nextRun(strategy))
-		case !f.Restarted:
+		case !f.Restarted || resumed:
 			return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
 		case !s.o.RollbackOnFailure:
 			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(strategy))
@@ -301,12 +321,14 @@ type plan struct {
 	// reason and adopt: what the DaemonSet needs given target
 	reason string
 	adopt  bool
+	// resume: an earlier canary stopped half-way, and this run may finish it
+	resume bool
 }
 
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
-	_, canaryLeftover := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || canaryLeftover
+	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !canaryLeftover(p.ds)) || p.resume
 }
 
 func (s *Syncer) plan(ctx context.Context) (plan, error) {
@@ -335,6 +357,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	p.effects, none = keyEffects(cm.Data, p.desired, p.keys, s.effectTargets(p.ds))
 	p.noEffect = none && s.o.Restart != RestartAlways && rollout.Runs(p.ds, p.before.Hash)
 	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect)
+	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
 	}
