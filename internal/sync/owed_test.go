@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -334,4 +335,27 @@ func TestResumedCanaryIsReportedAndAudited(t *testing.T) {
 	assert.Equal(t, "outcome", lines[1].Phase)
 	assert.Equal(t, "succeeded", lines[1].Outcome)
 	assert.NotNil(t, lines[1].Rollout)
+}
+
+// A raised maxUnavailable an earlier run saved and did not put back (it
+// was killed) is restored by the next run, even one with nothing else to
+// do: that is a write, reported as a change, saying what it restored.
+func TestStaleSavedStrategyRestoredIsAChange(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	ds.Annotations[rollout.StrategyAnnotation] = `{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1}}`
+	three := intstr.FromInt32(3)
+	ds.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &three}
+	f := newFixture(t, seedConfigMap(), ds)
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	got := f.daemonSet(t)
+	assert.Equal(t, "1", got.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String(), "restored")
+	assert.NotContains(t, got.Annotations, rollout.StrategyAnnotation)
+	assert.True(t, res.Changed)
+	assert.False(t, res.Facts.Restarted)
+	assert.Contains(t, res.Msg, "restored the updateStrategy")
+
+	res, err = f.run(t, Options{})
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "nothing left to restore")
 }

@@ -454,8 +454,16 @@ func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*ap
 	if err != nil || !saved || canaryLeftover(ds) {
 		return ds, err
 	}
-	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", orig.Type, s.o.Namespace, s.o.DaemonSet)
-	return s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
+	what := string(orig.Type)
+	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		what += ", maxUnavailable " + ru.MaxUnavailable.String()
+	}
+	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, s.o.Namespace, s.o.DaemonSet)
+	restored, err := s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
+	if err == nil {
+		s.restoredStrategy = fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation)
+	}
+	return restored, err
 }
 
 // finishStrategy restores the strategy after a rollout: a canary that

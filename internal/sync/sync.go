@@ -121,6 +121,9 @@ type Syncer struct {
 	// restarted is the DaemonSet as the restart PATCH left it: a rolling
 	// update is followed through its status from there
 	restarted *appsv1.DaemonSet
+	// restoredStrategy says what restoreStrategy put back ("" : nothing),
+	// a write of this run
+	restoredStrategy string
 }
 
 // New prepares a run.
@@ -145,7 +148,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
 	// also when the run failed half-way: what it wrote is a change Ansible must show
 	f := s.res.Facts
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != ""
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted, nothing rolled back: %w", err)
 	}
@@ -709,6 +712,9 @@ func (s *Syncer) summary() string {
 		parts = append(parts, fmt.Sprintf("no restart: no changed key has an effect on the running kube-proxy; daemonset %s/%s records that its pods run this data as well, and the next restart for another reason picks it up", s.o.Namespace, s.o.DaemonSet))
 	default:
 		parts = append(parts, "no restart needed")
+	}
+	if s.restoredStrategy != "" {
+		parts = append(parts, s.restoredStrategy)
 	}
 	return strings.Join(parts, "; ")
 }
