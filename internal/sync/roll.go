@@ -622,10 +622,10 @@ func isGone(err error) bool {
 
 // rollback restores the ConfigMap data captured before the change and the
 // DaemonSet's pod template as it was before the restart (restartedAt, probe)
-// together with its updateStrategy and its stamp (what its pods run). The controller then sees its previous
-// revision again: pods never restarted stay as they are, pods of the failed
-// template (broken or not) are replaced by ones reading the restored data.
-// The run still fails, saying why.
+// together with its updateStrategy and its stamp (what its pods run). The
+// controller then sees its previous revision again: pods never restarted
+// stay as they are, pods of the failed template (broken or not) are
+// replaced by ones reading the restored data. The run still fails, saying why.
 func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()

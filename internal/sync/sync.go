@@ -585,7 +585,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			if ch.SaveStrategy != "" {
 				s.finishStrategy(ctx)
 			}
-			return fmt.Errorf("daemonset %s/%s: the restart PATCH left its pod template as it was (template generation still %d), so no pod is replaced; something dropped %s=%s or the probe from it (an admission webhook or policy?): the restart stays owed (the stamped %s holds only once the template moves), fix that and run again",
+			return fmt.Errorf("daemonset %s/%s: the restart PATCH left its pod template as it was (template generation still %d), so no pod is replaced; something (an admission webhook or policy?) dropped the change from it (%s %q, or the probe): the restart stays owed (the stamped %s holds only once the template moves), fix that and run again",
 				s.o.Namespace, s.o.DaemonSet, rollout.TemplateGeneration(patched), rollout.RestartedAtAnnotation, ch.RestartedAt(), rollout.HashAnnotation)
 		}
 		if ch.SaveStrategy != "" { // saved only once the PATCH is in
