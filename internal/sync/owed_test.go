@@ -329,12 +329,13 @@ func TestResumedCanaryIsReportedAndAudited(t *testing.T) {
 	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, "strategy restored")
 	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
 	lines := readAudit(t, f.audit)
-	require.Len(t, lines, 2)
-	assert.Equal(t, "intent", lines[0].Phase)
-	assert.True(t, lines[0].Restart)
-	assert.Equal(t, "outcome", lines[1].Phase)
-	assert.Equal(t, "succeeded", lines[1].Outcome)
-	assert.NotNil(t, lines[1].Rollout)
+	require.Len(t, lines, 3)
+	assert.Equal(t, "plan", lines[0].Phase)
+	assert.Equal(t, "intent", lines[1].Phase)
+	assert.True(t, lines[1].Restart)
+	assert.Equal(t, "outcome", lines[2].Phase)
+	assert.Equal(t, "succeeded", lines[2].Outcome)
+	assert.NotNil(t, lines[2].Rollout)
 }
 
 // A raised maxUnavailable an earlier run saved and did not put back (it
