@@ -99,6 +99,12 @@ func podProblem(p *corev1.Pod) string {
 // fields per pod, never the Pod objects.
 type Fleet struct {
 	selector string
+	// owner is the DaemonSet's UID: a pod counts only if its controller
+	// ownerReference names it. Labels alone also match a debug copy of a
+	// kube-proxy pod, a sidecar that borrowed them, or the pods of another
+	// DaemonSet with an overlapping selector: none of them may hold a node,
+	// be deleted, or count as broken.
+	owner types.UID
 	// Generation is the template generation pods must be made from to count as updated.
 	Generation int64
 	// Skipped nodes are going away: their pods never block nor fail the rollout.
@@ -127,7 +133,7 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	if err != nil {
 		return nil, fmt.Errorf("daemonset %s/%s selector: %w", c.Namespace, c.Name, err)
 	}
-	f := emptyFleet(sel.String(), skipped)
+	f := emptyFleet(sel.String(), ds.UID, skipped)
 	f.expected, f.exempt = map[string]bool{}, map[string]bool{}
 	if err := c.list(ctx, f, true); err != nil {
 		return nil, err
@@ -136,9 +142,10 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 	return f, nil
 }
 
-// emptyFleet is a fleet of no pods yet; expected and exempt are the caller's.
-func emptyFleet(selector string, skipped map[string]string) *Fleet {
-	return &Fleet{selector: selector, Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
+// emptyFleet is a fleet of no pods yet, of the DaemonSet with UID owner;
+// expected and exempt are the caller's.
+func emptyFleet(selector string, owner types.UID, skipped map[string]string) *Fleet {
+	return &Fleet{selector: selector, owner: owner, Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
 		problems: map[types.UID]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
 }
 
@@ -147,7 +154,7 @@ func emptyFleet(selector string, skipped map[string]string) *Fleet {
 // stay as they were, and Track goes on from this list.
 // A list that fails leaves the fleet as it was.
 func (c Client) Relist(ctx context.Context, f *Fleet) error {
-	fresh := emptyFleet(f.selector, f.Skipped)
+	fresh := emptyFleet(f.selector, f.owner, f.Skipped)
 	fresh.Generation, fresh.expected, fresh.exempt = f.Generation, f.expected, f.exempt
 	if err := c.list(ctx, fresh, false); err != nil {
 		return err
@@ -172,9 +179,8 @@ func (c Client) list(ctx context.Context, f *Fleet, expect bool) error {
 		return list, err
 	}, func(obj runtime.Object) error {
 		if p, ok := obj.(*corev1.Pod); ok {
-			f.upsert(p)
-			if expect && p.Spec.NodeName != "" {
-				f.expected[p.Spec.NodeName] = true
+			if node := f.upsert(p); expect && node != "" {
+				f.expected[node] = true
 			}
 		}
 		return nil
@@ -234,22 +240,31 @@ func setIf[K comparable](m map[K]bool, k K, v bool) {
 	}
 }
 
-func (f *Fleet) upsert(p *corev1.Pod) {
-	if p.Spec.NodeName == "" {
-		return
+// upsert records a pod of the DaemonSet and returns its node; a pod the
+// DaemonSet does not control is left out (and dropped, if the DaemonSet
+// released it), and returns "".
+func (f *Fleet) upsert(p *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != f.owner {
+		f.remove(p.UID)
+		return ""
+	}
+	node := p.Spec.NodeName
+	if node == "" {
+		return ""
 	}
 	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
-	st := podState{name: p.Name, node: p.Spec.NodeName, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
+	st := podState{name: p.Name, node: node, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
 	f.pods[p.UID] = st
 	if f.problems == nil {
 		f.problems = map[types.UID]bool{}
 	}
 	setIf(f.problems, p.UID, st.problem != "")
-	if f.byNode[p.Spec.NodeName] == nil {
-		f.byNode[p.Spec.NodeName] = map[types.UID]bool{}
+	if f.byNode[node] == nil {
+		f.byNode[node] = map[types.UID]bool{}
 	}
-	f.byNode[p.Spec.NodeName][p.UID] = true
-	f.touch(p.Spec.NodeName)
+	f.byNode[node][p.UID] = true
+	f.touch(node)
+	return node
 }
 
 func (f *Fleet) remove(uid types.UID) {

@@ -14,24 +14,36 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
 
+// dsUID is the UID of the DaemonSet the fixtures' pods belong to.
+const dsUID = types.UID("0d5e7c1a-kube-proxy")
+
+// controllerRef is the controller ownerReference of the DaemonSet
+// kube-system/kube-proxy with this UID.
+func controllerRef(uid types.UID) metav1.OwnerReference {
+	return *metav1.NewControllerRef(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", UID: uid}}, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
+}
+
+// pod is a pod of the DaemonSet dsUID on node, of template generation gen.
 func pod(uid, node, gen string, ready bool) *corev1.Pod {
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: "kube-proxy-" + uid, Labels: map[string]string{templateGenerationLabel: gen}},
-		Spec:       corev1.PodSpec{NodeName: node},
-		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+		ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: "kube-proxy-" + uid, Labels: map[string]string{templateGenerationLabel: gen},
+			OwnerReferences: []metav1.OwnerReference{controllerRef(dsUID)}},
+		Spec:   corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
 }
 
 func newFleet(skipped map[string]string, pods ...*corev1.Pod) *Fleet {
-	f := &Fleet{Skipped: skipped, pods: map[types.UID]podState{}, byNode: map[string]map[types.UID]bool{},
-		expected: map[string]bool{}, notDone: map[string]bool{}, unready: map[string]bool{}}
+	f := emptyFleet("", dsUID, skipped)
+	f.expected = map[string]bool{}
 	for _, p := range pods {
-		f.upsert(p)
-		f.expected[p.Spec.NodeName] = true
+		if n := f.upsert(p); n != "" {
+			f.expected[n] = true
+		}
 	}
 	return f
 }

@@ -17,18 +17,27 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
 
-// kubeProxyPod is the DaemonSet's pod on node, of template generation gen.
+// kubeProxyPod is the DaemonSet's pod on node, of template generation gen:
+// its controller ownerReference names the seed DaemonSet (dsUID). It has a
+// resourceVersion, which a pod watch (RetryWatcher) needs in every event.
 func kubeProxyPod(node, gen string, ready bool) *corev1.Pod {
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + node + "-" + gen, Namespace: "kube-system", UID: types.UID(node + "-" + gen),
-			Labels: map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": gen}},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + node + "-" + gen, Namespace: "kube-system", UID: types.UID(node + "-" + gen), ResourceVersion: "1",
+			Labels:          map[string]string{"k8s-app": "kube-proxy", "pod-template-generation": gen},
+			OwnerReferences: []metav1.OwnerReference{controlledBy(dsUID)}},
 		Spec:   corev1.PodSpec{NodeName: node},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
+}
+
+// controlledBy is the controller ownerReference of a pod of the DaemonSet
+// kube-system/kube-proxy with this UID.
+func controlledBy(uid types.UID) metav1.OwnerReference {
+	return *metav1.NewControllerRef(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", UID: uid}}, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
 }
 
 // liveFleet is the seed ConfigMap, ds, and n live nodes node-0... each

@@ -134,7 +134,7 @@ func newDoneFleet(t *testing.T, nodeNames ...string) *rollout.Fleet {
 	for _, n := range nodeNames {
 		objs = append(objs, kubeProxyPod(n, "1", true))
 	}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 1},
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 1, UID: dsUID},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}}}
 	pods := fake.NewClientset(objs...).CoreV1().Pods("kube-system")
 	c := rollout.Client{Pods: pods, Namespace: "kube-system", Name: "kube-proxy"}

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/version"
 	k8sversion "k8s.io/apimachinery/pkg/version"
@@ -76,13 +77,17 @@ func seedConfigMap() *corev1.ConfigMap {
 	}
 }
 
+// dsUID is the seed DaemonSet's UID: its pods name it in their controller
+// ownerReference.
+const dsUID = types.UID("0d5e7c1a-kube-proxy")
+
 // seedDaemonSet is already in the state a previous run left: stamped with
 // the seed data's hash and the right probe, rolled out.
 func seedDaemonSet(image string) *appsv1.DaemonSet {
 	cm := seedConfigMap()
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "200", Generation: 1,
+			Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "200", Generation: 1, UID: dsUID,
 			Annotations: map[string]string{rollout.HashAnnotation: configmap.Hash(cm.Data, nil)},
 		},
 		Spec: appsv1.DaemonSetSpec{
