@@ -248,12 +248,15 @@ func (f *Fleet) upsert(p *corev1.Pod) string {
 		f.remove(p.UID)
 		return ""
 	}
-	node := p.Spec.NodeName
+	node := nodeOf(p)
 	if node == "" {
 		return ""
 	}
 	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
 	st := podState{name: p.Name, node: node, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
+	if old, ok := f.pods[p.UID]; ok && old.node != node {
+		f.remove(p.UID)
+	}
 	f.pods[p.UID] = st
 	if f.problems == nil {
 		f.problems = map[types.UID]bool{}
@@ -265,6 +268,32 @@ func (f *Fleet) upsert(p *corev1.Pod) string {
 	f.byNode[node][p.UID] = true
 	f.touch(node)
 	return node
+}
+
+// nodeOf is the node a DaemonSet pod is for: the one it is bound to or,
+// not scheduled yet, the one the DaemonSet controller made it for, which
+// it names only in the pod's required node affinity (a matchFields term
+// on metadata.name), as the controller's own GetTargetNodeName reads it.
+// "" if the pod names no one node.
+func nodeOf(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, req := range term.MatchFields {
+			if req.Key == metav1.ObjectNameField && req.Operator == corev1.NodeSelectorOpIn {
+				if len(req.Values) != 1 {
+					return ""
+				}
+				return req.Values[0]
+			}
+		}
+	}
+	return ""
 }
 
 func (f *Fleet) remove(uid types.UID) {
