@@ -26,6 +26,9 @@ step "differential test: config validation against kube-proxy's own"
 # README, Validation)
 # shellcheck disable=SC2086
 DIFFTEST_REALBINARY=0 hack/difftest.sh ${DIFFTEST_MINORS:-}
+step "which modes read each field: the effect table against kube-proxy's source"
+# downloads only (go/parser, no build): every minor, always
+hack/difftest/effectsrc.sh
 step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
 hack/venv.sh
 step "build the binary, the collection's modules and its tarball"
