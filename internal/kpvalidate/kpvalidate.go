@@ -87,6 +87,16 @@ func HealthzBindAddress(text string) (string, error) {
 	return c.HealthzBindAddress, nil
 }
 
+// Kubeconfig is config.conf's clientConnection.kubeconfig as written: the
+// file kube-proxy loads its API client from (empty: its in-cluster config).
+func Kubeconfig(text string) (string, error) {
+	c, _, err := decode(text, Newest)
+	if err != nil {
+		return "", err
+	}
+	return c.ClientConnection.Kubeconfig, nil
+}
+
 // Decode checks that config.conf decodes (apiVersion, kind, the fields the
 // newest minor has of the right types) and returns what the newest
 // kube-proxy would log while loading it: the Warnings whose Unknown is true

@@ -2,15 +2,18 @@ package sync
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // A config.conf kube-proxy would refuse is refused before any write, with
@@ -96,4 +99,120 @@ func TestConfigKubeProxyIgnoresIsAWarning(t *testing.T) {
 	assert.Equal(t, []string{
 		`configmap kube-system/kube-proxy: config.conf: unknown field "futureField" is ignored by kube-proxy 1.34 (no kube-proxy from 1.27 to 1.37 has it)`,
 	}, res.Warnings)
+}
+
+// Every key the restarted pods will read passes before any restart or
+// write, whoever wrote it and whatever the policy: config.conf must be there
+// and pass kube-proxy's validation, and the kubeconfig it names, when this
+// ConfigMap provides it, must be one kube-proxy can start with.
+func TestRestartOntoUnvalidatedDataIsRefused(t *testing.T) {
+	const image = "registry.k8s.io/kube-proxy:v1.33.6"
+	noServer := strings.Replace(seedKubeconfig, "    server: https://127.0.0.1:6443\n", "", 1)
+	// kubeadm's mount: the whole ConfigMap at /var/lib/kube-proxy
+	kubeadmMount := func(ds *appsv1.DaemonSet, items ...corev1.KeyToPath) {
+		spec := &ds.Spec.Template.Spec
+		spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}, Items: items}}}}
+		spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}}
+	}
+	cases := []struct {
+		name    string
+		data    map[string]string // the live data ("" drops the key)
+		pending bool              // the DaemonSet is stamped for older data
+		mount   func(ds *appsv1.DaemonSet)
+		o       Options
+		want    string
+	}{
+		{name: "no config.conf, --restart always", data: map[string]string{"config.conf": ""}, o: Options{Restart: RestartAlways},
+			want: `configmap kube-system/kube-proxy has no "config.conf" key`},
+		{name: "no config.conf, pending restart", data: map[string]string{"config.conf": ""}, pending: true,
+			want: `configmap kube-system/kube-proxy has no "config.conf" key`},
+		{name: "kubeconfig.conf not a kubeconfig, --set", data: map[string]string{"kubeconfig.conf": "just some text\n"},
+			o:    Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}},
+			want: `configmap kube-system/kube-proxy: kubeconfig.conf (clientConnection.kubeconfig /var/lib/kube-proxy/kubeconfig.conf) is not a kubeconfig kube-proxy can start with`},
+		{name: "kubeconfig.conf without a server, pending restart", data: map[string]string{"kubeconfig.conf": noServer}, pending: true,
+			want: `cluster "default" of the current context "default" has no server`},
+		{name: "kubeconfig.conf without a server, --restart always, kubeadm's mount", data: map[string]string{"kubeconfig.conf": noServer},
+			mount: func(ds *appsv1.DaemonSet) { kubeadmMount(ds) }, o: Options{Restart: RestartAlways},
+			want: `cluster "default" of the current context "default" has no server`},
+		{name: "kubeconfig.conf missing, kubeadm's mount", data: map[string]string{"kubeconfig.conf": ""},
+			mount: func(ds *appsv1.DaemonSet) { kubeadmMount(ds) }, o: Options{Restart: RestartAlways},
+			want: `configmap kube-system/kube-proxy has no "kubeconfig.conf" key, which daemonset kube-system/kube-proxy mounts at /var/lib/kube-proxy/kubeconfig.conf`},
+		{name: "kubeconfig.conf not a kubeconfig, a canary left half-way", data: map[string]string{"kubeconfig.conf": "just some text\n"},
+			mount: func(ds *appsv1.DaemonSet) {
+				ds.Annotations[rollout.StrategyAnnotation] = `{"type":"RollingUpdate"}`
+				ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+			},
+			o: Options{Strategy: StrategyCanary}, want: `kubeconfig.conf (clientConnection.kubeconfig /var/lib/kube-proxy/kubeconfig.conf) is not a kubeconfig`},
+		{name: "the key the mount's items put at the path", data: map[string]string{"kc": "just some text\n"},
+			mount: func(ds *appsv1.DaemonSet) {
+				kubeadmMount(ds, corev1.KeyToPath{Key: "config.conf", Path: "config.conf"}, corev1.KeyToPath{Key: "kc", Path: "kubeconfig.conf"})
+			},
+			o:    Options{Restart: RestartAlways},
+			want: `configmap kube-system/kube-proxy: kc (clientConnection.kubeconfig /var/lib/kube-proxy/kubeconfig.conf) is not a kubeconfig`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := seedConfigMap()
+			for k, v := range tc.data {
+				if v == "" {
+					delete(cm.Data, k)
+				} else {
+					cm.Data[k] = v
+				}
+			}
+			ds := seedDaemonSet(image)
+			ds.Annotations[rollout.HashAnnotation] = configmap.Hash(cm.Data, nil)
+			if tc.pending {
+				ds.Annotations[rollout.HashAnnotation] = configmap.Hash(seedConfigMap().Data, nil)
+			}
+			if tc.mount != nil {
+				tc.mount(ds)
+			}
+			f := newFixture(t, cm, ds)
+			res, err := f.run(t, tc.o)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "nothing was written")
+			assert.Empty(t, f.writes(), "nothing is written")
+			assert.False(t, res.Facts.Restarted)
+			got, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, cm.Data, got.Data, "the ConfigMap is untouched")
+			after := f.daemonSet(t)
+			assert.Equal(t, ds.Spec.Template, after.Spec.Template, "the pod template is untouched")
+			assert.Equal(t, ds.Annotations, after.Annotations)
+		})
+	}
+}
+
+// The kubeconfig is checked only where kube-proxy reads it from this
+// ConfigMap: a path the DaemonSet mounts from elsewhere, or no
+// clientConnection.kubeconfig (in-cluster config), is not this
+// ConfigMap's business.
+func TestKubeconfigNotFromThisConfigMapIsNotChecked(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["kubeconfig.conf"] = "just some text\n"
+	cases := []struct {
+		name   string
+		config string
+		mount  string
+	}{
+		{"in-cluster config", strings.Replace(seedConfig, "  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n", "  kubeconfig: \"\"\n", 1), "/var/lib/kube-proxy"},
+		{"a path the ConfigMap is not mounted at", seedConfig, "/etc/kube-proxy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := cm.DeepCopy()
+			cm.Data["config.conf"] = tc.config
+			ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+			ds.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}
+			ds.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-proxy", MountPath: tc.mount}}
+			f := newFixture(t, cm, ds)
+			res, err := f.run(t, Options{Restart: RestartAlways})
+			require.NoError(t, err)
+			assert.True(t, res.Facts.Restarted)
+		})
+	}
 }
