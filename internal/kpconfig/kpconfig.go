@@ -5,8 +5,10 @@
 package kpconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/yamledit"
@@ -173,6 +176,7 @@ func Apply(text string, settings []Setting) (string, []string, error) {
 		return "", nil, err
 	}
 	var paths []string
+	set := map[string]*yaml.Node{} // the value each path ends with
 	for _, s := range settings {
 		node, err := s.Validate()
 		if err != nil {
@@ -184,29 +188,163 @@ func Apply(text string, settings []Setting) (string, []string, error) {
 		if !slices.Contains(paths, s.Path) {
 			paths = append(paths, s.Path)
 		}
-	}
-	// changed is judged on the end result, not step by step: a path set
-	// twice (mode=ipvs, then mode=iptables) may end where it started
-	var changed []string
-	for _, p := range paths {
-		parts := strings.Split(p, ".")
-		before, after := yamledit.Lookup(orig.Root(), parts...), yamledit.Lookup(doc.Root(), parts...)
-		if before == nil || after == nil || !yamledit.Equal(before, after) {
-			changed = append(changed, p)
-		}
-	}
-	if len(changed) == 0 {
-		return text, nil, nil
+		set[s.Path] = node
 	}
 	out, err := doc.String()
 	if err != nil {
 		return "", nil, fmt.Errorf("render config.conf: %w", err)
+	}
+	// changed is judged on the end result as kube-proxy reads it, not step
+	// by step: a path set twice (mode=ipvs, then mode=iptables) may end
+	// where it started
+	changed, err := readsAsSet(text, out, orig, paths, set)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(changed) == 0 {
+		return text, nil, nil
 	}
 	if err := Decode(out); err != nil {
 		return "", nil, fmt.Errorf("config.conf after the settings is invalid: %w", err)
 	}
 	sort.Strings(changed)
 	return out, changed, nil
+}
+
+// readsAsSet makes sure that kube-proxy reads the settings as set, and
+// returns the paths whose value it reads changed. kube-proxy decodes
+// config.conf through YAML to JSON (sigs.k8s.io/yaml), where an alias key
+// (*k), a !!binary key or a << merge key is the same key given again, the
+// last one winning, and an alias value (*v) shares its anchor's value;
+// yamledit edits plain keys only. So a path is refused when the entry
+// yamledit edits is not the one kube-proxy reads (their values differ
+// before, or kube-proxy does not read the value set after), or when the
+// edit changes what kube-proxy reads anywhere else.
+func readsAsSet(before, after string, orig *yamledit.Doc, paths []string, set map[string]*yaml.Node) ([]string, error) {
+	vb, err := kubeProxyView(before)
+	if err != nil {
+		return nil, fmt.Errorf("config.conf is not a valid KubeProxyConfiguration: %w", err)
+	}
+	va, err := kubeProxyView(after)
+	if err != nil {
+		return nil, fmt.Errorf("config.conf after the settings is invalid: %w", err)
+	}
+	var changed []string
+	for _, p := range paths {
+		parts := strings.Split(p, ".")
+		edited := true
+		if n := yamledit.Lookup(orig.Root(), parts...); n != nil {
+			if v, err := nodeView(n); err == nil && !reflect.DeepEqual(v, vb[p]) {
+				edited = false
+			}
+		}
+		if want, err := nodeView(set[p]); err != nil || !reflect.DeepEqual(want, va[p]) {
+			edited = false
+		}
+		if !edited {
+			return nil, fmt.Errorf("setting %s: config.conf gives key %s as an alias (*k), a !!binary or a << merge key, and kube-proxy reads that one, which --set cannot edit; nothing was written: remove the other entry (e.g. with --manifest) and run again",
+				p, givenAgain(before, parts))
+		}
+		if !reflect.DeepEqual(vb[p], va[p]) {
+			changed = append(changed, p)
+		}
+	}
+	for leaf := range union(vb, va) {
+		if !under(leaf, paths) && !reflect.DeepEqual(vb[leaf], va[leaf]) {
+			p := paths[0]
+			for _, q := range paths {
+				if !reflect.DeepEqual(vb[q], va[q]) {
+					p = q
+				}
+			}
+			return nil, fmt.Errorf("setting %s: would also change %s, which shares its value through a YAML anchor (&) and alias (*); nothing was written: write the two out separately (e.g. with --manifest) and run again", p, leaf)
+		}
+	}
+	return changed, nil
+}
+
+// givenAgain names the key of parts that config.conf gives more than once,
+// with the line kube-proxy's strict decoding reports for it.
+func givenAgain(text string, parts []string) string {
+	warns, _ := kpvalidate.Decode(text)
+	for _, w := range warns {
+		if w.Duplicate && w.Line > 0 && slices.Contains(parts, w.Path) {
+			return fmt.Sprintf("%q again (line %d)", w.Path, w.Line)
+		}
+	}
+	return fmt.Sprintf("%q again", parts[len(parts)-1])
+}
+
+// kubeProxyView is config.conf as kube-proxy reads it, flattened to the
+// JSON of each leaf by dotted path.
+func kubeProxyView(text string) (map[string]string, error) {
+	js, err := sigsyaml.YAMLToJSON([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	var obj any
+	if err := json.Unmarshal(js, &obj); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	flatten(obj, "", out)
+	return out, nil
+}
+
+// nodeView is one value as kube-proxy reads it (the JSON of the value).
+func nodeView(n *yaml.Node) (string, error) {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return "", err
+	}
+	js, err := sigsyaml.YAMLToJSON(b)
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return "", err
+	}
+	b, err = json.Marshal(v)
+	return string(b), err
+}
+
+func flatten(v any, prefix string, out map[string]string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+		for k, e := range m {
+			if prefix != "" {
+				k = prefix + "." + k
+			}
+			flatten(e, k, out)
+		}
+		return
+	}
+	if prefix != "" {
+		b, _ := json.Marshal(v)
+		out[prefix] = string(b)
+	}
+}
+
+func union(a, b map[string]string) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// under reports whether leaf is one of paths, inside one, or holds one (a
+// null ipvs before ipvs.strictARP=true).
+func under(leaf string, paths []string) bool {
+	for _, p := range paths {
+		if leaf == p || strings.HasPrefix(leaf, p+".") || strings.HasPrefix(p, leaf+".") {
+			return true
+		}
+	}
+	return false
 }
 
 func parse(text string) (*yamledit.Doc, error) {

@@ -1,10 +1,12 @@
 package kpconfig
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 )
@@ -176,6 +178,76 @@ func TestApplyFloatAsKubeadmWritesIt(t *testing.T) {
 			}
 			assert.Contains(t, out, tc.contains)
 			assert.NotContains(t, out, "!!float")
+		})
+	}
+}
+
+// kube-proxy decodes config.conf through YAML to JSON, where an alias key
+// (*k), a !!binary key or a << merge key is the same key given again and the
+// last one wins. --set edits the key kube-proxy reads, or refuses, naming
+// it; it never edits an entry kube-proxy does not read and reports it done
+// (or "unchanged").
+func TestApplyEditsTheKeyKubeProxyReads(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	cases := []struct {
+		name    string
+		body    string
+		setting string
+		changed []string // with err empty: the paths reported
+		reads   string   // with err empty: kube-proxy's value at the path after
+		err     string
+	}{
+		{name: "alias key after it", body: "&k mode: iptables\n*k : ipvs\n", setting: "mode=nftables",
+			err: `setting mode: config.conf gives key "mode" again (line 4) as an alias (*k), a !!binary or a << merge key, and kube-proxy reads that one`},
+		{name: "alias key, the value kube-proxy does not read", body: "&k mode: iptables\n*k : ipvs\n", setting: "mode=iptables",
+			err: `key "mode" again (line 4)`},
+		{name: "alias key, the value kube-proxy reads already", body: "&k mode: iptables\n*k : ipvs\n", setting: "mode=ipvs",
+			err: `key "mode" again (line 4)`},
+		{name: "binary key after it", body: "mode: iptables\n!!binary bW9kZQ==: ipvs\n", setting: "mode=nftables",
+			err: `key "mode" again (line 4)`},
+		{name: "binary key, the value kube-proxy does not read", body: "mode: ipvs\n!!binary bW9kZQ==: iptables\n", setting: "mode=ipvs",
+			err: `key "mode" again (line 4)`},
+		{name: "merge key after it", body: "mode: iptables\n<<: {mode: ipvs}\n", setting: "mode=nftables",
+			err: `key "mode" again (line 4)`},
+		{name: "nested binary key", body: "ipvs:\n  strictARP: false\n  !!binary c3RyaWN0QVJQ: true\n", setting: "ipvs.strictARP=false",
+			err: `setting ipvs.strictARP: config.conf gives key "strictARP" again (line 5)`},
+		{name: "the parent given again by an alias", body: "&k ipvs:\n  strictARP: false\n*k :\n  scheduler: rr\n", setting: "ipvs.strictARP=true",
+			err: `setting ipvs.strictARP: config.conf gives key "ipvs" again (line 6)`},
+		{name: "a value shared through an anchor", body: "iptables: &sync\n  syncPeriod: 30s\nipvs: *sync\n", setting: "iptables.syncPeriod=1m",
+			err: `setting iptables.syncPeriod: would also change ipvs.syncPeriod, which shares its value through a YAML anchor (&) and alias (*)`},
+		// kube-proxy reads the plain key given last: that is the one edited
+		{name: "binary key before it", body: "!!binary bW9kZQ==: ipvs\nmode: iptables\n", setting: "mode=nftables",
+			changed: []string{"mode"}, reads: "nftables"},
+		{name: "merge key before it", body: "<<: {mode: ipvs}\nmode: iptables\n", setting: "mode=nftables",
+			changed: []string{"mode"}, reads: "nftables"},
+		{name: "plain key given twice", body: "mode: ipvs\nmode: iptables\n", setting: "mode=nftables",
+			changed: []string{"mode"}, reads: "nftables"},
+		// YAML 1.1 as kube-proxy reads it: yes is true
+		{name: "a value kube-proxy reads the same is no change", body: "ipvs:\n  strictARP: yes\n", setting: "ipvs.strictARP=true"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := ParseSetting(tc.setting)
+			require.NoError(t, err)
+			text := head + tc.body
+			out, changed, err := Apply(text, []Setting{st})
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Contains(t, err.Error(), "nothing was written")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.changed, changed)
+			if len(tc.changed) == 0 {
+				assert.Equal(t, text, out)
+				return
+			}
+			var got map[string]any
+			js, err := sigsyaml.YAMLToJSON([]byte(out))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(js, &got))
+			assert.Equal(t, tc.reads, got["mode"], "what kube-proxy reads")
 		})
 	}
 }

@@ -216,3 +216,31 @@ func TestKubeconfigNotFromThisConfigMapIsNotChecked(t *testing.T) {
 		})
 	}
 }
+
+// A key given again as an alias or !!binary key is, to kube-proxy, the
+// same key, and it reads the last one: --set refuses rather than edit the
+// first and report it done (or unchanged).
+func TestSetOnAKeyKubeProxyReadsElsewhereIsRefused(t *testing.T) {
+	for name, again := range map[string]string{
+		"alias key":    strings.Replace(seedConfig, "mode: iptables\n", "&m mode: iptables\n*m : ipvs\n", 1),
+		"!!binary key": seedConfig + "!!binary bW9kZQ==: ipvs\n",
+	} {
+		for _, mode := range []string{"nftables", "iptables"} {
+			t.Run(name+" mode="+mode, func(t *testing.T) {
+				cm := seedConfigMap()
+				cm.Data["config.conf"] = again
+				ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+				ds.Annotations[rollout.HashAnnotation] = configmap.Hash(cm.Data, nil)
+				f := newFixture(t, cm, ds)
+				res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: mode}}}})
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), `setting mode: config.conf gives key "mode" again`)
+				assert.Empty(t, f.writes())
+				assert.False(t, res.Facts.Restarted)
+				got, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.Equal(t, again, got.Data["config.conf"])
+			})
+		}
+	}
+}
