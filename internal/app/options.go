@@ -114,7 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Server, "server", o.Server, "API server URL to set in kubeconfig.conf (what kubespray's sed task does), e.g. https://10.0.0.1:6443")
 	fs.BoolVar(&o.AllowInsecureServer, "allow-insecure-server", o.AllowInsecureServer, "accept an http:// --server (kube-proxy would then send its service-account token in clear text)")
 	fs.StringArrayVar(&o.Set, "set", o.Set, "KubeProxyConfiguration field to set in config.conf, as dotted.path=value; repeatable (e.g. --set mode=ipvs --set ipvs.strictARP=true)")
-	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data is applied with server-side apply (field manager kube-proxy-sync)")
+	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data keys are written over the live ones (keys it leaves out stay)")
 	fs.StringVar(&o.ProbePath, "probe-path", o.ProbePath, "readiness probe path: auto (/livez for kube-proxy >= 1.28, /healthz before), /livez, /healthz, or none (leave the probe alone)")
 	fs.StringVar(&o.KubeProxyVersion, "kube-proxy-version", o.KubeProxyVersion, "kube-proxy version to assume (default: from the image tag; when that is not a version, --probe-path auto leaves the probes alone)")
 	fs.StringVar(&o.Restart, "restart", o.Restart, "restart policy: auto (only when the config changed or a restart is owed), always, never")

@@ -22,9 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -294,27 +292,6 @@ func (c Client) Update(ctx context.Context, cm *corev1.ConfigMap, data map[strin
 	out, err := c.ConfigMaps.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, c.explain("update", err)
-	}
-	return out, nil
-}
-
-// Apply writes the given keys with server-side apply, taking ownership of them.
-func (c Client) Apply(ctx context.Context, data map[string]string, keys []string) (*corev1.ConfigMap, error) {
-	owned := make(map[string]string, len(keys))
-	for _, k := range keys {
-		owned[k] = data[k]
-	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]string{"name": c.Name, "namespace": c.Namespace},
-		"data":     owned,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("render apply configuration of configmap %s/%s: %w", c.Namespace, c.Name, err)
-	}
-	out, err := c.ConfigMaps.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
-	if err != nil {
-		return nil, c.explain("apply", err)
 	}
 	return out, nil
 }

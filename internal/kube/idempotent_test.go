@@ -58,7 +58,7 @@ func TestOnlyRequestsSafeToRepeatAreRetried(t *testing.T) {
 			return err
 		}, 1},
 		{"server-side apply", func(c *Client) error {
-			_, err := c.ConfigMaps("ns").Patch(ctx, "kube-proxy", types.ApplyPatchType, []byte(`{}`), metav1.PatchOptions{FieldManager: "m"})
+			_, err := c.DaemonSets("ns").Patch(ctx, "kube-proxy", types.ApplyPatchType, []byte(`{}`), metav1.PatchOptions{FieldManager: "m"})
 			return err
 		}, 4},
 		{"create", func(c *Client) error {

@@ -24,11 +24,11 @@ import (
 // client-go's clientset would link every API group, ~20 MB of binary), and
 // unit tests pass client-go's fake clientset (see package kubefake).
 
-// ConfigMaps reads and writes ConfigMaps in one namespace.
+// ConfigMaps reads and writes ConfigMaps in one namespace (an update of
+// the whole data, carrying the resourceVersion the run decided on).
 type ConfigMaps interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
 	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.ConfigMap, error)
 }
 
 // DaemonSets reads, watches and patches DaemonSets in one namespace.

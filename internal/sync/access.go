@@ -53,12 +53,7 @@ func (s *Syncer) neededAccess(p plan) []access {
 		ns("create", "", "events", ""),
 	}
 	if len(p.keys) > 0 {
-		if s.o.Spec.Manifest != nil {
-			out = append(out, ns("patch", "", "configmaps", cm))
-		}
-		if s.o.Spec.Manifest == nil || s.o.RollbackOnFailure {
-			out = append(out, ns("update", "", "configmaps", cm)) // the write, or the rollback's
-		}
+		out = append(out, ns("update", "", "configmaps", cm)) // the write, and the rollback's
 	}
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
 	// a change with no effect on the running kube-proxies restarts nothing

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -220,7 +221,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 				return err
 			}
 		}
-		if err := s.writeConfigMap(ctx, p.cm, p.desired, p.keys); err != nil {
+		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
 			return err
 		}
 		f.ConfigMapChanged = true // until the capture below says otherwise
@@ -236,6 +237,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	f.ResourceVersionAfter = after.ResourceVersion
 	f.ResourceVersionChanged = after.ResourceVersion != p.before.ResourceVersion
 	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
+	if !s.o.Check && after.Hash != p.target {
+		return s.changedUnder(p, after)
+	}
 
 	// 4. restart at most once, in one PATCH with the probe and the hash
 	target := after.Hash
@@ -435,15 +439,15 @@ func (s *Syncer) applyFresh(ctx context.Context, ds *appsv1.DaemonSet, build fun
 	return ds, err
 }
 
-func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string, keys []string) error {
-	if s.o.Spec.Manifest != nil {
-		owned := append([]string{}, keys...)
-		for k := range s.o.Spec.Manifest.Data {
-			owned = append(owned, k)
-		}
-		_, err := s.cms.Apply(ctx, desired, topKeys(owned))
-		return err
-	}
+// writeConfigMap writes the desired data, the whole of it, with an update
+// carrying the resourceVersion of the capture it was computed from; on a
+// conflict it computes it again on top of the other writer's version. A
+// --manifest is written this way too: with server-side apply the API
+// server removes every key our field manager applied before and now leaves
+// out, so a manifest with only kubeconfig.conf deleted the config.conf an
+// earlier manifest had set. An update removes no key it carries, and it
+// carries them all.
+func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string) error {
 	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -453,6 +457,7 @@ func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desir
 				return err
 			}
 			cm = latest
+			var keys []string
 			if desired, keys, err = configmap.Desired(cm.Data, s.o.Spec); err != nil || len(keys) == 0 {
 				return err
 			}
@@ -463,18 +468,52 @@ func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desir
 	})
 }
 
-// topKeys turns "config.conf:mode" into "config.conf", deduplicated.
-func topKeys(keys []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, k := range keys {
-		top, _, _ := strings.Cut(k, ":")
-		if !seen[top] {
-			seen[top] = true
-			out = append(out, top)
+// changedUnder reports a capture whose data is not what the run validated
+// and wrote (or, writing nothing, left): another writer's, or a key the
+// write did not keep. Every key that differs from the capture before goes
+// into changed_keys, the diff and so the audit log, and nothing restarts
+// onto data that was never validated: the DaemonSet's stamp is still the
+// data's before, so the restart is owed and the next run validates the
+// data as it is then.
+func (s *Syncer) changedUnder(p plan, after configmap.Snapshot) error {
+	keys := append([]string{}, p.keys...)
+	var what []string
+	all := map[string]bool{}
+	for _, m := range []map[string]string{p.before.Data, p.desired, after.Data} {
+		for k := range m {
+			all[k] = true
 		}
 	}
-	return out
+	for k := range all {
+		want, wrote := p.desired[k]
+		got, there := after.Data[k]
+		switch {
+		case wrote && !there:
+			what = append(what, "key "+k+" removed")
+		case !wrote && there:
+			what = append(what, "key "+k+" added")
+		case want != got:
+			what = append(what, "key "+k+" changed")
+		}
+		old, was := p.before.Data[k]
+		covered := slices.ContainsFunc(keys, func(c string) bool { return c == k || strings.HasPrefix(c, k+":") })
+		if was != there || (old != got && !covered) {
+			keys = append(keys, k)
+		}
+	}
+	if configmap.Hash(nil, p.before.BinaryData) != configmap.Hash(nil, after.BinaryData) {
+		what = append(what, "binaryData changed")
+	}
+	sort.Strings(what)
+	sort.Strings(keys)
+	s.res.Facts.ChangedKeys = slices.Compact(keys)
+	s.diff(p.before.Data, after.Data, p.effects)
+	verb := "wrote"
+	if len(p.keys) == 0 {
+		verb = "found"
+	}
+	return fmt.Errorf("configmap %s/%s is not what this run %s: %s (another writer, or a write that did not keep it); nothing restarted onto data that was not validated: the restart is owed, and the next run validates the data as it is then and does it",
+		s.o.Namespace, s.o.ConfigMap, verb, strings.Join(what, ", "))
 }
 
 // restart decides and sends the one PATCH (hash, restart, probe, and for a

@@ -75,7 +75,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
 		assert.True(t, hashConsistent(t, c), "the restart is stamped with the new data's hash")
 
-		// --manifest writes with server-side apply: patch, not update
+		// --manifest writes with an update too: rbac.yaml grants no patch on configmaps
 		cm := c.ConfigMap(t)
 		cm.Data["config.conf"] = strings.Replace(cm.Data["config.conf"], "mode: iptables", "mode: ipvs", 1)
 		require.Contains(t, cm.Data["config.conf"], "mode: ipvs")
