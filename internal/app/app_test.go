@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,22 @@ func TestModuleModeRoundTrip(t *testing.T) {
 	require.NotNil(t, res.Diff)
 	assert.Contains(t, res.Diff.After, "https://10.0.0.9:6443")
 	assert.Zero(t, writes(r.client), "check mode writes nothing")
+}
+
+// The args file is read up to 1 MiB, far more than any module's
+// arguments (a manifest is passed by path); a larger one is refused with a
+// result Ansible can parse, and nothing is run.
+func TestModuleArgsFileTooLarge(t *testing.T) {
+	args := filepath.Join(t.TempDir(), "args")
+	padding := strings.Repeat("x", 1<<20)
+	require.NoError(t, os.WriteFile(args, []byte(`{"server":"https://10.0.0.9:6443","probe_path":"none","_ansible_padding":"`+padding+`"}`), 0o600))
+	r := run(t, args)
+	assert.Equal(t, ExitFailed, r.code)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "stdout must stay valid JSON: %q", r.stdout)
+	assert.True(t, res.Failed)
+	assert.Contains(t, res.Msg, "read module args file: "+args+" is larger than 1 MiB")
+	assert.Zero(t, writes(r.client))
 }
 
 // What kube-proxy would load past with a warning is Ansible's standard

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
 
 // moduleArgs maps the Ansible module's argument names onto Options.
@@ -56,8 +57,11 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 // Ansible's own `_ansible_*` keys are accepted; `_ansible_check_mode` and
 // `_ansible_diff` (JSON booleans, anything else is refused) turn on check
 // and diff mode.
+// It is read up to configmap.MaxSize, far more than any module's arguments
+// (a manifest is passed by path), so that a wrong path (a device, a huge
+// file) fails instead of exhausting memory.
 func LoadArgsFile(path string, o *Options) error {
-	raw, err := os.ReadFile(path)
+	raw, err := configmap.ReadFileMax(path, configmap.MaxSize, "far more than any module's arguments")
 	if err != nil {
 		return fmt.Errorf("read module args file: %w", err)
 	}

@@ -139,9 +139,33 @@ func RedactURL(s string) string {
 	return s
 }
 
-// LoadManifest reads a ConfigMap manifest and checks it names the object we manage.
+// MaxSize is the most a ConfigMap holds (the API server's limit on its
+// data), and so the most a manifest is read of.
+const MaxSize = 1 << 20
+
+// ReadFileMax reads a file of at most max bytes; a larger one (or a device
+// that never ends) is an error that says why (limit), after reading no
+// more than max+1 bytes.
+func ReadFileMax(path string, max int64, limit string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB, %s", path, max>>20, limit)
+	}
+	return raw, nil
+}
+
+// LoadManifest reads a ConfigMap manifest and checks it names the object we
+// manage and holds only what the run writes: data.
 func LoadManifest(path, namespace, name string) (*corev1.ConfigMap, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := ReadFileMax(path, MaxSize, "the most a ConfigMap holds")
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -155,7 +179,15 @@ func LoadManifest(path, namespace, name string) (*corev1.ConfigMap, error) {
 	if cm.Name != name || (cm.Namespace != "" && cm.Namespace != namespace) {
 		return nil, fmt.Errorf("manifest %s is ConfigMap %s/%s, want %s/%s (check --namespace/--configmap)", path, cm.Namespace, cm.Name, namespace, name)
 	}
-	if len(cm.Data) == 0 && len(cm.BinaryData) == 0 {
+	if len(cm.BinaryData) > 0 {
+		keys := make([]string, 0, len(cm.BinaryData))
+		for k := range cm.BinaryData {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return nil, fmt.Errorf("manifest %s has binaryData (%s): kube-proxy reads no binaryData and kube-proxy-sync writes none; put the keys under data, or leave them out", path, strings.Join(keys, ", "))
+	}
+	if len(cm.Data) == 0 {
 		return nil, fmt.Errorf("manifest %s has no data", path)
 	}
 	return &cm, nil

@@ -185,3 +185,37 @@ func TestRedactKeepsFileReferences(t *testing.T) {
 	assert.Contains(t, out, "token: REDACTED")
 	assert.Contains(t, out, "tokenFile: /var/run/token", "file references are not secrets")
 }
+
+// kube-proxy reads no binaryData and the run writes none: a manifest that
+// has any is refused, not half applied. A manifest larger than a
+// ConfigMap can be is refused before it is read whole (a device or a huge
+// file must not exhaust memory).
+func TestLoadManifestRefusesWhatItWouldNotWrite(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	head := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\n"
+	cases := []struct {
+		name, text, want string
+	}{
+		{"binaryData only", head + "binaryData:\n  config.conf: YQ==\n",
+			"has binaryData (config.conf): kube-proxy reads no binaryData and kube-proxy-sync writes none; put the keys under data"},
+		{"data and binaryData", head + "data:\n  a: b\nbinaryData:\n  x: YQ==\n  config.conf: YQ==\n",
+			"has binaryData (config.conf, x)"},
+		{"larger than a ConfigMap", head + "data:\n  a: b\n# " + strings.Repeat("x", 1<<20) + "\n",
+			"is larger than 1 MiB, the most a ConfigMap holds"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadManifest(write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.text), "kube-system", "kube-proxy")
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, err := LoadManifest("/dev/zero", "kube-system", "kube-proxy")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is larger than 1 MiB")
+}
