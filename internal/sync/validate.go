@@ -66,9 +66,12 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 // validateKubeconfig checks the kubeconfig config.conf names
 // (clientConnection.kubeconfig) when kube-proxy reads it from this
 // ConfigMap: it must load, and its current context must name a cluster
-// with a server. That is what kube-proxy needs of it to start (and the
-// part of it this tool can check: the CA and token files it names are the
-// pod's, not ours). An empty clientConnection.kubeconfig is kube-proxy's
+// with a server. A context or cluster it names but does not have stops
+// kube-proxy; no current context, or no server, makes it fall back to its
+// in-cluster config, the kubernetes Service's IP, which kube-proxy itself
+// programs: on a node that starts fresh it cannot reach the API server,
+// and the server kubeadm (or --server) put there is ignored. The CA and
+// token files it names are the pod's, not ours to check. An empty clientConnection.kubeconfig is kube-proxy's
 // in-cluster config, and a file mounted from elsewhere is not this
 // ConfigMap's business.
 func (s *Syncer) validateKubeconfig(ds *appsv1.DaemonSet, config string, data map[string]string) error {

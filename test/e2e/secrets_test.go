@@ -68,6 +68,9 @@ users:
 kind: Config
 clusters:
 - {name: default, cluster: {server: "https://127.0.0.1:6443"}}
+contexts:
+- {name: default, context: {cluster: default, user: default}}
+current-context: default
 users:
 - {name: default, user: {token: ` + token + `}}
 - name: other
@@ -80,6 +83,7 @@ users:
     client-certificate-data: ` + key2 + `
 `},
 		{name: "JSON", kubeconfig: `{"apiVersion":"v1","kind":"Config","clusters":[{"name":"default","cluster":{"server":"https://127.0.0.1:6443"}}],` +
+			`"contexts":[{"name":"default","context":{"cluster":"default","user":"default"}}],"current-context":"default",` +
 			`"users":[{"name":"default","user":{"token":"` + token + `","client-key-data":"` + key + `"}},` +
 			`{"name":"other","user":{"token":"` + token2 + `","client-key-data":"` + key2 + `"}}]}`},
 	}
