@@ -146,7 +146,11 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			if err := s.checkDone(ctx, fleet); err != nil {
 				return false, &failure{err} // a restarted kube-proxy that does not serve
 			}
-			return fleet.PendingCount() == 0, nil
+			if fleet.PendingCount() == 0 {
+				return true, nil
+			}
+			s.raiseForStuck(ctx, fleet)
+			return false, nil
 		}
 	}
 	var err error
@@ -415,35 +419,106 @@ func (s *Syncer) rollingStrategy(ch *rollout.Change, ds *appsv1.DaemonSet, fleet
 		return err
 	}
 	stuck := fleet.Stuck()
-	ru := orig.RollingUpdate
-	surge := ru != nil && ru.MaxSurge != nil && ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
-	if orig.Type != appsv1.RollingUpdateDaemonSetStrategyType || stuck == 0 || surge {
+	if !raisable(orig) || stuck == 0 {
 		if saved { // a leftover: this PATCH restores it
 			ch.Strategy, ch.ClearStrategy = &orig, true
 		}
 		return nil
 	}
+	raised, from, to, err := s.raised(ds, orig, stuck)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(orig)
+	if err != nil {
+		return err
+	}
+	ch.Strategy, ch.SaveStrategy = raised, string(b)
+	s.raisedFor = stuck
+	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
+	return nil
+}
+
+// raisable: the DaemonSet controller counts a node whose pod is not Ready
+// against maxUnavailable only for a RollingUpdate without surge (with
+// surge it starts the new pod next to the old one).
+func raisable(orig appsv1.DaemonSetUpdateStrategy) bool {
+	ru := orig.RollingUpdate
+	surge := ru != nil && ru.MaxSurge != nil && ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
+	return orig.Type == appsv1.RollingUpdateDaemonSetStrategyType && !surge
+}
+
+// raised is the DaemonSet's own strategy with maxUnavailable raised by
+// stuck: the budget resolved the way the DaemonSet controller does, over
+// the nodes that should run a pod, plus one for each stuck node.
+func (s *Syncer) raised(ds *appsv1.DaemonSet, orig appsv1.DaemonSetUpdateStrategy, stuck int) (*appsv1.DaemonSetUpdateStrategy, string, int, error) {
 	budget := intstr.FromInt32(1)
-	if ru != nil && ru.MaxUnavailable != nil {
+	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
 		budget = *ru.MaxUnavailable
 	}
-	// resolved the way the DaemonSet controller does, over the nodes that should run a pod
 	n, err := intstr.GetScaledValueFromIntOrPercent(&budget, int(ds.Status.DesiredNumberScheduled), true)
 	if err != nil {
-		return fmt.Errorf("daemonset %s/%s maxUnavailable %q: %w", s.o.Namespace, s.o.DaemonSet, budget.String(), err)
+		return nil, "", 0, fmt.Errorf("daemonset %s/%s maxUnavailable %q: %w", s.o.Namespace, s.o.DaemonSet, budget.String(), err)
 	}
 	raised := orig.DeepCopy()
 	if raised.RollingUpdate == nil {
 		raised.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
 	}
 	raised.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(int32(n + stuck)))
-	b, err := json.Marshal(orig)
-	if err != nil {
-		return err
+	return raised, budget.String(), n + stuck, nil
+}
+
+// raiseForStuck keeps the raise of rollingStrategy true during the wait: a
+// node that started going away after the restart (the wait's recheck skips
+// it) and holds a kube-proxy pod that is not Ready still counts against
+// maxUnavailable for the DaemonSet controller, which would then replace no
+// other pod (with kubeadm's budget of 1) until the progress deadline rolls
+// everything back. So maxUnavailable is raised once more for each such
+// node, saving the DaemonSet's own strategy if no run has; finishStrategy
+// puts it back however the wait ends, and any later run does too. A
+// failed raise is logged, not fatal: the wait goes on as it would.
+func (s *Syncer) raiseForStuck(ctx context.Context, fleet *rollout.Fleet) {
+	stuck := fleet.Stuck()
+	if stuck <= s.raisedFor {
+		return
 	}
-	ch.Strategy, ch.SaveStrategy = raised, string(b)
-	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, budget.String(), n+stuck)
-	return nil
+	ds, err := s.dss.Get(ctx)
+	if err != nil {
+		s.d.Log.Warnf("raise maxUnavailable for %d node(s) gone away during the rollout: %v", stuck, err)
+		return
+	}
+	var to int
+	var from string
+	sent := false
+	_, err = s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
+		orig, saved, err := s.savedStrategy(ds)
+		if err != nil || !raisable(orig) || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+			return rollout.Change{}, false
+		}
+		raised, f, n, err := s.raised(ds, orig, stuck)
+		if err != nil {
+			return rollout.Change{}, false
+		}
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Strategy: raised}
+		if !saved {
+			b, err := json.Marshal(orig)
+			if err != nil {
+				return rollout.Change{}, false
+			}
+			ch.SaveStrategy = string(b)
+		}
+		from, to, sent = f, n, true
+		return ch, true
+	})
+	if err != nil {
+		s.d.Log.Warnf("raise maxUnavailable of daemonset %s/%s for %d node(s) gone away during the rollout: %v", s.o.Namespace, s.o.DaemonSet, stuck, err)
+		return
+	}
+	s.raisedFor = stuck
+	if sent {
+		s.strategyChanged = true
+		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
+	}
 }
 
 // restoreStrategy puts back the updateStrategy an earlier run saved,

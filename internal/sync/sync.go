@@ -119,6 +119,9 @@ type Syncer struct {
 	// strategyChanged: this run's restart PATCH saved the DaemonSet's
 	// updateStrategy and changed it, so the rollout must put it back
 	strategyChanged bool
+	// raisedFor is how many stuck nodes the raised maxUnavailable covers
+	// (rollingStrategy, raiseForStuck)
+	raisedFor int
 	// restarted is the DaemonSet as the restart PATCH left it: a rolling
 	// update is followed through its status from there
 	restarted *appsv1.DaemonSet
