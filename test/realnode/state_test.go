@@ -139,50 +139,70 @@ func TestZonalRolloutOnRealNodes(t *testing.T) {
 	assert.LessOrEqual(t, events.maxDown, 1, "at most the batch size (maxUnavailable 1) without a Ready kube-proxy at once")
 }
 
-// A node whose kubelet stops in the middle of a canary rollout, before the
-// rollout reaches it, goes NotReady: the run stops waiting for it, reports
+// A node whose kubelet stops in the middle of a rollout, before the
+// rollout reaches it, goes Unknown: the run stops waiting for it, reports
 // it skipped and finishes the other nodes, instead of running into the
-// progress deadline and rolling everything back.
+// progress deadline and rolling everything back. Under a rolling update
+// the DaemonSet controller counts that node's unready pod against
+// maxUnavailable (kubeadm's 1), so the run raises it for the node.
 func TestNodeGoingAwayDuringTheWaitIsSkipped(t *testing.T) {
-	e := connect(t)
-	d := e.dockerOrSkip(t)
-	_, workers := e.nodeNames(t)
-	require.Len(t, workers, 2)
-	last := workers[len(workers)-1] // sorted: the canary's batches reach it last
-	// each node takes 10s to count as available, so the rollout is still
-	// on the first nodes when the kubelet stops
-	e.setMinReadySeconds(t, 10)
-	before := e.podUIDs(t)
+	for _, strategy := range []string{"canary", "rolling"} {
+		t.Run(strategy, func(t *testing.T) {
+			e := connect(t)
+			d := e.dockerOrSkip(t)
+			_, workers := e.nodeNames(t)
+			require.Len(t, workers, 2)
+			// each node takes 10s to count as available, so the rollout is
+			// still on its first node when the kubelet stops
+			e.setMinReadySeconds(t, 10)
+			before := e.podUIDs(t)
 
-	cmd, out := e.start(t, "--strategy", "canary", "--canary-nodes", "1", "--batch-size", "1", "--restart", "always", "--timeout", "5m")
-	// once a first node has a new pod, stop the last node's kubelet
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for n, p := range e.pods(t, ctx) {
-			if p.UID != before[n] {
-				return true, nil
+			args := []string{"--strategy", strategy, "--restart", "always", "--timeout", "5m"}
+			if strategy == "canary" {
+				args = append(args, "--canary-nodes", "1", "--batch-size", "1")
 			}
-		}
-		return false, nil
-	})
-	require.NoError(t, err, "the rollout never started: %s", e.describePods(t))
-	require.NotEmpty(t, before[last], "node %s had a pod", last)
-	d.stopKubelet(t, last)
-	code := wait4(t, cmd)
-	r := out.result(t, code)
-	require.Equal(t, 0, r.code, "%s", r)
-	skipped, _ := r.field("rollout.skipped_nodes").([]any)
-	var names []string
-	for _, s := range skipped {
-		names = append(names, fmt.Sprint(s.(map[string]any)["name"]))
+			cmd, out := e.start(t, args...)
+			// once a first node has a new pod, stop the kubelet of a worker
+			// the rollout has not reached
+			victim := ""
+			err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				pods := e.pods(t, ctx)
+				started := false
+				for n, p := range pods {
+					started = started || p.UID != before[n]
+				}
+				if !started {
+					return false, nil
+				}
+				for _, w := range workers {
+					if p, ok := pods[w]; ok && p.UID == before[w] {
+						victim = w
+					}
+				}
+				return true, nil
+			})
+			require.NoError(t, err, "the rollout never started: %s", e.describePods(t))
+			require.NotEmpty(t, victim, "a worker not reached yet: %s", e.describePods(t))
+			d.stopKubelet(t, victim)
+			code := wait4(t, cmd)
+			r := out.result(t, code)
+			require.Equal(t, 0, r.code, "%s", r)
+			skipped, _ := r.field("rollout.skipped_nodes").([]any)
+			var names []string
+			for _, s := range skipped {
+				names = append(names, fmt.Sprint(s.(map[string]any)["name"]))
+			}
+			assert.Equal(t, []string{victim}, names, "the node whose kubelet stopped is skipped: %s", r)
+			after := e.podUIDs(t)
+			for n, uid := range before {
+				if n != victim {
+					assert.NotEqual(t, uid, after[n], "node %s: replaced", n)
+				}
+			}
+			assert.NotEqual(t, true, r.field("rolled_back"), "nothing rolled back: %s", r)
+			assert.Empty(t, e.daemonSet(t).Annotations[rollout.StrategyAnnotation], "the DaemonSet's own strategy is back")
+		})
 	}
-	assert.Equal(t, []string{last}, names, "the node whose kubelet stopped is skipped: %s", r)
-	after := e.podUIDs(t)
-	for n, uid := range before {
-		if n != last {
-			assert.NotEqual(t, uid, after[n], "node %s: replaced", n)
-		}
-	}
-	assert.NotEqual(t, true, r.field("rolled_back"), "nothing rolled back: %s", r)
 }
 
 // A run killed while it had maxUnavailable raised (a node going away held
