@@ -3,17 +3,20 @@ package sync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -133,4 +136,33 @@ func TestDataChangedBetweenTheCapturesIsNotRestarted(t *testing.T) {
 	assert.False(t, res.Facts.Restarted)
 	assert.Equal(t, ds.Spec.Template, f.daemonSet(t).Spec.Template, "no restart")
 	assert.Equal(t, ds.Annotations, f.daemonSet(t).Annotations)
+}
+
+// Another writer between the run's validation and its write: the update
+// carrying the validated resourceVersion conflicts, and the run writes
+// nothing on top of data nobody validated (it used to recompute its change
+// on the other writer's data and write it unvalidated).
+func TestConflictingWriterIsNotWrittenOnTop(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	theirs := strings.Replace(seedConfig, "mode: iptables", "mode: iptables\nclusterCIDR: not-a-cidr", 1)
+	updates := 0
+	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		updates++
+		if updates > 1 {
+			return false, nil, nil
+		}
+		// the other writer lands first
+		cm := seedConfigMap()
+		cm.Data["config.conf"] = theirs
+		cm.ResourceVersion = "101"
+		require.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), cm, "kube-system"))
+		return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), "kube-proxy", errors.New("the object has been modified"))
+	})
+	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "changed after this run read and validated it")
+	assert.Equal(t, 1, updates, "one update, no second write on top of the other writer's data")
+	assert.Equal(t, theirs, f.configMap(t).Data["config.conf"], "the other writer's data stands")
+	assert.False(t, res.Facts.Restarted)
+	assert.Empty(t, f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation], "no restart")
 }

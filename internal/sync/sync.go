@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -280,7 +281,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 			if f.RestartReason == "" {
 				f.RestartReason = ReasonPending
 			}
-			if err := s.d.Audit.Append(s.record("intent", nil)); err != nil {
+			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
 				return err
 			}
 		}
@@ -451,24 +452,14 @@ func (s *Syncer) applyFresh(ctx context.Context, ds *appsv1.DaemonSet, build fun
 // earlier manifest had set. An update removes no key it carries, and it
 // carries them all.
 func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string) error {
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			// someone else wrote it: recompute on top of their version
-			latest, err := s.cms.Get(ctx)
-			if err != nil {
-				return err
-			}
-			cm = latest
-			var keys []string
-			if desired, keys, err = configmap.Desired(cm.Data, s.o.Spec); err != nil || len(keys) == 0 {
-				return err
-			}
-		}
-		first = false
-		_, err := s.cms.Update(ctx, cm, desired)
-		return err
-	})
+	// one update carrying the resourceVersion the data was validated on:
+	// another writer in between makes it a conflict, and the run stops
+	// rather than write on top of data nobody validated
+	_, err := s.cms.Update(ctx, cm, desired)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w; configmap %s/%s changed after this run read and validated it (another writer): this run wrote nothing; run again, it validates and applies on top of the new data", err, s.o.Namespace, s.o.ConfigMap)
+	}
+	return err
 }
 
 // changedUnder reports a capture whose data is not what the run validated
