@@ -97,17 +97,7 @@ func TestRollbackOfAnOwedRestartKeepsItOwed(t *testing.T) {
 	owed := f.daemonSet(t)
 	owed.Annotations[rollout.HashAnnotation] = configmap.Hash(d1, nil)
 	require.NoError(t, f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), owed, "kube-system"))
-	go func() {
-		w := <-f.watches
-		broken := kubeProxyPod("node-0", "2", false)
-		broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-		f.replace(t, broken)
-		w.Modify(f.status("301", 1, 4))
-		w.Modify(f.status("302", 1, 4))
-		w.Modify(f.status("303", 1, 4))
-		f.clock.Step(statusStall)
-	}()
+	go f.crashLoopNode0(t)
 	res, err := f.run(t, Options{RollbackOnFailure: true})
 	require.Error(t, err)
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
@@ -121,6 +111,45 @@ func TestRollbackOfAnOwedRestartKeepsItOwed(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Facts.RestartRequired)
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+}
+
+// The same when the stamp before the run named the data but did not hold:
+// its restart left the template as it was (the template-generation
+// annotation is ahead of the template). The rollback's own template
+// changes move the template past that annotation, so putting the stamp
+// back as it was would make it hold; it is put back so that it never does.
+func TestRollbackOfAStampThatDidNotHoldKeepsItOwed(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	owed := f.daemonSet(t)
+	owed.Annotations[rollout.HashAnnotation] = configmap.Hash(seedConfigMap().Data, nil)
+	owed.Annotations[rollout.RestartGenerationAnnotation] = fmt.Sprint(rollout.TemplateGeneration(owed) + 1)
+	require.NoError(t, f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), owed, "kube-system"))
+	require.False(t, rollout.Runs(owed, configmap.Hash(seedConfigMap().Data, nil)), "the stamp does not hold before the run")
+	go f.crashLoopNode0(t)
+	res, err := f.run(t, Options{RollbackOnFailure: true})
+	require.Error(t, err)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	assert.True(t, res.Facts.RolledBack)
+
+	res, err = f.run(t, Options{Check: true})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.RestartRequired, "the restart is still owed after the rollback")
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+}
+
+// crashLoopNode0 is the controller and kubelet of a restart whose new
+// template crash-loops on node-0, with the status stalled (run it as the
+// test's driver goroutine).
+func (f *rollingFixture) crashLoopNode0(t *testing.T) {
+	w := <-f.watches
+	broken := kubeProxyPod("node-0", "2", false)
+	broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	f.replace(t, broken)
+	w.Modify(f.status("301", 1, 4))
+	w.Modify(f.status("302", 1, 4))
+	w.Modify(f.status("303", 1, 4))
+	f.clock.Step(statusStall)
 }
 
 // --canary-nodes larger than the budget (maxUnavailable 1): the canary

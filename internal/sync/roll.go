@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -731,7 +733,7 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		// the stamp as it was before this run, not the hash of the data
 		// restored: after a restart this run owed (pending), the pods
 		// not reached run older data, and the restart stays owed
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: rollout.Stamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: restoredStamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
 		if p.probe.probe != nil {
 			old := containerProbe(p.ds, p.probe.container)
 			ch.Probe, ch.RemoveProbe = old, old == nil
@@ -760,4 +762,20 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 	f.RolledBack, f.RollbackReason = true, cause.Error()
 	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored configmap %s/%s and the kube-proxy pod template: %v (audit id %s)", s.o.Namespace, s.o.ConfigMap, cause, f.AuditID))
 	return fmt.Errorf("rolled back (configmap data and pod template restored, kube-proxy pods of the new template replaced): %w", cause)
+}
+
+// restoredStamp is the stamp a rollback puts back: the DaemonSet's as it
+// was before the run. A stamp that did not hold then (its restart left the
+// template as it was: the template generation it waits for is ahead of
+// the template) must not hold after either, but the rollback's own
+// template changes move the template past it; so it is put back waiting
+// for a generation no template reaches, and the restart stays owed until
+// a run restarts and stamps afresh.
+func restoredStamp(before *appsv1.DaemonSet) map[string]*string {
+	stamp := rollout.Stamp(before)
+	if g, err := strconv.ParseInt(before.Annotations[rollout.RestartGenerationAnnotation], 10, 64); err == nil && rollout.TemplateGeneration(before) < g {
+		never := strconv.FormatInt(math.MaxInt64, 10)
+		stamp[rollout.RestartGenerationAnnotation] = &never
+	}
+	return stamp
 }
