@@ -421,6 +421,7 @@ func (s *Syncer) rollingStrategy(ch *rollout.Change, ds *appsv1.DaemonSet, fleet
 		return err
 	}
 	stuck := fleet.Stuck()
+	s.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
 	if !raisable(orig) || stuck == 0 {
 		if saved { // a leftover: this PATCH restores it
 			ch.Strategy, ch.ClearStrategy = &orig, true

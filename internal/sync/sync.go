@@ -538,6 +538,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				// transport's repeat got the conflict (writes are under the
 				// lease, so no other run wrote this restartedAt and hash)
 				s.d.Log.Infof("daemonset %s/%s already has this run's restart (restartedAt %s): its response was lost", s.o.Namespace, s.o.DaemonSet, sent.RestartedAt())
+				if sent.SaveStrategy != "" {
+					s.strategyChanged = true // its raise or OnDelete is in too
+				}
 				f.Restarted = true
 				return nil
 			}
