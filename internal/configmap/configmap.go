@@ -129,11 +129,10 @@ func RedactURL(s string) string {
 	if i := strings.Index(s, "://"); i >= 0 {
 		prefix, rest = s[:i+3], s[i+3:]
 	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
+	// up to the last @, not the authority's end: a password may hold a
+	// /, ? or # that ends the authority for a URL parser (hiding a path's
+	// @ too costs nothing)
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
 		return prefix + redacted + rest[i:]
 	}
 	return s
@@ -356,8 +355,8 @@ const redacted = "REDACTED"
 // for text that is not YAML; the value runs to the end of the line, or to
 // the closing quote, comma or brace of a flow collection.
 // urlUserInfo matches a URL's scheme and user info, up to the last @ of
-// its authority.
-var urlUserInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"']*@`)
+// the URL (a password may hold a /, ? or #).
+var urlUserInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s"']*@`)
 
 var secretField = regexp.MustCompile(`(["']?(token|client-key-data|client-certificate-data|certificate-authority-data|password|id-token|refresh-token|access-token|client-secret|idp-certificate-authority-data)["']?\s*:\s*)("[^"]*"?|'[^']*'?|[^\s,}\]]+)`)
 

@@ -142,11 +142,14 @@ func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://10.0.0.1:6443":                   "https://10.0.0.1:6443",
 		"https://admin:pw@10.0.0.1:6443":          "https://REDACTED@10.0.0.1:6443",
-		"https://pw@10.0.0.1:6443/x@y":            "https://REDACTED@10.0.0.1:6443/x@y",
+		"https://pw@10.0.0.1:6443/x@y":            "https://REDACTED@y", // a path's @ hidden too: never too little
+		"https://u:p/ss@10.0.0.1:6443":            "https://REDACTED@10.0.0.1:6443",
+		"https://u:p#ss@10.0.0.1:6443":            "https://REDACTED@10.0.0.1:6443",
+		"https://u:p?ss@10.0.0.1:6443":            "https://REDACTED@10.0.0.1:6443",
 		"admin:pw@10.0.0.1:6443":                  "REDACTED@10.0.0.1:6443",
 		"https://a:p@w@[::1]:6443":                "https://REDACTED@[::1]:6443",
 		"not a url":                               "not a url",
-		"https://10.0.0.1:6443/?next=http://a@b/": "https://10.0.0.1:6443/?next=http://a@b/",
+		"https://10.0.0.1:6443/?next=http://a@b/": "https://REDACTED@b/",
 	} {
 		assert.Equal(t, want, RedactURL(in), in)
 	}
@@ -218,4 +221,15 @@ func TestLoadManifestRefusesWhatItWouldNotWrite(t *testing.T) {
 	_, err := LoadManifest("/dev/zero", "kube-system", "kube-proxy")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is larger than 1 MiB")
+}
+
+// A password holding a /, ? or # is still hidden in data (diffs, the
+// audit log), and in a comment.
+func TestRedactUserInfoWithSeparators(t *testing.T) {
+	for _, pw := range []string{"p/ss", "p?ss", "p#ss"} {
+		text := "clusters:\n- cluster:\n    server: https://u:" + pw + "@10.0.0.1:6443\n  name: x\n# old: https://u:" + pw + "@10.0.0.2:6443\n"
+		out := Redact(text)
+		assert.NotContains(t, out, pw, out)
+		assert.Contains(t, out, "@10.0.0.1:6443", out)
+	}
 }
