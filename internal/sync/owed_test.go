@@ -384,8 +384,17 @@ func TestStaleSavedStrategyRestoredIsAChange(t *testing.T) {
 	assert.True(t, res.Changed)
 	assert.False(t, res.Facts.Restarted)
 	assert.Contains(t, res.Msg, "restored the updateStrategy")
+	phases := func() []string {
+		var out []string
+		for _, r := range readAudit(t, f.audit) {
+			out = append(out, r.Phase)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"plan", "outcome"}, phases(), "a run that writes leaves its plan and its outcome")
 
 	res, err = f.run(t, Options{})
 	require.NoError(t, err)
 	assert.False(t, res.Changed, "nothing left to restore")
+	assert.Equal(t, []string{"plan", "outcome"}, phases(), "a run with nothing to write writes no record")
 }

@@ -13,11 +13,13 @@ import (
 )
 
 // report writes the outcome to the audit log and Events on the DaemonSet,
-// for runs that changed something or failed. Reporting problems are logged,
-// never turned into a failed run.
+// for runs that changed something or failed, and for every run that wrote
+// a plan record (one queued behind another run's Lease may find nothing
+// left to do: its outcome says so, or the plan would look like a run that
+// died). Reporting problems are logged, never turned into a failed run.
 func (s *Syncer) report(ctx context.Context, runErr error) {
 	f := s.res.Facts
-	if s.o.Check || (runErr == nil && !f.ConfigMapChanged && !f.Restarted && !f.ProbeChanged) {
+	if s.o.Check || (runErr == nil && !s.res.Changed && !s.planned) {
 		return
 	}
 	if err := s.d.Audit.Append(s.record(audit.PhaseOutcome, runErr)); err != nil {

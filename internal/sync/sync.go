@@ -129,6 +129,9 @@ type Syncer struct {
 	// restoredStrategy says what restoreStrategy put back ("" : nothing),
 	// a write of this run
 	restoredStrategy string
+	// planned: the plan record is in the audit log, so an outcome follows
+	// whatever the run then finds to do
+	planned bool
 }
 
 // New prepares a run.
@@ -183,6 +186,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
 			return fmt.Errorf("before any write: %w", err)
 		}
+		s.planned = true
 		if err := s.checkAccess(ctx, p); err != nil {
 			return err
 		}
