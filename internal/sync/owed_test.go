@@ -324,6 +324,13 @@ func TestRestartNeverDoesNotResumeALeftoverCanary(t *testing.T) {
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
 	assert.False(t, res.Changed)
 	assert.Contains(t, res.Msg, "owed")
+
+	// check mode (with --restart auto) deletes nothing either, and says the
+	// real run would change something: it resumes the canary
+	res, err = f.run(t, Options{Check: true})
+	require.NoError(t, err)
+	assert.Equal(t, uids, f.podUIDs(t), "no pod replaced in check mode")
+	assert.True(t, res.Changed, "a real run resumes the canary")
 }
 
 // A resumed canary replaces pods: the run says so (changed, restarted) and
@@ -376,7 +383,11 @@ func TestStaleSavedStrategyRestoredIsAChange(t *testing.T) {
 	three := intstr.FromInt32(3)
 	ds.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &three}
 	f := newFixture(t, seedConfigMap(), ds)
-	res, err := f.run(t, Options{})
+	res, err := f.run(t, Options{Check: true})
+	require.NoError(t, err)
+	assert.True(t, res.Changed, "check mode says the real run changes something")
+	assert.Equal(t, "3", f.daemonSet(t).Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String(), "check mode writes nothing")
+	res, err = f.run(t, Options{})
 	require.NoError(t, err)
 	got := f.daemonSet(t)
 	assert.Equal(t, "1", got.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String(), "restored")

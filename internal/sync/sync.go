@@ -129,6 +129,9 @@ type Syncer struct {
 	// restoredStrategy says what restoreStrategy put back ("" : nothing),
 	// a write of this run
 	restoredStrategy string
+	// wouldChange: check mode found a write a real run would make that
+	// the facts do not show (a saved strategy to restore, a canary to resume)
+	wouldChange bool
 	// planned: the plan record is in the audit log, so an outcome follows
 	// whatever the run then finds to do
 	planned bool
@@ -156,7 +159,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
 	// also when the run failed half-way: what it wrote is a change Ansible must show
 	f := s.res.Facts
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != ""
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != "" || s.wouldChange
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted, nothing rolled back: %w", err)
 	}
@@ -212,6 +215,10 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if p.ds, err = s.restoreStrategy(ctx, p.ds); err != nil {
 			return err
 		}
+	}
+	if _, saved, _ := s.savedStrategy(p.ds); s.o.Check && saved && !canaryLeftover(p.ds) {
+		// what the real run's restoreStrategy would write
+		s.wouldChange = true
 	}
 	f := &s.res.Facts
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
@@ -272,6 +279,8 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if !f.RestartRequired {
 			f.RestartRequired, f.RestartReason = true, ReasonPending
 		}
+		// check mode says what a real run would do: resume, a change
+		s.wouldChange = s.wouldChange || (s.o.Check && s.o.Restart != RestartNever)
 	default:
 		// an earlier canary stopped half-way on this template: finish it
 		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
