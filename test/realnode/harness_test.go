@@ -378,6 +378,15 @@ const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 // be one the other does not), and waits for the rollout.
 func (e *env) setImage(t *testing.T, image string) {
 	t.Helper()
+	e.updateTemplate(t, func(c *corev1.Container) {
+		c.Image, c.ReadinessProbe = image, nil
+	})
+}
+
+// updateTemplate changes the kube-proxy container of the template and
+// waits for the rollout.
+func (e *env) updateTemplate(t *testing.T, change func(c *corev1.Container)) {
+	t.Helper()
 	ctx := ctxFor(t, rolloutTimeout)
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -386,8 +395,7 @@ func (e *env) setImage(t *testing.T, image string) {
 		}
 		for i := range ds.Spec.Template.Spec.Containers {
 			if ds.Spec.Template.Spec.Containers[i].Name == name {
-				ds.Spec.Template.Spec.Containers[i].Image = image
-				ds.Spec.Template.Spec.Containers[i].ReadinessProbe = nil
+				change(&ds.Spec.Template.Spec.Containers[i])
 			}
 		}
 		_, err = e.client.AppsV1().DaemonSets(namespace).Update(ctx, ds, metav1.UpdateOptions{})

@@ -305,26 +305,6 @@ func (e *env) livenessPath(t *testing.T) string {
 	return ""
 }
 
-// updateTemplate changes the kube-proxy container of the template and
-// waits for the rollout.
-func (e *env) updateTemplate(t *testing.T, change func(c *corev1.Container)) {
-	t.Helper()
-	ctx := ctxFor(t, rolloutTimeout)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range ds.Spec.Template.Spec.Containers {
-			if ds.Spec.Template.Spec.Containers[i].Name == name {
-				change(&ds.Spec.Template.Spec.Containers[i])
-			}
-		}
-		_, err = e.client.AppsV1().DaemonSets(namespace).Update(ctx, ds, metav1.UpdateOptions{})
-		return err
-	}))
-	e.waitRolledOut(t, ctx)
-}
 
 // setMinReadySeconds slows each node of a rollout down, and puts the
 // DaemonSet's own value back at the end. Running pods count as unavailable
