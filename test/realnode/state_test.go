@@ -305,7 +305,6 @@ func (e *env) livenessPath(t *testing.T) string {
 	return ""
 }
 
-
 // setMinReadySeconds slows each node of a rollout down, and puts the
 // DaemonSet's own value back at the end. Running pods count as unavailable
 // until they have been Ready that long, so it waits for that first.
