@@ -132,8 +132,10 @@ func TestFailedCanaryRollsBack(t *testing.T) {
 	original := dsBefore.Spec.UpdateStrategy
 	podsBefore := c.PodUIDs(t)
 
+	// a batch of 2: both canary nodes at once (the canary never takes more
+	// than the batch size, which defaults to maxUnavailable, 1 here)
 	r := runSync(t, c, "--server", "https://10.96.0.4:6443", "--probe-path", "none", "--progress-deadline", "15s",
-		"--strategy", "canary", "--canary-nodes", "2", "--rollback-on-failure")
+		"--strategy", "canary", "--canary-nodes", "2", "--batch-size", "2", "--rollback-on-failure")
 	assert.Equal(t, 1, r.Code)
 	assert.True(t, r.Failed)
 	f := r.facts()

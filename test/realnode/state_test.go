@@ -278,8 +278,9 @@ func livenessPathOf(p *corev1.Pod) string {
 // containers stayed without a restart (and the pod stayed).
 func noRestartsFor(t *testing.T, e *env, node string, uid types.UID, window time.Duration) bool {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, window, true, func(ctx context.Context) (bool, error) {
-		p, ok := e.pods(t, ctx)[node]
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, window, true, func(context.Context) (bool, error) {
+		// a list of its own: the poll's context ends with the window
+		p, ok := e.pods(t, ctxFor(t, 10*time.Second))[node]
 		if !ok || p.UID != uid || restarts(&p) > 0 {
 			return false, fmt.Errorf("pod on %s: restarted or replaced", node)
 		}
