@@ -198,23 +198,30 @@ func (a *analyzer) walkFunc(d *fnDecl, bound map[int][]string, c ctx) {
 	a.onStack[d.decl]++
 	defer func() { a.onStack[d.decl]-- }()
 	sc := &scope{fn: d, roots: map[string][]string{}, file: d.file}
+	eachParam(d, func(i int, name string, typ ast.Expr) {
+		if p, ok := bound[i]; ok {
+			sc.roots[name] = p
+		} else if isCfgType(typ, d.file) {
+			sc.roots[name] = nil
+		}
+	})
+	a.stmts(d.decl.Body.List, sc, c)
+}
+
+// eachParam calls f for each named parameter of d with its position among
+// all parameters (an unnamed one takes a position too) and its type.
+func eachParam(d *fnDecl, f func(i int, name string, typ ast.Expr)) {
 	i := 0
 	for _, fl := range d.decl.Type.Params.List {
-		names := fl.Names
-		if len(names) == 0 {
+		if len(fl.Names) == 0 {
 			i++
 			continue
 		}
-		for _, n := range names {
-			if p, ok := bound[i]; ok {
-				sc.roots[n.Name] = p
-			} else if isCfgType(fl.Type, d.file) {
-				sc.roots[n.Name] = nil
-			}
+		for _, n := range fl.Names {
+			f(i, n.Name, fl.Type)
 			i++
 		}
 	}
-	a.stmts(d.decl.Body.List, sc, c)
 }
 
 func (a *analyzer) funcName(d *fnDecl) string {
@@ -688,24 +695,16 @@ type binding struct {
 // args.
 func (a *analyzer) bindArgs(d *fnDecl, args []ast.Expr, sc *scope) []binding {
 	var out []binding
-	i := 0
-	for _, fl := range d.decl.Type.Params.List {
-		names := fl.Names
-		if len(names) == 0 {
-			i++
-			continue
+	eachParam(d, func(i int, name string, _ ast.Expr) {
+		if i >= len(args) {
+			return
 		}
-		for _, n := range names {
-			if i < len(args) {
-				if p, ok := a.chain(args[i], sc); ok {
-					out = append(out, binding{n.Name, p})
-				} else if a.isMode(args[i], sc) {
-					out = append(out, binding{n.Name, []string{"Mode"}})
-				}
-			}
-			i++
+		if p, ok := a.chain(args[i], sc); ok {
+			out = append(out, binding{name, p})
+		} else if a.isMode(args[i], sc) {
+			out = append(out, binding{name, []string{"Mode"}})
 		}
-	}
+	})
 	return out
 }
 
