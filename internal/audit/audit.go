@@ -93,6 +93,10 @@ func (l Log) open() (*os.File, error) {
 		err = fmt.Errorf("audit log %s is not a regular file (%s): give --audit-log a regular file", l.Path, st.Mode().Type())
 	case st.Mode().Perm()&0o077 != 0:
 		err = fmt.Errorf("audit log %s has mode %04o, more open than 0600: run chmod 600 %s, or give --audit-log another file", l.Path, st.Mode().Perm(), l.Path)
+	case !ownedByUs(st):
+		// another user's file (made ahead in a shared directory) would
+		// get this user's records, and be theirs to rewrite
+		err = fmt.Errorf("audit log %s belongs to another user (uid %d, this run's is %d): give --audit-log a file of this user's", l.Path, st.Sys().(*syscall.Stat_t).Uid, os.Geteuid())
 	}
 	if err != nil {
 		_ = f.Close()
@@ -124,4 +128,10 @@ func (l Log) Append(r Record) error {
 		return fmt.Errorf("sync audit log %s: %w", l.Path, err)
 	}
 	return f.Close()
+}
+
+// ownedByUs reports whether the file belongs to the user the run acts as.
+func ownedByUs(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return !ok || int(sys.Uid) == os.Geteuid()
 }

@@ -86,6 +86,18 @@ func TestAppendRefusesWhatIsNotAPrivateRegularFile(t *testing.T) {
 				assert.Equal(t, "old\n", string(raw), "nothing appended")
 			}
 		}, "mode 0644"},
+		{"another user's file", func(t *testing.T, path string) (string, func(t *testing.T)) {
+			require.NoError(t, os.WriteFile(path, []byte("theirs\n"), 0o600))
+			other := os.Geteuid() + 1
+			if err := os.Chown(path, other, -1); err != nil {
+				t.Skipf("cannot give the file to uid %d (not root): %v", other, err)
+			}
+			return path, func(t *testing.T) {
+				raw, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Equal(t, "theirs\n", string(raw), "nothing appended")
+			}
+		}, "belongs to another user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, check := tc.setup(t, filepath.Join(t.TempDir(), "audit.jsonl"))
