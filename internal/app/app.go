@@ -113,14 +113,20 @@ Flags:
 // Run is the whole command, in-process.
 func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code int) {
 	o := NewOptions()
+	var s *sync.Syncer
 	// a panic in the run (a bug) is a failed result, exit 1: Go's own exit
 	// on a panic is 2, which --detailed-exitcode means as "changed". A
 	// panic in another goroutine, or a fatal runtime error, still exits 2
-	// with no result on stdout (README, Exit codes).
+	// with no result on stdout (README, Exit codes). The result says what
+	// the run had written by then.
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(streams.ErrOut, "panic: %v\n\n%s\n", r, debug.Stack())
-			code = fail(streams, o, nil, fmt.Errorf("internal error: %v (a bug: please report it with the stack trace on stderr); a rerun with the same values finishes what this run left", r))
+			var res *sync.Result
+			if s != nil {
+				res = s.Partial()
+			}
+			code = fail(streams, o, res, fmt.Errorf("internal error: %v (a bug: please report it with the stack trace on stderr); a rerun with the same values finishes what this run left", r))
 		}
 	}()
 	if len(args) == 1 && !strings.HasPrefix(args[0], "-") {
@@ -181,7 +187,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
 		}
 	}
-	s := sync.New(o.syncOptions(), d)
+	s = sync.New(o.syncOptions(), d)
 	res, err := s.Run(ctx)
 	if err != nil {
 		return fail(streams, o, res, err)

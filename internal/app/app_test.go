@@ -352,3 +352,35 @@ func TestPanicIsAFailedResultNotExitTwo(t *testing.T) {
 	assert.Contains(t, errOut.String(), "panic: boom")
 	assert.Contains(t, errOut.String(), "TestPanicIsAFailedResultNotExitTwo", "with the stack")
 }
+
+// panicOnEvent is a client whose Event create panics: a bug that strikes
+// after the run wrote the ConfigMap.
+type panicOnEvent struct{ kube.Interface }
+
+func (panicOnEvent) Events(string) kube.Events { return panickyEvents{} }
+
+type panickyEvents struct{}
+
+func (panickyEvents) Create(context.Context, *corev1.Event, metav1.CreateOptions) (*corev1.Event, error) {
+	panic("boom after the write")
+}
+
+// A panic after a write still reports the write: changed, as Ansible must
+// show it, and failed.
+func TestPanicAfterAWriteReportsTheChange(t *testing.T) {
+	cm, ds := seed()
+	_, api := kubefake.New(cm, ds)
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut},
+		[]string{"--output", "json", "--probe-path", "none", "--restart", "never", "--server", "https://10.0.0.9:6443"},
+		Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: panicOnEvent{api}})
+	assert.Equal(t, ExitFailed, code)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "stdout holds one result: %q", out.String())
+	assert.True(t, res.Failed)
+	assert.True(t, res.Changed, "the ConfigMap was written before the panic")
+	assert.Contains(t, res.Msg, "internal error: boom after the write")
+	live, err := api.ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, live.Data["kubeconfig.conf"], "https://10.0.0.9:6443")
+}

@@ -158,8 +158,7 @@ func New(o Options, d Deps) *Syncer {
 func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
 	// also when the run failed half-way: what it wrote is a change Ansible must show
-	f := s.res.Facts
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != "" || s.wouldChange
+	s.Partial()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted, nothing rolled back: %w", err)
 	}
@@ -169,6 +168,15 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 		s.res.Msg = err.Error()
 	}
 	return s.res, err
+}
+
+// Partial is the result as far as the run got, with changed set from
+// what it wrote: what Run returns, and what a caller reports when the run
+// stopped without returning (a panic).
+func (s *Syncer) Partial() *Result {
+	f := s.res.Facts
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != "" || s.wouldChange
+	return s.res
 }
 
 // run is the whole algorithm, top to bottom.
