@@ -10,4 +10,6 @@ if [[ -n "${unformatted}" ]]; then
 fi
 go vet ./...
 go vet -tags e2e ./test/...
+# the pause hook of the crash tests builds only with testhooks
+go vet -tags testhooks ./internal/app/
 log "go lint clean"
