@@ -46,13 +46,21 @@ done < "${REPO_ROOT}/hack/versions.mk"
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# The architectures `make release` builds, by GOARCH, as kubespray names
+# them (its image_arch): amd64, arm64, arm (armv7l hosts), ppc64le; s390x too,
+# which kubespray does not name but Go builds at no extra cost.
+RELEASE_ARCHES="amd64 arm64 arm ppc64le s390x"
+
 # build_static ARCH OUT [nostrip]: the release build of the binary for
-# linux/ARCH (static, trimmed paths, stripped unless nostrip).
+# linux/ARCH (static, trimmed paths, stripped unless nostrip). arm is ARMv7
+# with hardware floating point (GOARM=7), what Kubernetes and kubespray ship
+# for their "arm" (armv7l hosts).
 build_static() {
-  local arch="$1" out="$2" strip="-s -w"
+  local arch="$1" out="$2" strip="-s -w" goarm=""
   [[ "${3:-}" == nostrip ]] && strip=""
+  [[ "${arch}" == arm ]] && goarm=7
   local version="${VERSION:-$(git -C "${REPO_ROOT}" describe --tags --always --dirty 2>/dev/null || echo dev)}"
-  CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
+  CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" GOARM="${goarm}" go build -trimpath \
     -ldflags "${strip} -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=${version}" \
     -o "${out}" ./cmd/kube-proxy-sync
 }
