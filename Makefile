@@ -10,7 +10,7 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kubespray molecule-kind \
+.PHONY: build dist release size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kubespray molecule-kind \
 	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
@@ -18,6 +18,9 @@ build: ## bin/kube-proxy-sync for this machine
 
 dist: venv ## static linux/amd64 and linux/arm64 builds, as the collection's binary modules, and the collection tarball
 	hack/dist.sh
+
+release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry
+	hack/release.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
 	hack/size.sh
