@@ -16,7 +16,7 @@ export NODES
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
 
-dist: venv ## static linux/amd64 and linux/arm64 builds, as the collection's binary modules, and the collection tarball
+dist: venv ## static linux/amd64 and linux/arm64 builds (DIST_ARCHES), as the collection's binary modules, and the collection tarball
 	hack/dist.sh
 
 release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry
@@ -88,4 +88,4 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	hack/fuzz.sh
 
 clean: cluster-down kind-down
-	rm -rf bin dist .cache .venv plugins/modules/kube_proxy_sync_linux_amd64 plugins/modules/kube_proxy_sync_linux_arm64
+	rm -rf bin dist .cache .venv $(filter-out %.yml,$(wildcard plugins/modules/kube_proxy_sync_linux_*))

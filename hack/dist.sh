@@ -5,12 +5,22 @@
 # (galaxy.yml) that `ansible-galaxy collection install` takes offline.
 # The tarball needs ansible-galaxy from a toolchain venv (make venv); without
 # one, only the binaries are built.
+#
+# DIST_ARCHES="ppc64le" builds the modules of other release architectures
+# (hack/lib.sh) for a playbook run from this checkout, as the role's preflight
+# suggests on such a host. The tarball carries amd64 and arm64 (galaxy.yml),
+# so it is built only when both are.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
+arches="${DIST_ARCHES:-amd64 arm64}"
+for arch in ${arches}; do
+  [[ " ${RELEASE_ARCHES} " == *" ${arch} "* ]] || die "DIST_ARCHES: ${arch} is not a release architecture (${RELEASE_ARCHES})"
+done
+
 mkdir -p dist plugins/modules
-for arch in amd64 arm64; do
+for arch in ${arches}; do
   out="dist/kube-proxy-sync-linux-${arch}"
   log "building ${out}"
   build_static "${arch}" "${out}"
@@ -19,6 +29,10 @@ done
 # Playbooks run from this checkout find the collection here (ansible.cfg).
 collections_link
 
+if [[ " ${arches} " != *" amd64 "* || " ${arches} " != *" arm64 "* ]]; then
+  log "DIST_ARCHES has not both amd64 and arm64: skipping the collection tarball"
+  exit 0
+fi
 galaxy=""
 for toolchain in ${ANSIBLE_TOOLCHAINS}; do
   if [[ -x "$(venv_dir "${toolchain}")/bin/ansible-galaxy" ]]; then
