@@ -92,8 +92,11 @@ func seed() (*corev1.ConfigMap, *appsv1.DaemonSet) {
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", ResourceVersion: "1"},
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6"},
-		}}}},
+			{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6",
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}}},
+		}, Volumes: []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}},
+		}}}}}},
 	}
 	return cm, ds
 }
@@ -380,7 +383,12 @@ func TestPanicAfterAWriteReportsTheChange(t *testing.T) {
 	assert.True(t, res.Failed)
 	assert.True(t, res.Changed, "the ConfigMap was written before the panic")
 	assert.Contains(t, res.Msg, "internal error: boom after the write")
-	live, err := api.ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	// the config's copy, and the DaemonSet owing a restart onto it
+	ds, err := api.DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	pending := ds.Annotations["kube-proxy-sync.io/pending-config"]
+	require.NotEmpty(t, pending)
+	live, err := api.ConfigMaps("kube-system").Get(context.Background(), pending, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Contains(t, live.Data["kubeconfig.conf"], "https://10.0.0.9:6443")
 }

@@ -31,7 +31,8 @@ func TestReleaseBuildIgnoresThePauseVariable(t *testing.T) {
 		Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api})
 	require.Equal(t, ExitOK, code, "stdout: %s\nstderr: %s", out.String(), errOut.String())
 	assert.NotContains(t, errOut.String(), "test hook")
-	got, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	// past the step: the DaemonSet owes a restart onto the new config's copy
+	ds, err := client.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, got.Data["kubeconfig.conf"], "https://10.0.0.9:6443", "the run went past the step")
+	assert.NotEmpty(t, ds.Annotations["kube-proxy-sync.io/pending-config"], "the run went past the step")
 }

@@ -29,6 +29,12 @@ import (
 type ConfigMaps interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
 	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+	// Create, List and Delete handle the immutable copies the pod
+	// template mounts (configmap.NewCopy): created before the restart,
+	// listed and deleted by the history's garbage collection.
+	Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // DaemonSets reads, watches and patches DaemonSets in one namespace.

@@ -41,6 +41,11 @@ const (
 	RestartGenerationAnnotation = "kube-proxy-sync.io/template-generation"
 	// RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+	// PendingConfigAnnotation on the DaemonSet's metadata names the copy
+	// of the config a run made but did not restart onto (--restart never):
+	// the restart the next run owes, onto that config. The restart that
+	// points the template at a copy drops it.
+	PendingConfigAnnotation = "kube-proxy-sync.io/pending-config"
 	// StrategyAnnotation keeps the DaemonSet's own updateStrategy while a
 	// canary rollout has it switched to OnDelete; any later run restores it.
 	StrategyAnnotation = "kube-proxy-sync.io/original-update-strategy"
@@ -69,7 +74,15 @@ type Change struct {
 	// read before (a rollback); "" removes it.
 	RestoreRestartedAt *string
 	Container          string
-	Probe              *corev1.Probe
+	// ConfigVolume and ConfigMap point the template's volume ConfigVolume
+	// at the ConfigMap ConfigMap (a copy of the record, see
+	// configmap.NewCopy): the config travels with the template.
+	ConfigVolume string
+	ConfigMap    string
+	// Pending records a config copy the pods owe a restart onto
+	// (PendingConfigAnnotation); pointing the template at a copy drops it.
+	Pending string
+	Probe   *corev1.Probe
 	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
 	RemoveProbe bool
 	// LivenessProbe replaces the container's liveness probe.
@@ -83,7 +96,18 @@ type Change struct {
 
 // Restarts reports whether the change makes the DaemonSet roll its pods.
 func (c Change) Restarts() bool {
-	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil
+	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != ""
+}
+
+// ConfigVolumeOf is the ConfigMap the template's volume name mounts ("" if
+// it mounts none).
+func ConfigVolumeOf(ds *appsv1.DaemonSet, name string) string {
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == name && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
 }
 
 // RestartedAt is the value the change gives the pod template's
@@ -109,6 +133,9 @@ func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
 		return false
 	}
 	if c.Strategy != nil && ds.Spec.UpdateStrategy.Type != c.Strategy.Type {
+		return false
+	}
+	if c.ConfigMap != "" && ConfigVolumeOf(ds, c.ConfigVolume) != c.ConfigMap {
 		return false
 	}
 	if c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil {
@@ -201,6 +228,12 @@ func (c Change) Patch() ([]byte, error) {
 	if c.NoEffect != "" {
 		annotations[NoEffectAnnotation] = c.NoEffect
 	}
+	if c.ConfigMap != "" {
+		annotations[PendingConfigAnnotation] = nil
+	}
+	if c.Pending != "" {
+		annotations[PendingConfigAnnotation] = c.Pending
+	}
 	if c.SaveStrategy != "" {
 		annotations[StrategyAnnotation] = c.SaveStrategy
 	}
@@ -253,8 +286,18 @@ func (c Change) Patch() ([]byte, error) {
 		}
 		container["livenessProbe"] = probe
 	}
+	podSpec := map[string]interface{}{}
 	if len(container) > 1 {
-		tmpl["spec"] = map[string]interface{}{"containers": []interface{}{container}}
+		podSpec["containers"] = []interface{}{container}
+	}
+	if c.ConfigMap != "" {
+		// volumes merge by name: only this volume's ConfigMap name changes
+		podSpec["volumes"] = []interface{}{map[string]interface{}{
+			"name": c.ConfigVolume, "configMap": map[string]interface{}{"name": c.ConfigMap},
+		}}
+	}
+	if len(podSpec) > 0 {
+		tmpl["spec"] = podSpec
 	}
 	if len(tmpl) > 0 {
 		spec["template"] = tmpl

@@ -44,7 +44,7 @@ func TestUnwritableAuditLogFailsBeforeTheFirstWrite(t *testing.T) {
 			{"no-effect change", set("ipvs.scheduler", "lc")},
 		} {
 			t.Run(path.name+"/"+change.name, func(t *testing.T) {
-				f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+				f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 				f.audit = path.make(t)
 				res, err := f.run(t, change.o)
 				require.Error(t, err)
@@ -70,7 +70,7 @@ func TestUnwritableAuditLogFailsBeforeTheFirstWrite(t *testing.T) {
 // Every run that writes has a record on disk before its first write: a
 // no-effect change (no restart, so no intent) has its plan and outcome.
 func TestNoRestartChangeIsAudited(t *testing.T) {
-	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 	res, err := f.run(t, set("ipvs.scheduler", "lc"))
 	require.NoError(t, err)
 	require.True(t, res.Facts.ConfigMapChanged)

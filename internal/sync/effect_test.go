@@ -39,7 +39,7 @@ func (f *fixture) configMap(t *testing.T) *corev1.ConfigMap {
 // reruns restart nothing; a later real change restarts once, and the pods
 // it starts read both changes.
 func TestNoEffectChangeThenRealChange(t *testing.T) {
-	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 	seedHash := configmap.Hash(seedConfigMap().Data, nil)
 
 	// ipvs.* while the mode is iptables
@@ -76,10 +76,11 @@ func TestNoEffectChangeThenRealChange(t *testing.T) {
 		assert.False(t, res.Facts.RestartRequired)
 	}
 
-	// a real change: one restart, for the data holding both changes
+	// a real change: one restart, for the data holding both changes, on a
+	// new copy; the record follows once the rollout is done
 	res, err = f.run(t, set("mode", "ipvs"))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes())
+	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
 	assert.Equal(t, map[string]string{"config.conf:mode": "restart"}, res.Facts.ChangedKeysEffect)
@@ -105,7 +106,7 @@ func TestNoEffectChangeThenRealChange(t *testing.T) {
 // Leaving a mode: the earlier no-effect change is read by the new mode,
 // and the mode change restarts.
 func TestNoEffectChangeMattersAfterModeChange(t *testing.T) {
-	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 	res, err := f.run(t, set("nftables.masqueradeAll", "true"))
 	require.NoError(t, err)
 	require.False(t, res.Facts.Restarted)
@@ -119,7 +120,7 @@ func TestNoEffectRestartPolicies(t *testing.T) {
 	t.Run("a restart owed before still happens", func(t *testing.T) {
 		ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 		ds.Annotations[rollout.HashAnnotation] = "stale"
-		f := newFixture(t, seedConfigMap(), ds)
+		f := newFixture(t, onCopy(seedConfigMap(), ds)...)
 		res, err := f.run(t, set("ipvs.scheduler", "lc"))
 		require.NoError(t, err)
 		assert.True(t, res.Facts.Restarted)
@@ -129,13 +130,13 @@ func TestNoEffectRestartPolicies(t *testing.T) {
 	t.Run("a DaemonSet never stamped: what its pods run is unknown", func(t *testing.T) {
 		ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 		delete(ds.Annotations, rollout.HashAnnotation)
-		f := newFixture(t, seedConfigMap(), ds)
+		f := newFixture(t, onCopy(seedConfigMap(), ds)...)
 		res, err := f.run(t, set("ipvs.scheduler", "lc"))
 		require.NoError(t, err)
 		assert.True(t, res.Facts.Restarted)
 	})
 	t.Run("always restarts", func(t *testing.T) {
-		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+		f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 		o := set("ipvs.scheduler", "lc")
 		o.Restart = RestartAlways
 		res, err := f.run(t, o)
@@ -145,7 +146,7 @@ func TestNoEffectRestartPolicies(t *testing.T) {
 		assert.NotContains(t, f.daemonSet(t).Annotations, rollout.NoEffectAnnotation)
 	})
 	t.Run("never owes nothing for it", func(t *testing.T) {
-		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+		f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 		o := set("ipvs.scheduler", "lc")
 		o.Restart = RestartNever
 		res, err := f.run(t, o)
@@ -160,7 +161,7 @@ func TestNoEffectRestartPolicies(t *testing.T) {
 	t.Run("a probe change restarts and the pods read the change", func(t *testing.T) {
 		ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 		ds.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = "/healthz"
-		f := newFixture(t, seedConfigMap(), ds)
+		f := newFixture(t, onCopy(seedConfigMap(), ds)...)
 		res, err := f.run(t, set("ipvs.scheduler", "lc"))
 		require.NoError(t, err)
 		assert.True(t, res.Facts.Restarted)
@@ -172,7 +173,7 @@ func TestNoEffectRestartPolicies(t *testing.T) {
 }
 
 func TestNoEffectCheckModeAndDiff(t *testing.T) {
-	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 	o := set("ipvs.scheduler", "lc", "iptables.masqueradeAll", "true")
 	o.Check, o.Diff = true, true
 	res, err := f.run(t, o)
@@ -230,7 +231,7 @@ func TestNoEffectTargets(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(ds)
 			}
-			f := newFixture(t, tc.cm, ds)
+			f := newFixture(t, onCopy(tc.cm, ds)...)
 			o := tc.set
 			o.Check = true
 			o.ProbePath = "none"
@@ -249,7 +250,7 @@ func TestNoEffectTargets(t *testing.T) {
 // longer run the data before the change (an earlier restart is owed): no
 // record, the run restarts.
 func TestNoEffectRecordLostToAnotherWriter(t *testing.T) {
-	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
 	patches := 0
 	f.client.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		patches++

@@ -3,14 +3,12 @@ package sync
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -88,14 +86,14 @@ func TestManifestKeepsTheKeysItLeavesOut(t *testing.T) {
 // the restart stays owed, and the next run validates the data as it is.
 func TestDataChangedUnderTheRunIsShownAndNotRestarted(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		delete(a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).Data, "config.conf") // as the API server's apply did
+	f.client.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		delete(a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap).Data, "config.conf") // as the API server's apply did
 		return false, nil, nil
 	})
 	server := strings.Replace(seedKubeconfig, "https://127.0.0.1:6443", "https://10.0.0.1:6443", 1)
 	res, err := f.run(t, Options{Diff: true, Spec: configmap.Spec{Manifest: manifestOf(map[string]string{"kubeconfig.conf": server})}})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `configmap kube-system/kube-proxy is not what this run wrote: key config.conf removed`)
+	assert.Regexp(t, `configmap kube-system/kube-proxy-[0-9a-f]{10} is not what this run wrote: key config.conf removed`, err.Error())
 	assert.Contains(t, err.Error(), "nothing restarted")
 	assert.Equal(t, []string{"config.conf", "kubeconfig.conf"}, res.Facts.ChangedKeys)
 	assert.True(t, res.Facts.ConfigMapChanged)
@@ -138,31 +136,29 @@ func TestDataChangedBetweenTheCapturesIsNotRestarted(t *testing.T) {
 	assert.Equal(t, ds.Annotations, f.daemonSet(t).Annotations)
 }
 
-// Another writer between the run's validation and its write: the update
-// carrying the validated resourceVersion conflicts, and the run writes
-// nothing on top of data nobody validated (it used to recompute its change
-// on the other writer's data and write it unvalidated).
-func TestConflictingWriterIsNotWrittenOnTop(t *testing.T) {
+// Another writer of the record during the run: nothing it wrote reaches a
+// pod. The pods are restarted onto the copy of the data the run validated,
+// and the record is then written to what they run (it used to write its
+// change on top of the other writer's unvalidated data).
+func TestAnotherWriterOfTheRecordDoesNotReachThePods(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 	theirs := strings.Replace(seedConfig, "mode: iptables", "mode: iptables\nclusterCIDR: not-a-cidr", 1)
-	updates := 0
-	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		updates++
-		if updates > 1 {
-			return false, nil, nil
-		}
-		// the other writer lands first
+	f.client.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// the other writer lands while the run makes its copy
 		cm := seedConfigMap()
 		cm.Data["config.conf"] = theirs
 		cm.ResourceVersion = "101"
 		require.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), cm, "kube-system"))
-		return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), "kube-proxy", errors.New("the object has been modified"))
+		return false, nil, nil
 	})
 	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "changed after this run read and validated it")
-	assert.Equal(t, 1, updates, "one update, no second write on top of the other writer's data")
-	assert.Equal(t, theirs, f.configMap(t).Data["config.conf"], "the other writer's data stands")
-	assert.False(t, res.Facts.Restarted)
-	assert.Empty(t, f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation], "no restart")
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	require.Equal(t, res.Facts.ConfigMapName, mounted)
+	cp, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), mounted, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, cp.Data["config.conf"], "mode: ipvs")
+	assert.NotContains(t, cp.Data["config.conf"], "not-a-cidr", "the pods run only validated data")
+	assert.Equal(t, cp.Data, f.configMap(t).Data, "the record holds what the pods run")
 }

@@ -42,6 +42,20 @@ type Facts struct {
 	CheckMode        bool           `json:"check_mode"`
 	AuditID          string         `json:"audit_id"`
 	APIRequests      int64          `json:"api_requests"`
+	// ConfigMapName is the ConfigMap the pod template mounts after the run:
+	// the record (kubeadm's layout, before the first change) or the
+	// immutable copy of the config the fleet runs (kube-proxy-NNNNNNNNNN).
+	ConfigMapName string `json:"configmap_name"`
+	// PreviousConfigMap is the one it mounted before this run moved it, ""
+	// when it did not: what a rollback, or `kubectl rollout undo`, restores.
+	PreviousConfigMap string `json:"previous_configmap"`
+	// RecordChanged: the record ConfigMap (--configmap, which kubeadm
+	// reads) was written to the config the fleet runs.
+	RecordChanged bool `json:"record_changed"`
+	// DeferredKeys changed with no effect on the running kube-proxies while
+	// the template mounts the record itself: not written (it is mounted),
+	// the next run that restarts carries them.
+	DeferredKeys []string `json:"deferred_keys"`
 	// Connectivity is what the checks before and after each node's restart
 	// saw (--verify-health), nil when they were off.
 	Connectivity *verify.Report `json:"connectivity,omitempty"`

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -709,23 +708,13 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 	defer cancel()
 	f := &s.res.Facts
 	s.d.Log.Warnf("rolling back: %v", cause)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := s.cms.Get(ctx)
-		if err != nil {
-			return err
-		}
-		if configmap.Hash(cm.Data, cm.BinaryData) == p.before.Hash {
-			return nil
-		}
-		_, err = s.cms.Update(ctx, cm, p.before.Data)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: restoring configmap %s/%s: %v; run again with the previous values to restore them", cause, s.o.Namespace, s.o.ConfigMap, err)
-	}
+	// the config travels with the template: no ConfigMap was written
+	// before the rollout (the record is written once it succeeded), and
+	// pointing the template back at the ConfigMap it mounted restores the
+	// config
 	// the DaemonSet controller writes status all the while: retry on conflict
 	var restored *appsv1.DaemonSet
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ds, err := s.dss.Get(ctx)
 		if err != nil {
 			return err
@@ -735,6 +724,9 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		// restored: after a restart this run owed (pending), the pods
 		// not reached run older data, and the restart stays owed
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: restoredStamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
+		if p.copy != "" {
+			ch.ConfigVolume, ch.ConfigMap = p.volume, p.mounted
+		}
 		if p.probe.probe != nil {
 			old := containerProbe(p.ds, p.probe.container)
 			ch.Probe, ch.RemoveProbe = old, old == nil
@@ -749,7 +741,7 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: configmap restored but restoring the template of daemonset %s/%s: %v; run again with the previous values", cause, s.o.Namespace, s.o.DaemonSet, err)
+		return fmt.Errorf("%w; rollback failed too: restoring the template of daemonset %s/%s (pointing it back at configmap %s): %v; run `kubectl rollout undo daemonset/%s -n %s`, or run again with the previous values", cause, s.o.Namespace, s.o.DaemonSet, p.mounted, err, s.o.DaemonSet, s.o.Namespace)
 	}
 	if restored.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
 		// nothing replaces them on its own: delete the failed template's pods
@@ -761,8 +753,11 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		}
 	}
 	f.RolledBack, f.RollbackReason = true, cause.Error()
-	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored configmap %s/%s and the kube-proxy pod template: %v (audit id %s)", s.o.Namespace, s.o.ConfigMap, cause, f.AuditID))
-	return fmt.Errorf("rolled back (configmap data and pod template restored, kube-proxy pods of the new template replaced): %w", cause)
+	if p.copy != "" {
+		f.ConfigMapName, f.PreviousConfigMap = p.mounted, p.copy
+	}
+	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored the kube-proxy pod template (configmap %s/%s): %v (audit id %s)", s.o.Namespace, p.mounted, cause, f.AuditID))
+	return fmt.Errorf("rolled back (pod template restored, on configmap %s/%s; kube-proxy pods of the new template replaced): %w", s.o.Namespace, p.mounted, cause)
 }
 
 // restoredStamp is the stamp a rollback puts back: the DaemonSet's as it

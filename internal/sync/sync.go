@@ -82,6 +82,9 @@ type Options struct {
 	RollbackOnFailure bool
 	// Connectivity: checks of each node's kube-proxy before and after its restart.
 	Connectivity ConnectivityOptions
+	// History is how many copies of the config are kept besides those in
+	// use (0: DefaultHistory).
+	History int
 }
 
 // Deps are passed in, so tests can use a fake clientset (kubefake) and clock.
@@ -110,13 +113,15 @@ const (
 
 // Syncer runs the flow once.
 type Syncer struct {
-	o     Options
-	d     Deps
-	cms   configmap.Client
-	dss   rollout.Client
-	lease *lock.Lease
-	res   *Result
-	conn  *connectivity
+	o   Options
+	d   Deps
+	cms configmap.Client
+	// copies are the immutable copies of the record the template mounts
+	copies configmap.Copies
+	dss    rollout.Client
+	lease  *lock.Lease
+	res    *Result
+	conn   *connectivity
 	// strategyChanged: this run's restart PATCH saved the DaemonSet's
 	// updateStrategy and changed it, so the rollout must put it back
 	strategyChanged bool
@@ -142,14 +147,15 @@ func New(o Options, d Deps) *Syncer {
 	id := audit.NewID()
 	host, _ := os.Hostname()
 	return &Syncer{
-		o:   o,
-		d:   d,
-		cms: configmap.Client{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Name: o.ConfigMap},
+		o:      o,
+		d:      d,
+		cms:    configmap.Client{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Name: o.ConfigMap},
+		copies: configmap.Copies{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Record: o.ConfigMap},
 		dss: rollout.Client{DaemonSets: d.Kube.DaemonSets(o.Namespace), Pods: d.Kube.Pods(o.Namespace), Nodes: d.Kube.Nodes(),
 			Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
 		lease: &lock.Lease{Leases: d.Kube.Leases(o.Namespace), Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
 			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},
-		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}},
+		res: &Result{Facts: Facts{CheckMode: o.Check, AuditID: id, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}, DeferredKeys: []string{}}},
 	}
 }
 
@@ -175,7 +181,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 // stopped without returning (a panic).
 func (s *Syncer) Partial() *Result {
 	f := s.res.Facts
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || s.restoredStrategy != "" || s.wouldChange
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || f.RecordChanged || s.restoredStrategy != "" || s.wouldChange
 	return s.res
 }
 
@@ -233,41 +239,82 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	f.ChangedKeysEffect = p.effects
 	s.diff(p.before.Data, p.desired, p.effects)
 
-	// 3. write the ConfigMap only if its data differs, then capture it again
-	after := p.before
-	if len(p.keys) > 0 && !s.o.Check {
-		if p.ds, err = s.oweRestart(ctx, p.ds, p.before.Hash); err != nil {
+	// 3. the config the pods are to run: a change is a new immutable copy
+	// (no running kube-proxy reads it yet); a change with no effect on the
+	// running kube-proxies is written to the record, which the template
+	// does not mount then (see plan). Then capture it again.
+	var after configmap.Snapshot
+	afterName := s.o.ConfigMap // the ConfigMap after was captured from
+	if len(p.keys) > 0 && p.noEffect && !s.o.Check {
+		// the record on the DaemonSet comes first; it clears noEffect when
+		// the DaemonSet moved so that its pods no longer run the data
+		// before the change: then the change restarts as usual, on a copy
+		if err := s.markNoEffect(ctx, &p); err != nil {
 			return err
 		}
-		if p.noEffect {
-			if err := s.markNoEffect(ctx, &p); err != nil {
-				return err
-			}
+	}
+	switch {
+	case s.o.Check:
+		after = p.before
+		if len(p.keys) > 0 && !p.noEffect {
+			f.ConfigMapName = configmap.CopyName(s.o.ConfigMap, p.target)
 		}
+	case len(p.keys) > 0 && p.noEffect:
 		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
 			return err
 		}
-		f.ConfigMapChanged = true // until the capture below says otherwise
+		f.ConfigMapChanged, f.RecordChanged = true, true
 		s.step(ctx, StepConfigMapWritten)
-	}
-	if !s.o.Check {
 		cm, err := s.cms.Get(ctx)
 		if err != nil {
 			return err
 		}
 		after = configmap.NewSnapshot(cm)
+		f.ResourceVersionAfter = cm.ResourceVersion
+	case len(p.keys) > 0:
+		if err := s.ensureCopy(ctx, &p, p.desired); err != nil {
+			return err
+		}
+		f.ConfigMapChanged = true // until the capture below says otherwise
+		s.step(ctx, StepConfigMapWritten)
+		afterName = configmap.CopyName(s.o.ConfigMap, p.target)
+		cp, err := s.copies.Get(ctx, afterName)
+		if err != nil {
+			return err
+		}
+		after = configmap.NewSnapshot(cp)
+	default:
+		// nothing written: the ConfigMap the data came from, captured again
+		afterName = p.base.Name
+		cm, err := s.copies.Get(ctx, afterName)
+		if err != nil {
+			return err
+		}
+		after = configmap.NewSnapshot(cm)
+		if p.base.Name == s.o.ConfigMap {
+			f.ResourceVersionAfter = cm.ResourceVersion
+		}
 	}
-	f.ResourceVersionAfter = after.ResourceVersion
-	f.ResourceVersionChanged = after.ResourceVersion != p.before.ResourceVersion
+	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
 	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
 	if !s.o.Check && after.Hash != p.target {
-		return s.changedUnder(p, after)
+		return s.changedUnder(p, after, afterName)
+	}
+	if f.ConfigMapName == "" {
+		f.ConfigMapName = p.mounted
 	}
 
-	// 4. restart at most once, in one PATCH with the probe and the hash
+	// 4. restart at most once, in one PATCH with the probe, the hash and
+	// the template's volume pointed at the copy of the data it restarts for
 	target := after.Hash
 	if s.o.Check {
 		target = p.target // what a real run would stamp
+	} else if (p.reason != "" || p.probe.changes()) && s.o.Restart != RestartNever {
+		// every restart moves the template onto a copy: kubeadm's layout
+		// and clusters of an earlier version move with their next restart
+		if err := s.ensureCopy(ctx, &p, after.Data); err != nil {
+			return err
+		}
 	}
 	fleet, err := s.restart(ctx, p, target)
 	if err != nil {
@@ -322,6 +369,12 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		}
 		return s.rollback(ctx, p, fleet, err)
 	}
+	// 6. the record holds what the fleet runs, once no pod mounts it
+	if p.writes() || p.recordLags || f.Restarted {
+		if err := s.settle(ctx, p, afterName, after); err != nil {
+			return err
+		}
+	}
 	s.res.Msg = s.summary()
 	return nil
 }
@@ -337,11 +390,21 @@ func (s *Syncer) nextRun(strategy string) string {
 
 // plan is everything one capture tells us.
 type plan struct {
-	cm      *corev1.ConfigMap
-	ds      *appsv1.DaemonSet
-	before  configmap.Snapshot
-	desired map[string]string
-	keys    []string
+	// cm is the record ConfigMap (--configmap), base the ConfigMap whose
+	// data the fleet runs (the record, or the copy the template mounts
+	// when the record lags behind it, see Syncer.base), before its snapshot
+	cm     *corev1.ConfigMap
+	base   *corev1.ConfigMap
+	ds     *appsv1.DaemonSet
+	before configmap.Snapshot
+	// volume is the template's volume of the config, mounted the
+	// ConfigMap it names before the run ("" when it mounts neither the
+	// record nor a copy), copy the copy this run points it at
+	volume, mounted, copy string
+	// recordLags: the record does not hold the data the fleet runs
+	recordLags bool
+	desired    map[string]string
+	keys       []string
 	// target is the hash the data will have once written.
 	target string
 	// effects: each changed key's effect on the running kube-proxies;
@@ -360,7 +423,7 @@ type plan struct {
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !canaryLeftover(p.ds)) || p.resume
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !canaryLeftover(p.ds)) || p.resume || p.recordLags
 }
 
 func (s *Syncer) plan(ctx context.Context) (plan, error) {
@@ -369,14 +432,20 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if err != nil {
 		return p, err
 	}
-	p.cm, p.before = cm, configmap.NewSnapshot(cm)
+	p.cm = cm
 	f := &s.res.Facts
-	f.ResourceVersionBefore, f.ResourceVersionAfter = p.before.ResourceVersion, p.before.ResourceVersion
+	f.ResourceVersionBefore, f.ResourceVersionAfter = cm.ResourceVersion, cm.ResourceVersion
 	if p.ds, err = s.dss.Get(ctx); err != nil {
 		return p, err
 	}
-	if p.desired, p.keys, err = configmap.Desired(cm.Data, s.o.Spec); err != nil {
-		return p, fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, s.o.ConfigMap, err)
+	p.volume, p.mounted = configVolume(p.ds, s.o.Container, s.o.ConfigMap)
+	if p.base, err = s.base(ctx, cm, p.ds, p.mounted); err != nil {
+		return p, err
+	}
+	p.before = configmap.NewSnapshot(p.base)
+	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
+	if p.desired, p.keys, err = configmap.Desired(p.base.Data, s.o.Spec); err != nil {
+		return p, fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, p.base.Name, err)
 	}
 	if p.probe, err = s.planProbe(ctx, p.ds, p.desired); err != nil {
 		return p, err
@@ -386,14 +455,27 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 		p.target = configmap.Hash(p.desired, cm.BinaryData)
 	}
 	var none bool
-	p.effects, none = keyEffects(cm.Data, p.desired, p.keys, s.effectTargets(p.ds))
+	p.effects, none = keyEffects(p.base.Data, p.desired, p.keys, s.effectTargets(p.ds))
 	p.noEffect = none && s.o.Restart != RestartAlways && rollout.Runs(p.ds, p.before.Hash)
+	if len(p.keys) > 0 && !p.noEffect && p.volume == "" {
+		return p, fmt.Errorf("daemonset %s/%s: container %s mounts configmap %s/%s in no volume: kube-proxy-sync points that volume at a copy of the new config, so nothing was written; mount it as kubeadm does (a configMap volume) and run again",
+			s.o.Namespace, s.o.DaemonSet, s.o.Container, s.o.Namespace, s.o.ConfigMap)
+	}
 	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect)
 	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
 	}
 	s.warnInsecureTLS(p.desired)
+	if p.noEffect && (p.mounted == s.o.ConfigMap || p.recordLags) && len(p.keys) > 0 {
+		// validated, but the record is what the pods mount (or lags
+		// behind them): no write; the change waits for the next run that
+		// restarts
+		s.warn(fmt.Sprintf("configmap %s/%s: %s changed with no effect on the running kube-proxies; not written while daemonset %s/%s mounts it: the next run that restarts kube-proxy carries it",
+			s.o.Namespace, s.o.ConfigMap, strings.Join(p.keys, ", "), s.o.Namespace, s.o.DaemonSet))
+		f.DeferredKeys = p.keys
+		p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
+	}
 	if (p.reason != "" || p.probe.changes()) && s.o.Strategy == StrategyRolling &&
 		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", s.o.Namespace, s.o.DaemonSet)
@@ -490,7 +572,7 @@ func (s *Syncer) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desir
 // onto data that was never validated: the DaemonSet's stamp is still the
 // data's before, so the restart is owed and the next run validates the
 // data as it is then.
-func (s *Syncer) changedUnder(p plan, after configmap.Snapshot) error {
+func (s *Syncer) changedUnder(p plan, after configmap.Snapshot, name string) error {
 	keys := append([]string{}, p.keys...)
 	var what []string
 	all := map[string]bool{}
@@ -528,7 +610,7 @@ func (s *Syncer) changedUnder(p plan, after configmap.Snapshot) error {
 		verb = "found"
 	}
 	return fmt.Errorf("configmap %s/%s is not what this run %s: %s (another writer, or a write that did not keep it); nothing restarted onto data that was not validated: the restart is owed, and the next run validates the data as it is then and does it",
-		s.o.Namespace, s.o.ConfigMap, verb, strings.Join(what, ", "))
+		s.o.Namespace, name, verb, strings.Join(what, ", "))
 }
 
 // restart decides and sends the one PATCH (hash, restart, probe, and for a
@@ -582,6 +664,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				ch.RestartAt = &at
 			}
 			ch.Probe, ch.LivenessProbe = p.probe.probe, p.probe.liveness
+			if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
+				ch.ConfigVolume, ch.ConfigMap = p.volume, p.copy
+			}
 		}
 		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
 		if !f.RestartRequired && f.ProbeChanged {
@@ -591,6 +676,15 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			f.RestartReason = ReasonNoEffect
 		}
 		adopted := adopt && ch.Hash != "" && !ch.Restarts()
+		if s.o.Restart == RestartNever && reason != "" && p.copy != "" && ds.Annotations[rollout.PendingConfigAnnotation] != p.copy && !s.o.Check {
+			// the config is in its copy, which no pod mounts: the restart
+			// onto it is owed, and the DaemonSet says so for the next run
+			patched, err := s.dss.Apply(ctx, rollout.Change{ResourceVersion: ds.ResourceVersion, Pending: p.copy})
+			if err == nil {
+				ds = patched
+			}
+			return err
+		}
 		if ch.Hash == "" || s.o.Check {
 			f.Adopted = adopted && s.o.Check // what a real run would write
 			return nil
@@ -650,6 +744,9 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		}
 		ds = patched
 		f.Restarted, f.Adopted = ch.Restarts(), adopted
+		if ch.ConfigMap != "" {
+			f.ConfigMapName, f.PreviousConfigMap = ch.ConfigMap, p.mounted
+		}
 		if adopted {
 			s.d.Log.Infof("adopted daemonset %s/%s: stamped %s, no restart", s.o.Namespace, s.o.DaemonSet, rollout.HashAnnotation)
 		}

@@ -97,10 +97,24 @@ func seedDaemonSet(image string) *appsv1.DaemonSet {
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 					Path: "/livez", Port: intstr.FromInt32(10256), Scheme: corev1.URISchemeHTTP,
 				}}},
-			}}}},
+				// kubeadm's layout: the ConfigMap at /var/lib/kube-proxy
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}},
+			}},
+				Volumes: []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}},
+				}}},
+			}},
 		},
 		Status: appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
 	}
+}
+
+// onCopy is the cluster as a run of this version leaves it: the record,
+// and the template mounting the immutable copy of its data.
+func onCopy(cm *corev1.ConfigMap, ds *appsv1.DaemonSet) []runtime.Object {
+	cp := configmap.NewCopy(cm, cm.Data, nil)
+	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = cp.Name
+	return []runtime.Object{cm, cp, ds}
 }
 
 type fixture struct {
@@ -192,7 +206,9 @@ func TestServerChangeRestartsWithOnePatch(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes())
+	// the new config in a copy no pod mounts, the one PATCH pointing the
+	// template at it, then the record
+	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
 	assert.True(t, res.Changed)
 	assert.True(t, res.Facts.ConfigMapChanged)
 	assert.True(t, res.Facts.Restarted)
@@ -267,7 +283,8 @@ func TestPendingHashRestarts(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
-	assert.Equal(t, []string{"patch daemonsets", "create events"}, f.writes())
+	// the restart moves kubeadm's layout onto a copy of the same data
+	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "create events"}, f.writes())
 	assert.Equal(t, configmap.Hash(seedConfigMap().Data, nil), f.daemonSet(t).Annotations[rollout.HashAnnotation])
 }
 
@@ -287,14 +304,16 @@ func TestFirstRunAdoptsWithoutRestart(t *testing.T) {
 	assert.Empty(t, got.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 }
 
-func TestFirstRunWithChangeOwesRestartBeforeWriting(t *testing.T) {
+// Nothing a pod mounts is written before the restart PATCH, so a DaemonSet
+// never stamped needs no stamp first (a crash after the copy leaves the
+// change to make, which the next run makes).
+func TestFirstRunWithChangeNeedsNoStampFirst(t *testing.T) {
 	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
 	delete(ds.Annotations, rollout.HashAnnotation)
 	f := newFixture(t, seedConfigMap(), ds)
 	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
 	require.NoError(t, err)
-	// the old hash is stamped before the ConfigMap write, so a crash in between leaves a restart owed
-	assert.Equal(t, []string{"patch daemonsets", "update configmaps", "patch daemonsets", "create events", "create events"}, f.writes())
+	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
 }
@@ -311,7 +330,12 @@ func TestRestartPolicies(t *testing.T) {
 		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 		res, err := f.run(t, Options{Restart: RestartNever, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
 		require.NoError(t, err)
-		assert.Equal(t, []string{"update configmaps", "create events"}, f.writes())
+		// the copy, and the DaemonSet saying a restart onto it is owed;
+		// the pods and the record are untouched
+		assert.Equal(t, []string{"create configmaps", "patch daemonsets", "create events"}, f.writes())
+		assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data)
+		assert.Equal(t, "kube-proxy", rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
+		assert.Equal(t, res.Facts.ConfigMapName, f.daemonSet(t).Annotations[rollout.PendingConfigAnnotation])
 		assert.True(t, res.Facts.RestartRequired)
 		assert.False(t, res.Facts.Restarted)
 		// the next auto run pays the debt
@@ -351,7 +375,8 @@ func TestProbeFix(t *testing.T) {
 			assert.Equal(t, "10256", got.Port.String())
 			if tc.changed {
 				assert.Equal(t, ReasonProbeChanged, res.Facts.RestartReason)
-				assert.Equal(t, []string{"patch daemonsets", "create events"}, f.writes())
+				// the restart moves kubeadm's layout onto a copy
+				assert.Equal(t, []string{"create configmaps", "patch daemonsets", "create events"}, f.writes())
 			} else {
 				assert.Empty(t, f.writes())
 			}
@@ -470,7 +495,7 @@ func TestLostRestartResponseIsRecognised(t *testing.T) {
 	require.True(t, lost)
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
-	assert.Equal(t, []string{"update configmaps", "patch daemonsets", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
+	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 	lines := readAudit(t, f.audit)
 	require.Len(t, lines, 3, "plan, intent, outcome")
@@ -566,16 +591,18 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 	}
 	small := requests(10)
 	assert.Equal(t, map[string]int{
-		"get configmaps":                  3, // plan, plan under the lease, after the write
-		"update configmaps":               1,
-		"get daemonsets":                  2, // plan, plan under the lease
+		"get configmaps":                  4, // plan, plan under the lease, the copy after its create, the record before its write
+		"create configmaps":               1, // the copy
+		"update configmaps":               1, // the record, once no pod mounts it
+		"list configmaps":                 1, // the copies, for the history
+		"get daemonsets":                  3, // plan, plan under the lease, before the record write
 		"patch daemonsets":                1, // the restart
 		"create selfsubjectaccessreviews": 12,
 		"get leases":                      1,
 		"create leases":                   1,
 		"update leases":                   1, // the release
 		"list nodes":                      1,
-		"list pods":                       1,
+		"list pods":                       2, // before the restart, before the record write
 		"create events":                   2,
 	}, small)
 	assert.Equal(t, small, requests(1000))
@@ -612,6 +639,6 @@ func TestRestartConflictDoesNotListAgain(t *testing.T) {
 			lists[a.GetResource().Resource]++
 		}
 	}
-	assert.Equal(t, map[string]int{"nodes": 1, "pods": 1}, lists, "listed once, before the first PATCH")
+	assert.Equal(t, map[string]int{"nodes": 1, "pods": 2, "configmaps": 1}, lists, "listed once before the first PATCH (pods again, and the copies, once rolled out: for the record and the history)")
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 }

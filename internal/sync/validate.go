@@ -80,7 +80,12 @@ func (s *Syncer) validateKubeconfig(ds *appsv1.DaemonSet, config string, data ma
 		return err // err: already refused by Validate
 	}
 	obj := s.o.Namespace + "/" + s.o.ConfigMap
-	key, mounted := mountedKey(ds, s.o.Container, s.o.ConfigMap, file)
+	// the ConfigMap the template mounts: the record, or a copy of it
+	name := s.o.ConfigMap
+	if _, m := configVolume(ds, s.o.Container, s.o.ConfigMap); m != "" {
+		name = m
+	}
+	key, mounted := mountedKey(ds, s.o.Container, name, file)
 	if !mounted {
 		// the container mounts this ConfigMap nowhere we can read (no
 		// template, a projected volume): kubeadm's layout, the key named

@@ -1,0 +1,175 @@
+package configmap
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+)
+
+// The pod template mounts an immutable copy of the record ConfigMap
+// (kubeadm's kube-system/kube-proxy), named by a hash of its data: a
+// change is a new copy and a new name in the template, so a kube-proxy the
+// rollout has not reached keeps reading the copy it mounts, whatever
+// restarts it, and a rollback (or `kubectl rollout undo`) is the template
+// pointing back. The record is written only when no pod mounts it.
+const (
+	// CopyOfLabel on a copy names the record it is a copy of.
+	CopyOfLabel = "kube-proxy-sync.io/config-of"
+	// CopyHashAnnotation on a copy is the full hash of its data (the name
+	// carries the first CopyHashLen characters).
+	CopyHashAnnotation = "kube-proxy-sync.io/config-hash"
+	// CopyHashLen is how many hex characters of the data hash name a copy:
+	// 40 bits, so two configs of one cluster's history never share one.
+	CopyHashLen = 10
+)
+
+var copySuffix = regexp.MustCompile(`^[0-9a-f]{10}$`)
+
+// CopyName is the name of the copy of record holding data with this hash.
+func CopyName(record, hash string) string {
+	return record + "-" + hash[:CopyHashLen]
+}
+
+// IsCopyName reports whether name is the name of a copy of record.
+func IsCopyName(record, name string) bool {
+	suffix, ok := strings.CutPrefix(name, record+"-")
+	return ok && copySuffix.MatchString(suffix)
+}
+
+// NewCopy is the immutable copy of the record (its labels, its data),
+// owned by the DaemonSet that mounts it, so that deleting the DaemonSet
+// deletes its history too.
+func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.DaemonSet) *corev1.ConfigMap {
+	hash := Hash(data, nil)
+	l := map[string]string{}
+	for k, v := range record.Labels {
+		l[k] = v
+	}
+	l[CopyOfLabel] = record.Name
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: CopyName(record.Name, hash), Namespace: record.Namespace, Labels: l,
+			Annotations: map[string]string{CopyHashAnnotation: hash},
+		},
+		Data:      data,
+		Immutable: ptr.To(true),
+	}
+	if ds != nil && ds.UID != "" {
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}}
+	}
+	return cm
+}
+
+// Copies creates, reads and collects the copies of one record.
+type Copies struct {
+	ConfigMaps kube.ConfigMaps
+	Namespace  string
+	// Record is the name of the record ConfigMap (--configmap).
+	Record string
+}
+
+// Ensure creates the copy, or finds it there already with the same data
+// (an earlier run's, or this run's create whose answer was lost). A copy
+// of that name with other data is refused: nothing restarts onto data
+// that was not validated.
+func (c Copies) Ensure(ctx context.Context, cp *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	// named by its data: a repeat finds it there (AlreadyExists), never a second one
+	out, err := c.ConfigMaps.Create(kube.Repeatable(ctx), cp, metav1.CreateOptions{FieldManager: FieldManager})
+	if err == nil {
+		return out, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, c.explain("create", cp.Name, err)
+	}
+	got, err := c.Get(ctx, cp.Name)
+	if err != nil {
+		return nil, err
+	}
+	if Hash(got.Data, got.BinaryData) != Hash(cp.Data, nil) {
+		return nil, fmt.Errorf("configmap %s/%s exists with other data than its name says (not made by kube-proxy-sync?): nothing was restarted onto it; delete it and run again", c.Namespace, cp.Name)
+	}
+	return got, nil
+}
+
+// Get reads a copy (or the record) by name.
+func (c Copies) Get(ctx context.Context, name string) (*corev1.ConfigMap, error) {
+	cm, err := c.ConfigMaps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, c.explain("get", name, err)
+	}
+	return cm, nil
+}
+
+// List lists the copies of the record, newest first.
+func (c Copies) List(ctx context.Context) ([]corev1.ConfigMap, error) {
+	list, err := c.ConfigMaps.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{CopyOfLabel: c.Record}.String()})
+	if err != nil {
+		return nil, c.explain("list", "", err)
+	}
+	var out []corev1.ConfigMap
+	for _, cm := range list.Items {
+		if IsCopyName(c.Record, cm.Name) {
+			out = append(out, cm)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := out[i].CreationTimestamp, out[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return tj.Before(&ti)
+		}
+		return out[i].Name > out[j].Name
+	})
+	return out, nil
+}
+
+// Collect deletes the copies beyond the newest keep that nothing in use
+// references. It returns the names deleted; a copy that cannot be deleted
+// is left for the next run and reported in the error.
+func (c Copies) Collect(ctx context.Context, keep int, inUse map[string]bool) ([]string, error) {
+	copies, err := c.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var deleted, failed []string
+	for i, cm := range copies {
+		if i < keep || inUse[cm.Name] {
+			continue
+		}
+		err := c.ConfigMaps.Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(cm.UID)}})
+		switch {
+		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			deleted = append(deleted, cm.Name)
+		default:
+			failed = append(failed, fmt.Sprintf("%s: %v", cm.Name, err))
+		}
+	}
+	if len(failed) > 0 {
+		return deleted, fmt.Errorf("delete old copies of configmap %s/%s (left for the next run): %s", c.Namespace, c.Record, strings.Join(failed, "; "))
+	}
+	return deleted, nil
+}
+
+func (c Copies) explain(verb, name string, err error) error {
+	what := fmt.Sprintf("%s configmap %q", verb, c.Namespace+"/"+name)
+	if name == "" {
+		what = fmt.Sprintf("%s the copies of configmap %q", verb, c.Namespace+"/"+c.Record)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: not found: %w", what, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s: forbidden: the kubeconfig user needs %s on configmaps in %s (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, verb, c.Namespace, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,216 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// DefaultHistory is how many copies of the config are kept besides the
+// ones in use, as the DaemonSet's own revisionHistoryLimit keeps ten
+// ControllerRevisions.
+const DefaultHistory = 10
+
+// The config travels with the template (see configmap.NewCopy): the pod
+// template mounts an immutable copy of the record ConfigMap, named by its
+// data's hash. A change creates a new copy and the restart PATCH points
+// the template's volume at it; nodes the rollout has not reached keep
+// reading the copy they mount, whatever restarts their kube-proxy. The
+// record (kubeadm's kube-system/kube-proxy, which kubeadm and kubespray
+// read and write) is written to what the fleet runs once no pod mounts it.
+
+// configVolume is the template volume of the container that mounts the
+// record or one of its copies, and the ConfigMap it names ("", "" when
+// the container mounts neither).
+func configVolume(ds *appsv1.DaemonSet, container, record string) (volume, mounted string) {
+	c, err := findContainer(ds, container)
+	if err != nil {
+		return "", ""
+	}
+	mounts := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = true
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.ConfigMap == nil || !mounts[v.Name] {
+			continue
+		}
+		if v.ConfigMap.Name == record || configmap.IsCopyName(record, v.ConfigMap.Name) {
+			return v.Name, v.ConfigMap.Name
+		}
+	}
+	return "", ""
+}
+
+// base is the ConfigMap whose data the fleet runs, which a change is made
+// on: the record, unless the template mounts a copy whose data the record
+// does not hold and the pods do not run the record's data as well (a run
+// stopped between its rollout and its record write, or someone wrote the
+// record by hand): then that copy.
+//
+// A copy the pods owe a restart onto (rollout.PendingConfigAnnotation, a
+// run with --restart never) comes first: it is the config they are to run.
+func (s *Syncer) base(ctx context.Context, record *corev1.ConfigMap, ds *appsv1.DaemonSet, mounted string) (*corev1.ConfigMap, error) {
+	if pending := ds.Annotations[rollout.PendingConfigAnnotation]; configmap.IsCopyName(record.Name, pending) && pending != mounted && mounted != "" {
+		cp, err := s.copies.Get(ctx, pending)
+		if err == nil {
+			return cp, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		s.warn(fmt.Sprintf("daemonset %s/%s owes a restart onto configmap %s/%s, which is gone: that restart is dropped", s.o.Namespace, s.o.DaemonSet, s.o.Namespace, pending))
+	}
+	if mounted == "" || mounted == record.Name {
+		return record, nil
+	}
+	hash := configmap.Hash(record.Data, record.BinaryData)
+	if mounted == configmap.CopyName(record.Name, hash) || rollout.Runs(ds, hash) {
+		return record, nil
+	}
+	cp, err := s.copies.Get(ctx, mounted)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("daemonset %s/%s mounts configmap %s/%s, which does not exist: its pods cannot start; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, then run again: %w",
+			s.o.Namespace, s.o.DaemonSet, s.o.Namespace, mounted, s.o.DaemonSet, s.o.Namespace, err)
+	}
+	return cp, err
+}
+
+// ensureCopy creates the copy of data the restart points the template at
+// (or finds it there), unless the template mounts it already.
+func (s *Syncer) ensureCopy(ctx context.Context, p *plan, data map[string]string) error {
+	name := configmap.CopyName(s.o.ConfigMap, configmap.Hash(data, nil))
+	if p.volume == "" || p.mounted == name || p.copy == name {
+		return nil
+	}
+	cp := configmap.NewCopy(p.cm, data, p.ds)
+	// the API server sets its own; a fake clientset keeps this one
+	cp.CreationTimestamp = metav1.NewTime(s.d.Clock.Now())
+	if _, err := s.copies.Ensure(ctx, cp); err != nil {
+		return fmt.Errorf("%w; nothing restarted", err)
+	}
+	p.copy = name
+	s.res.Facts.ConfigMapName = name
+	return nil
+}
+
+// mountedBy lists the pods of the DaemonSet that mount the ConfigMap name
+// ("node/pod" each), and every ConfigMap a pod of it mounts.
+func (s *Syncer) mountedBy(ctx context.Context, ds *appsv1.DaemonSet, name string) (by []string, inUse map[string]bool, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("daemonset %s/%s: selector: %w", s.o.Namespace, s.o.DaemonSet, err)
+	}
+	pods, err := s.d.Kube.Pods(s.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the pods of daemonset %s/%s, to see which ConfigMaps they mount: %w", s.o.Namespace, s.o.DaemonSet, err)
+	}
+	inUse = map[string]bool{}
+	for _, pod := range pods.Items {
+		if !ownedBy(&pod, ds) {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.ConfigMap == nil {
+				continue
+			}
+			inUse[v.ConfigMap.Name] = true
+			if v.ConfigMap.Name == name {
+				by = append(by, pod.Spec.NodeName+"/"+pod.Name)
+			}
+		}
+	}
+	sort.Strings(by)
+	return by, inUse, nil
+}
+
+func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == ds.UID
+}
+
+// settle makes the record hold the config the template mounts, once no
+// pod of the DaemonSet mounts the record, and collects the copies beyond
+// the history that nothing uses. A record some pod still mounts is left
+// for a later run, which finds it lagging (see base) and writes it then.
+//
+// known is a ConfigMap this run has read already (name and snapshot), so
+// that it is not read again.
+func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known configmap.Snapshot) error {
+	f := &s.res.Facts
+	ds, err := s.dss.Get(ctx)
+	if err != nil {
+		return err
+	}
+	_, mounted := configVolume(ds, s.o.Container, s.o.ConfigMap)
+	if mounted == "" || mounted == s.o.ConfigMap {
+		return nil // kubeadm's layout: the record is what the pods mount
+	}
+	f.ConfigMapName = mounted
+	record, err := s.cms.Get(ctx)
+	if err != nil {
+		return err
+	}
+	by, inUse, err := s.mountedBy(ctx, ds, s.o.ConfigMap)
+	if err != nil {
+		return err
+	}
+	// the record holds the mounted copy's data, or data the pods run as
+	// well (a change with no effect, see markNoEffect)
+	hash := configmap.Hash(record.Data, record.BinaryData)
+	if mounted != configmap.CopyName(s.o.ConfigMap, hash) && !rollout.Runs(ds, hash) {
+		data := known.Data
+		if mounted != knownName {
+			cp, err := s.copies.Get(ctx, mounted)
+			if err != nil {
+				return err
+			}
+			data = cp.Data
+		}
+		switch {
+		case len(by) > 0:
+			s.warn(fmt.Sprintf("configmap %s/%s is not written yet: pod(s) %s still mount it (a node going away, or a rollout not finished); a later run writes it once no pod does",
+				s.o.Namespace, s.o.ConfigMap, strings.Join(by, ", ")))
+		case s.o.Check:
+			f.RecordChanged = true
+		default:
+			written, err := s.cms.Update(ctx, record, data)
+			if err != nil {
+				return fmt.Errorf("%w; the fleet runs configmap %s/%s: the next run writes %s again", err, s.o.Namespace, mounted, s.o.ConfigMap)
+			}
+			f.RecordChanged = true
+			f.ResourceVersionAfter = written.ResourceVersion
+			f.ResourceVersionChanged = written.ResourceVersion != f.ResourceVersionBefore
+		}
+	}
+	if s.o.Check {
+		return nil
+	}
+	inUse[mounted], inUse[s.o.ConfigMap] = true, true
+	for _, name := range []string{p.mounted, ds.Annotations[rollout.PendingConfigAnnotation]} {
+		if name != "" {
+			inUse[name] = true // what an undo restores, what a restart is owed onto
+		}
+	}
+	keep := s.o.History
+	if keep <= 0 {
+		keep = DefaultHistory
+	}
+	deleted, err := s.copies.Collect(ctx, keep, inUse)
+	if len(deleted) > 0 {
+		s.d.Log.Infof("deleted %d old cop(ies) of configmap %s/%s beyond the history of %d: %s", len(deleted), s.o.Namespace, s.o.ConfigMap, keep, strings.Join(deleted, ", "))
+	}
+	if err != nil {
+		s.warn(err.Error())
+	}
+	return nil
+}

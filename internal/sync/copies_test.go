@@ -1,0 +1,155 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+func (f *fixture) getConfigMap(t *testing.T, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return cm
+}
+
+func (f *fixture) copyNames(t *testing.T) []string {
+	t.Helper()
+	list, err := f.client.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, cm := range list.Items {
+		if configmap.IsCopyName("kube-proxy", cm.Name) {
+			out = append(out, cm.Name)
+		}
+	}
+	return out
+}
+
+// kubeadm's layout: a change goes into an immutable copy that no pod
+// mounts, and the restart PATCH points the template at it. When the
+// template moves, the ConfigMap the pods mount still holds the old data:
+// a kube-proxy restarted for any other reason keeps its config. The record
+// follows once no pod mounts it.
+func TestChangeWritesNoConfigMapAPodMounts(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	var recordAtPatch map[string]string
+	f.client.PrependReactor("patch", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		cm, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), "kube-system", "kube-proxy")
+		require.NoError(t, err)
+		recordAtPatch = cm.(*corev1.ConfigMap).Data
+		return false, nil, nil
+	})
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	assert.Equal(t, seedConfigMap().Data, recordAtPatch, "the ConfigMap the pods mount is untouched until the template moved off it")
+
+	ds := f.daemonSet(t)
+	name := rollout.ConfigVolumeOf(ds, "kube-proxy")
+	assert.Regexp(t, `^kube-proxy-[0-9a-f]{10}$`, name)
+	assert.Equal(t, name, res.Facts.ConfigMapName)
+	assert.Equal(t, "kube-proxy", res.Facts.PreviousConfigMap, "what a rollback or `kubectl rollout undo` restores")
+	cp := f.getConfigMap(t, name)
+	require.NotNil(t, cp.Immutable)
+	assert.True(t, *cp.Immutable)
+	assert.Contains(t, cp.Data["config.conf"], "mode: ipvs")
+	assert.Equal(t, configmap.Hash(cp.Data, nil), ds.Annotations[rollout.HashAnnotation])
+	require.Len(t, cp.OwnerReferences, 1)
+	assert.Equal(t, dsUID, cp.OwnerReferences[0].UID, "deleting the DaemonSet deletes its history")
+	assert.Equal(t, cp.Data, f.configMap(t).Data, "the record holds what the pods run")
+	assert.True(t, res.Facts.RecordChanged)
+
+	// a rerun: three reads, nothing written
+	f.client.ClearActions()
+	res, err = f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	assert.False(t, res.Changed)
+	assert.Empty(t, f.writes())
+	assert.Len(t, f.client.Actions(), 3, "a no-change run reads the record, the DaemonSet and the record again")
+	assert.Equal(t, name, res.Facts.ConfigMapName)
+}
+
+// A pod still mounting the record (its node going away, a canary stopped
+// half-way) keeps the record as it is; the run after it is gone writes it.
+func TestRecordWaitsForThePodsThatMountIt(t *testing.T) {
+	newer := seedConfigMap()
+	newer.Data["config.conf"] = strings.Replace(seedConfig, "mode: iptables", "mode: ipvs", 1)
+	objs := onCopy(newer, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	objs[0] = seedConfigMap() // the record lags behind the copy the template mounts
+	stale := kubeProxyPod("node-leaving", "1", false)
+	stale.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}
+	f := newFixture(t, append(objs, stale)...)
+	dsObj := f.daemonSet(t)
+	dsObj.Annotations[rollout.HashAnnotation] = configmap.Hash(newer.Data, nil)
+	dsObj.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	_, err := f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), dsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.client.ClearActions()
+
+	res, err := f.run(t, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "a pod mounts it: not written")
+	assert.False(t, res.Facts.RecordChanged)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "node-leaving/kube-proxy-node-leaving-1 still mount it")
+	assert.False(t, res.Facts.Restarted)
+
+	require.NoError(t, f.client.CoreV1().Pods("kube-system").Delete(context.Background(), stale.Name, metav1.DeleteOptions{}))
+	res, err = f.run(t, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, newer.Data, f.configMap(t).Data, "no pod mounts it any more: it holds what the fleet runs")
+	assert.True(t, res.Facts.RecordChanged)
+	assert.True(t, res.Changed)
+	assert.False(t, res.Facts.Restarted)
+}
+
+// The copies beyond the history are deleted, newest kept, and never the
+// one in use or the one before it (what an undo restores).
+func TestHistoryKeepsTheNewestCopies(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	var names []string
+	for i := range 6 {
+		f.clock.Step(time.Second)
+		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
+		o.History = 3
+		res, err := f.run(t, o)
+		require.NoError(t, err)
+		require.True(t, res.Facts.Restarted)
+		names = append(names, res.Facts.ConfigMapName)
+	}
+	assert.ElementsMatch(t, names[3:], f.copyNames(t), "the newest three")
+	assert.Equal(t, names[5], rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
+}
+
+// A no-effect change while the template mounts the record itself (kubeadm's
+// layout) writes nothing: no ConfigMap a pod mounts is written, and no
+// restart is made for it. It is reported, and the next run that restarts
+// carries it.
+func TestNoEffectChangeOnKubeadmsLayoutIsDeferred(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, set("ipvs.scheduler", "lc"))
+	require.NoError(t, err)
+	assert.Empty(t, f.writes())
+	assert.False(t, res.Changed)
+	assert.Equal(t, []string{"config.conf:ipvs.scheduler"}, res.Facts.DeferredKeys)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "the next run that restarts kube-proxy carries it")
+
+	res, err = f.run(t, set("ipvs.scheduler", "lc", "mode", "ipvs"))
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	cp := f.getConfigMap(t, res.Facts.ConfigMapName)
+	assert.Contains(t, cp.Data["config.conf"], "scheduler: lc")
+	assert.Contains(t, cp.Data["config.conf"], "mode: ipvs")
+}
