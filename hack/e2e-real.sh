@@ -8,4 +8,6 @@ cd "${REPO_ROOT}"
 # the tests that stop a node's kubelet reach the kind nodes through the
 # project's Docker engine (tests needing it skip elsewhere)
 docker_env
+# kubectl rollout undo, as a user runs it (built with the kind tier's tools)
+export KUBECTL="${KUBECTL:-${TOOLS_BIN}/kubectl}"
 go test -count=1 -p 1 -tags e2e -timeout 40m ./test/realnode/... "$@"

@@ -1,0 +1,269 @@
+//go:build e2e
+
+package realnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The config travels with the template (issue 21). A node the rollout
+// has not reached keeps the config its pod mounts, whatever restarts its
+// kube-proxy: here its process is killed and the kubelet restarts the
+// container in the same pod. Shown while a canary run is paused after the
+// canary node's new pod came up, and again after that run was stopped
+// half-way (SIGTERM: the DaemonSet stays on OnDelete, the old pods stay).
+// A rerun finishes the rollout, and every node runs the new value.
+func TestUnreachedNodeKeepsItsConfigWhateverRestartsIt(t *testing.T) {
+	e := connect(t)
+	e.dockerOrSkip(t) // the kube-proxy processes are killed inside the node containers
+	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249")
+	require.Equal(t, 0, r.code, "setup (/configz on the node address): %s", r)
+	old := map[string]any{}
+	for node := range e.podUIDs(t) {
+		old[node], _ = runningValue(e.configz(t, node), "configSyncPeriod")
+		require.NotEqual(t, "17m0s", old[node], "node %s", node)
+	}
+	before := e.podUIDs(t)
+
+	cmd, paused, out := e.startPaused(t, "during-wait", "--set", "configSyncPeriod=17m", "--strategy", "canary", "--canary-nodes", "1", "--timeout", "10m")
+	select {
+	case <-paused:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the run did not reach the wait: %s", out())
+	}
+	reached := e.waitCanaryReplaced(t, before)
+	var unreached []string
+	for node := range before {
+		if node != reached {
+			unreached = append(unreached, node)
+		}
+	}
+	require.NotEmpty(t, unreached)
+	for _, node := range unreached {
+		e.killKubeProxy(t, node, before[node])
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, old[node], got, "node %s, not reached, restarted during the rollout: runs its old config", node)
+	}
+
+	// stopped half-way: its old pods stay, and keep their config
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	code := wait4(t, cmd)
+	assert.Equal(t, 1, code, "a stopped run fails: %s", out())
+	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, "half-way: still on OnDelete")
+	node := unreached[0]
+	uid := e.podUIDs(t)[node]
+	require.Equal(t, before[node], uid, "node %s: its old pod is still there", node)
+	e.killKubeProxy(t, node, uid)
+	got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+	assert.Equal(t, old[node], got, "node %s, after the run stopped half-way: runs its old config", node)
+
+	// the rerun resumes the canary rollout: every node on the new value
+	r = e.sync(t, "--set", "configSyncPeriod=17m", "--strategy", "canary", "--canary-nodes", "1")
+	require.Equal(t, 0, r.code, "rerun: %s", r)
+	for node := range before {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, "17m0s", got, "node %s after the rerun", node)
+	}
+	assert.Equal(t, r.field("configmap_name"), mountedConfigMap(t, e), "the template mounts the copy the result names")
+	assert.Contains(t, e.configConf(t), "configSyncPeriod: 17m", "the record follows once no pod mounts it")
+}
+
+// `kubectl rollout undo` brings the previous config back on every node: the
+// ControllerRevision it restores names the ConfigMap that config is in.
+func TestKubectlRolloutUndoRestoresTheConfig(t *testing.T) {
+	e := connect(t)
+	kubectl := os.Getenv("KUBECTL")
+	if kubectl == "" {
+		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
+	}
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
+	}
+	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=18m")
+	require.Equal(t, 0, r.code, "first config: %s", r)
+	first := mountedConfigMap(t, e)
+	r = e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=19m")
+	require.Equal(t, 0, r.code, "second config: %s", r)
+	require.Equal(t, first, r.field("previous_configmap"), "%s", r)
+	for node := range e.podUIDs(t) {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		require.Equal(t, "19m0s", got, "node %s", node)
+	}
+
+	cmd := exec.Command(kubectl, "--kubeconfig", e.kubeconfig, "-n", namespace, "rollout", "undo", "daemonset/"+name)
+	outb, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl rollout undo: %s", outb)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	assert.Equal(t, first, mountedConfigMap(t, e))
+	for node := range e.podUIDs(t) {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, "18m0s", got, "node %s after kubectl rollout undo", node)
+	}
+	// the next run takes that as what the fleet runs: no restart, and the
+	// record follows
+	r = e.sync(t)
+	require.Equal(t, 0, r.code, "after the undo: %s", r)
+	assert.Equal(t, false, r.field("restarted"), "%s", r)
+	assert.Contains(t, e.configConf(t), "configSyncPeriod: 18m")
+}
+
+func mountedConfigMap(t *testing.T, e *env) string {
+	t.Helper()
+	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && (v.ConfigMap.Name == name || strings.HasPrefix(v.ConfigMap.Name, name+"-")) {
+			return v.ConfigMap.Name
+		}
+	}
+	t.Fatalf("daemonset %s/%s mounts no config ConfigMap", namespace, name)
+	return ""
+}
+
+var (
+	hooksBinOnce sync.Once
+	hooksBin     string
+	hooksBinErr  error
+)
+
+// startPaused starts a testhooks build of the binary that pauses at step;
+// paused is closed once it says so; out is everything it wrote so far.
+func (e *env) startPaused(t *testing.T, step string, args ...string) (cmd *exec.Cmd, paused <-chan struct{}, out func() string) {
+	t.Helper()
+	hooksBinOnce.Do(func() {
+		hooksBin = e.bin + "-testhooks"
+		build := exec.Command("go", "build", "-tags", "testhooks", "-o", hooksBin, modulePath+"/cmd/kube-proxy-sync")
+		build.Dir, build.Env = e.root, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			hooksBinErr = fmt.Errorf("go build -tags testhooks: %w\n%s", err, b)
+		}
+	})
+	require.NoError(t, hooksBinErr)
+	args = append([]string{"--kubeconfig", e.kubeconfig, "--output", "json"}, args...)
+	cmd = exec.Command(hooksBin, args...)
+	cmd.Env = append(os.Environ(), "KUBE_PROXY_SYNC_TEST_PAUSE_AT="+step)
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	cmd.Stdout = &lockedWriter{mu: &mu, w: &buf}
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
+	})
+	ch := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			buf.WriteString(line + "\n")
+			mu.Unlock()
+			if strings.Contains(line, "test hook: paused at "+step) {
+				once.Do(func() { close(ch) })
+			}
+		}
+	}()
+	return cmd, ch, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// waitCanaryReplaced waits until exactly one node's pod is a new one, Ready
+// per the kubelet, and returns that node.
+func (e *env) waitCanaryReplaced(t *testing.T, before map[string]types.UID) string {
+	t.Helper()
+	var reached string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		reached = ""
+		for node, p := range e.pods(t, ctx) {
+			if p.UID == before[node] {
+				continue
+			}
+			if reached != "" {
+				return false, fmt.Errorf("more than one node replaced while the run is paused: %s and %s", reached, node)
+			}
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready {
+				return false, nil
+			}
+			reached = node
+		}
+		return reached != "", nil
+	})
+	require.NoError(t, err, "the canary node's pod: %s", e.describePods(t))
+	return reached
+}
+
+// killKubeProxy kills the kube-proxy process on node (the kubelet restarts
+// the container in the same pod) and waits until that pod runs it again,
+// Ready per the kubelet.
+func (e *env) killKubeProxy(t *testing.T, node string, pod types.UID) {
+	t.Helper()
+	restarts := func(ctx context.Context) (int32, bool) {
+		p, ok := e.pods(t, ctx)[node]
+		if !ok || p.UID != pod {
+			return 0, false
+		}
+		var n int32
+		ready := false
+		for _, c := range p.Status.ContainerStatuses {
+			n += c.RestartCount
+		}
+		for _, c := range p.Status.Conditions {
+			ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}
+		return n, ready
+	}
+	n0, _ := restarts(ctxFor(t, 30*time.Second))
+	script := `for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = kube-proxy ] && kill -9 "${p#/proc/}" && echo killed; done; true`
+	b, err := exec.Command("docker", "exec", node, "sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "kill kube-proxy on %s: %s", node, b)
+	require.Contains(t, string(b), "killed", "no kube-proxy process on %s", node)
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, ready := restarts(ctx)
+		return n > n0 && ready, nil
+	})
+	require.NoError(t, err, "node %s: the kubelet restarted kube-proxy in pod %s: %s", node, pod, e.describePods(t))
+}
