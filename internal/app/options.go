@@ -55,6 +55,7 @@ type Options struct {
 	LockTimeout         time.Duration
 	Strategy            string
 	CanaryNodes         int
+	ConfigHistory       int
 	ZoneLabel           string
 	BatchSize           string
 	Verify              bool
@@ -93,6 +94,7 @@ func NewOptions() *Options {
 		LockTimeout:       5 * time.Minute,
 		Strategy:          sync.StrategyRolling,
 		CanaryNodes:       1,
+		ConfigHistory:     sync.DefaultHistory,
 		ZoneLabel:         rollout.DefaultZoneLabel,
 		VerifyHealth:      verify.Off,
 		VerifyHealthWait:  time.Minute,
@@ -130,6 +132,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format on stderr: text or json")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "rollout strategy: rolling (the DaemonSet controller, within its maxUnavailable), canary (--canary-nodes first, then batches of --batch-size) or zonal (canary zone by zone: nodes grouped by --zone-label, one zone at a time, each zone's canary nodes first)")
+	fs.IntVar(&o.ConfigHistory, "config-history", o.ConfigHistory, "how many copies of the config (kube-proxy-<hash>, the ConfigMaps the pod template mounts) to keep besides those in use, for rollbacks and `kubectl rollout undo` (1 to 100)")
 	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first; with zonal: how many of each zone (at most the batch size)")
 	fs.StringVar(&o.ZoneLabel, "zone-label", o.ZoneLabel, "with --strategy zonal: the node label whose value is the node's zone; nodes without it form a last group")
 	fs.StringVar(&o.BatchSize, "batch-size", o.BatchSize, "with --strategy canary: nodes restarted at once after the canary, N or P% of the live nodes (default: the DaemonSet's maxUnavailable)")
@@ -218,6 +221,9 @@ func (o *Options) Validate() error {
 	if errs := validation.IsQualifiedName(o.ZoneLabel); len(errs) > 0 {
 		return fmt.Errorf("--zone-label %q: want a node label key like %s: %s", o.ZoneLabel, rollout.DefaultZoneLabel, strings.Join(errs, "; "))
 	}
+	if o.ConfigHistory < 1 || o.ConfigHistory > 100 {
+		return fmt.Errorf("--config-history %d: want 1 to 100", o.ConfigHistory)
+	}
 	if o.CanaryNodes < 0 || o.CanaryNodes > 10000 {
 		return fmt.Errorf("--canary-nodes %d: want 0 to 10000", o.CanaryNodes)
 	}
@@ -264,7 +270,7 @@ func (o *Options) syncOptions() sync.Options {
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
-		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize,
+		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,
 		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
 			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait},
