@@ -38,6 +38,7 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 	"strategy":               str(func(o *Options) *string { return &o.Strategy }),
 	"canary_nodes":           integer(func(o *Options) *int { return &o.CanaryNodes }),
 	"config_history":         integer(func(o *Options) *int { return &o.ConfigHistory }),
+	"undo":                   boolean(func(o *Options) *bool { return &o.Undo }),
 	"zone_label":             str(func(o *Options) *string { return &o.ZoneLabel }),
 	"batch_size":             batch,
 	"verify":                 boolean(func(o *Options) *bool { return &o.Verify }),

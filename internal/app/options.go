@@ -56,6 +56,7 @@ type Options struct {
 	Strategy            string
 	CanaryNodes         int
 	ConfigHistory       int
+	Undo                bool
 	ZoneLabel           string
 	BatchSize           string
 	Verify              bool
@@ -132,6 +133,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format on stderr: text or json")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "rollout strategy: rolling (the DaemonSet controller, within its maxUnavailable), canary (--canary-nodes first, then batches of --batch-size) or zonal (canary zone by zone: nodes grouped by --zone-label, one zone at a time, each zone's canary nodes first)")
+	fs.BoolVar(&o.Undo, "undo", o.Undo, "restore the config the fleet ran before the last change (kube-proxy-sync.io/previous-config on the DaemonSet) through the same rollout as a change: strategy, crash-loop detection and rollback, --verify-health; with --check --diff, show what it would restore. Not with --set, --server or --manifest")
 	fs.IntVar(&o.ConfigHistory, "config-history", o.ConfigHistory, "how many copies of the config (kube-proxy-<hash>, the ConfigMaps the pod template mounts) to keep besides those in use, for rollbacks and `kubectl rollout undo` (1 to 100)")
 	fs.IntVar(&o.CanaryNodes, "canary-nodes", o.CanaryNodes, "with --strategy canary: how many live nodes restart first; with zonal: how many of each zone (at most the batch size)")
 	fs.StringVar(&o.ZoneLabel, "zone-label", o.ZoneLabel, "with --strategy zonal: the node label whose value is the node's zone; nodes without it form a last group")
@@ -191,6 +193,12 @@ func (o *Options) Validate() error {
 			return err
 		}
 		o.spec.Manifest = m
+	}
+	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "") {
+		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server or --manifest (run those after it)")
+	}
+	if o.Undo && o.Restart == sync.RestartNever {
+		return fmt.Errorf("--undo with --restart never: an undo is a rollout of the previous config; run it with --restart auto")
 	}
 	if !slices.Contains(probe.Modes, o.ProbePath) {
 		return fmt.Errorf("--probe-path %q: want one of %s", o.ProbePath, strings.Join(probe.Modes, ", "))
@@ -270,7 +278,7 @@ func (o *Options) syncOptions() sync.Options {
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
-		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory,
+		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory, Undo: o.Undo,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,
 		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
 			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait},

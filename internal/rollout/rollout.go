@@ -46,6 +46,11 @@ const (
 	// the restart the next run owes, onto that config. The restart that
 	// points the template at a copy drops it.
 	PendingConfigAnnotation = "kube-proxy-sync.io/pending-config"
+	// PreviousConfigAnnotation on the DaemonSet's metadata names the copy
+	// of the config the fleet ran before the last restart moved the
+	// template: what --undo restores. The restart that moves the template
+	// writes it.
+	PreviousConfigAnnotation = "kube-proxy-sync.io/previous-config"
 	// StrategyAnnotation keeps the DaemonSet's own updateStrategy while a
 	// canary rollout has it switched to OnDelete; any later run restores it.
 	StrategyAnnotation = "kube-proxy-sync.io/original-update-strategy"
@@ -82,6 +87,9 @@ type Change struct {
 	// Pending records a config copy the pods owe a restart onto
 	// (PendingConfigAnnotation); pointing the template at a copy drops it.
 	Pending string
+	// Previous, with ConfigMap, records the copy of the config the fleet
+	// ran before (PreviousConfigAnnotation).
+	Previous string
 	Probe   *corev1.Probe
 	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
 	RemoveProbe bool
@@ -233,6 +241,9 @@ func (c Change) Patch() ([]byte, error) {
 	}
 	if c.Pending != "" {
 		annotations[PendingConfigAnnotation] = c.Pending
+	}
+	if c.Previous != "" {
+		annotations[PreviousConfigAnnotation] = c.Previous
 	}
 	if c.SaveStrategy != "" {
 		annotations[StrategyAnnotation] = c.SaveStrategy

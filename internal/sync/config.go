@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -212,5 +213,58 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 	if err != nil {
 		s.warn(err.Error())
 	}
+	return nil
+}
+
+// undoTo is the data an undo restores: the copy the DaemonSet names as the
+// config its fleet ran before the last change, with the keys that differ
+// from what it runs now.
+func (s *Syncer) undoTo(ctx context.Context, p plan) (map[string]string, []string, error) {
+	prev := p.ds.Annotations[rollout.PreviousConfigAnnotation]
+	if !configmap.IsCopyName(s.o.ConfigMap, prev) {
+		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s names no earlier config (%s): nothing was changed; a restart by kube-proxy-sync records one", s.o.Namespace, s.o.DaemonSet, rollout.PreviousConfigAnnotation)
+	}
+	cp, err := s.copies.Get(ctx, prev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--undo: the earlier config: %w; nothing was changed", err)
+	}
+	var keys []string
+	for k := range cp.Data {
+		if v, ok := p.base.Data[k]; !ok || v != cp.Data[k] {
+			keys = append(keys, k)
+		}
+	}
+	for k := range p.base.Data {
+		if _, ok := cp.Data[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	s.d.Log.Infof("--undo: restoring configmap %s/%s (keys %v)", s.o.Namespace, prev, keys)
+	return cp.Data, keys, nil
+}
+
+// keepPrevious makes sure the data the fleet runs before this run's restart
+// is in a copy, and names it for the restart PATCH to record (an undo
+// restores it). kubeadm's layout has it only in the record, which is
+// written once the rollout is done: it gets a copy now.
+func (s *Syncer) keepPrevious(ctx context.Context, p *plan) error {
+	if p.volume == "" {
+		return nil
+	}
+	if configmap.IsCopyName(s.o.ConfigMap, p.mounted) {
+		p.previous = p.mounted // what the pods mount
+		return nil
+	}
+	name := configmap.CopyName(s.o.ConfigMap, p.before.Hash)
+	if name == p.copy {
+		return nil // a restart onto the same data: nothing to undo to
+	}
+	cp := configmap.NewCopy(p.cm, p.before.Data, p.ds)
+	cp.CreationTimestamp = metav1.NewTime(s.d.Clock.Now().Add(-time.Second)) // older than the new copy
+	if _, err := s.copies.Ensure(ctx, cp); err != nil {
+		return fmt.Errorf("keep the config the fleet runs now, for an undo: %w; nothing restarted", err)
+	}
+	p.previous = name
 	return nil
 }

@@ -153,3 +153,48 @@ func TestNoEffectChangeOnKubeadmsLayoutIsDeferred(t *testing.T) {
 	assert.Contains(t, cp.Data["config.conf"], "scheduler: lc")
 	assert.Contains(t, cp.Data["config.conf"], "mode: ipvs")
 }
+
+// --undo restores the config the fleet ran before the last change, through
+// the same rollout as a change, and a second undo goes forward again. In
+// check mode it shows what it would restore and writes nothing. With no
+// earlier config recorded it refuses, having written nothing.
+func TestUndoRestoresThePreviousConfig(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	_, err := f.run(t, Options{Undo: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "names no earlier config")
+	assert.Empty(t, f.writes())
+
+	f.clock.Step(time.Second)
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	changed := res.Facts.ConfigMapName
+	seedCopy := configmap.CopyName("kube-proxy", configmap.Hash(seedConfigMap().Data, nil))
+	assert.Equal(t, seedCopy, f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation], "kubeadm's layout: the old data gets a copy, for an undo")
+
+	f.clock.Step(time.Second)
+	res, err = f.run(t, Options{Undo: true, Check: true, Diff: true})
+	require.NoError(t, err)
+	assert.Empty(t, f.writes(), "check mode")
+	assert.True(t, res.Changed)
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.Before, "mode: ipvs")
+	assert.Contains(t, res.Diff.After, "mode: iptables")
+
+	res, err = f.run(t, Options{Undo: true})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+	assert.Equal(t, seedCopy, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "the record follows")
+	assert.Equal(t, changed, f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation])
+	assert.Equal(t, changed, res.Facts.UndoConfigMap, "the result names what the next undo restores")
+	lines := readAudit(t, f.audit)
+	require.NotEmpty(t, lines)
+	assert.Equal(t, []string{"config.conf"}, lines[len(lines)-1].ChangedKeys, "the undo is in the audit log")
+
+	res, err = f.run(t, Options{Undo: true})
+	require.NoError(t, err)
+	assert.Equal(t, changed, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"), "a second undo goes forward again")
+	assert.Contains(t, f.configMap(t).Data["config.conf"], "mode: ipvs")
+}

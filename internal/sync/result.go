@@ -49,6 +49,9 @@ type Facts struct {
 	// PreviousConfigMap is the one it mounted before this run moved it, ""
 	// when it did not: what a rollback, or `kubectl rollout undo`, restores.
 	PreviousConfigMap string `json:"previous_configmap"`
+	// UndoConfigMap is the copy --undo restores (the config the fleet ran
+	// before the last change), "" when none is recorded.
+	UndoConfigMap string `json:"undo_configmap"`
 	// RecordChanged: the record ConfigMap (--configmap, which kubeadm
 	// reads) was written to the config the fleet runs.
 	RecordChanged bool `json:"record_changed"`

@@ -85,6 +85,9 @@ type Options struct {
 	// History is how many copies of the config are kept besides those in
 	// use (0: DefaultHistory).
 	History int
+	// Undo restores the config the fleet ran before the last change
+	// (rollout.PreviousConfigAnnotation) instead of applying Spec.
+	Undo bool
 }
 
 // Deps are passed in, so tests can use a fake clientset (kubefake) and clock.
@@ -315,6 +318,11 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if err := s.ensureCopy(ctx, &p, after.Data); err != nil {
 			return err
 		}
+		if p.copy != "" {
+			if err := s.keepPrevious(ctx, &p); err != nil {
+				return err
+			}
+		}
 	}
 	fleet, err := s.restart(ctx, p, target)
 	if err != nil {
@@ -369,6 +377,10 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		}
 		return s.rollback(ctx, p, fleet, err)
 	}
+	f.UndoConfigMap = p.ds.Annotations[rollout.PreviousConfigAnnotation]
+	if s.restarted != nil {
+		f.UndoConfigMap = s.restarted.Annotations[rollout.PreviousConfigAnnotation]
+	}
 	// 6. the record holds what the fleet runs, once no pod mounts it
 	if p.writes() || p.recordLags || f.Restarted {
 		if err := s.settle(ctx, p, afterName, after); err != nil {
@@ -403,6 +415,9 @@ type plan struct {
 	volume, mounted, copy string
 	// recordLags: the record does not hold the data the fleet runs
 	recordLags bool
+	// previous is the copy of the data the fleet runs before this run
+	// (see keepPrevious), recorded by the restart that moves the template
+	previous string
 	desired    map[string]string
 	keys       []string
 	// target is the hash the data will have once written.
@@ -444,7 +459,11 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	}
 	p.before = configmap.NewSnapshot(p.base)
 	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
-	if p.desired, p.keys, err = configmap.Desired(p.base.Data, s.o.Spec); err != nil {
+	if s.o.Undo {
+		if p.desired, p.keys, err = s.undoTo(ctx, p); err != nil {
+			return p, err
+		}
+	} else if p.desired, p.keys, err = configmap.Desired(p.base.Data, s.o.Spec); err != nil {
 		return p, fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, p.base.Name, err)
 	}
 	if p.probe, err = s.planProbe(ctx, p.ds, p.desired); err != nil {
@@ -665,7 +684,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			}
 			ch.Probe, ch.LivenessProbe = p.probe.probe, p.probe.liveness
 			if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
-				ch.ConfigVolume, ch.ConfigMap = p.volume, p.copy
+				ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
 			}
 		}
 		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil

@@ -206,9 +206,10 @@ func TestServerChangeRestartsWithOnePatch(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}})
 	require.NoError(t, err)
-	// the new config in a copy no pod mounts, the one PATCH pointing the
+	// the new config in a copy no pod mounts, and (kubeadm's layout) the
+	// old one in a copy too, for an undo; the one PATCH pointing the
 	// template at it, then the record
-	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
+	assert.Equal(t, []string{"create configmaps", "create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
 	assert.True(t, res.Changed)
 	assert.True(t, res.Facts.ConfigMapChanged)
 	assert.True(t, res.Facts.Restarted)
@@ -313,7 +314,7 @@ func TestFirstRunWithChangeNeedsNoStampFirst(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), ds)
 	res, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
+	assert.Equal(t, []string{"create configmaps", "create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes())
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
 }
@@ -495,7 +496,7 @@ func TestLostRestartResponseIsRecognised(t *testing.T) {
 	require.True(t, lost)
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
-	assert.Equal(t, []string{"create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
+	assert.Equal(t, []string{"create configmaps", "create configmaps", "patch daemonsets", "update configmaps", "create events", "create events"}, f.writes(), "one restart PATCH, not two")
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 	lines := readAudit(t, f.audit)
 	require.Len(t, lines, 3, "plan, intent, outcome")
@@ -592,7 +593,7 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 	small := requests(10)
 	assert.Equal(t, map[string]int{
 		"get configmaps":                  4, // plan, plan under the lease, the copy after its create, the record before its write
-		"create configmaps":               1, // the copy
+		"create configmaps":               2, // the copy, and one of the old data (kubeadm's layout), for an undo
 		"update configmaps":               1, // the record, once no pod mounts it
 		"list configmaps":                 1, // the copies, for the history
 		"get daemonsets":                  3, // plan, plan under the lease, before the record write
