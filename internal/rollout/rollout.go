@@ -90,7 +90,7 @@ type Change struct {
 	// Previous, with ConfigMap, records the copy of the config the fleet
 	// ran before (PreviousConfigAnnotation).
 	Previous string
-	Probe   *corev1.Probe
+	Probe    *corev1.Probe
 	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
 	RemoveProbe bool
 	// LivenessProbe replaces the container's liveness probe.

@@ -418,8 +418,8 @@ type plan struct {
 	// previous is the copy of the data the fleet runs before this run
 	// (see keepPrevious), recorded by the restart that moves the template
 	previous string
-	desired    map[string]string
-	keys       []string
+	desired  map[string]string
+	keys     []string
 	// target is the hash the data will have once written.
 	target string
 	// effects: each changed key's effect on the running kube-proxies;
