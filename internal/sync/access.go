@@ -52,9 +52,10 @@ func (s *Syncer) neededAccess(p plan) []access {
 		ns("update", "coordination.k8s.io", "leases", LeaseName),
 		ns("create", "", "events", ""),
 	}
-	if len(p.keys) > 0 {
-		out = append(out, ns("update", "", "configmaps", cm)) // the write, and the rollback's
-	}
+	// the copies: made for a change or a restart, read, listed and deleted
+	// beyond the history; the record written once no pod mounts it
+	out = append(out, ns("update", "", "configmaps", cm), ns("get", "", "configmaps", ""),
+		ns("create", "", "configmaps", ""), ns("list", "", "configmaps", ""), ns("delete", "", "configmaps", ""))
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
 	// a change with no effect on the running kube-proxies restarts nothing
 	// (were the DaemonSet to move before it is recorded, the run would
