@@ -592,12 +592,12 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 	}
 	small := requests(10)
 	assert.Equal(t, map[string]int{
-		"get configmaps":                  4, // plan, plan under the lease, the copy after its create, the record before its write
-		"create configmaps":               2, // the copy, and one of the old data (kubeadm's layout), for an undo
-		"update configmaps":               1, // the record, once no pod mounts it
-		"list configmaps":                 1, // the copies, for the history
-		"get daemonsets":                  3, // plan, plan under the lease, before the record write
-		"patch daemonsets":                1, // the restart
+		"get configmaps":                  4,  // plan, plan under the lease, the copy after its create, the record before its write
+		"create configmaps":               2,  // the copy, and one of the old data (kubeadm's layout), for an undo
+		"update configmaps":               1,  // the record, once no pod mounts it
+		"list configmaps":                 1,  // the copies, for the history
+		"get daemonsets":                  3,  // plan, plan under the lease, before the record write
+		"patch daemonsets":                1,  // the restart
 		"create selfsubjectaccessreviews": 16, // every verb the run may use, before its first write
 		"get leases":                      1,
 		"create leases":                   1,
