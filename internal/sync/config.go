@@ -184,6 +184,7 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 		case s.o.Check:
 			f.RecordChanged = true
 		default:
+			s.step(ctx, StepRecordWrite)
 			written, err := s.cms.Update(ctx, record, data)
 			if err != nil {
 				return fmt.Errorf("%w; the fleet runs configmap %s/%s: the next run writes %s again", err, s.o.Namespace, mounted, s.o.ConfigMap)

@@ -99,7 +99,7 @@ type Deps struct {
 	Server   string
 	Requests func() int64
 	// Step, when set, is called at each step boundary (StepConfigMapWritten,
-	// StepDaemonSetPatched, StepWaiting); crash tests block there and kill
+	// StepDaemonSetPatched, StepWaiting, StepRecordWrite); crash tests block there and kill
 	// the process.
 	Step func(ctx context.Context, step string)
 	// NodeProxy builds the prober of kube-proxy's /healthz on a port, for
@@ -112,6 +112,8 @@ const (
 	StepConfigMapWritten = "after-configmap-write"
 	StepDaemonSetPatched = "after-daemonset-patch"
 	StepWaiting          = "during-wait"
+	// StepRecordWrite: the rollout is done, the record not written yet
+	StepRecordWrite = "before-record-write"
 )
 
 // Syncer runs the flow once.
