@@ -244,87 +244,17 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	f.ChangedKeysEffect = p.effects
 	s.diff(p.before.Data, p.desired, p.effects)
 
-	// 3. the config the pods are to run: a change is a new immutable copy
-	// (no running kube-proxy reads it yet); a change with no effect on the
-	// running kube-proxies is written to the record, which the template
-	// does not mount then (see plan). Then capture it again.
-	var after configmap.Snapshot
-	afterName := s.o.ConfigMap // the ConfigMap after was captured from
-	if len(p.keys) > 0 && p.noEffect && !s.o.Check {
-		// the record on the DaemonSet comes first; it clears noEffect when
-		// the DaemonSet moved so that its pods no longer run the data
-		// before the change: then the change restarts as usual, on a copy
-		if err := s.markNoEffect(ctx, &p); err != nil {
-			return err
-		}
-	}
-	switch {
-	case s.o.Check:
-		after = p.before
-		if len(p.keys) > 0 && !p.noEffect {
-			f.ConfigMapName = configmap.CopyName(s.o.ConfigMap, p.target)
-		}
-	case len(p.keys) > 0 && p.noEffect:
-		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
-			return err
-		}
-		f.ConfigMapChanged, f.RecordChanged = true, true
-		s.step(ctx, StepConfigMapWritten)
-		cm, err := s.cms.Get(ctx)
-		if err != nil {
-			return err
-		}
-		after = configmap.NewSnapshot(cm)
-		f.ResourceVersionAfter = cm.ResourceVersion
-	case len(p.keys) > 0:
-		if err := s.ensureCopy(ctx, &p, p.desired); err != nil {
-			return err
-		}
-		f.ConfigMapChanged = true // until the capture below says otherwise
-		s.step(ctx, StepConfigMapWritten)
-		afterName = configmap.CopyName(s.o.ConfigMap, p.target)
-		cp, err := s.copies.Get(ctx, afterName)
-		if err != nil {
-			return err
-		}
-		after = configmap.NewSnapshot(cp)
-	default:
-		// nothing written: the ConfigMap the data came from, captured again
-		afterName = p.base.Name
-		cm, err := s.copies.Get(ctx, afterName)
-		if err != nil {
-			return err
-		}
-		after = configmap.NewSnapshot(cm)
-		if p.base.Name == s.o.ConfigMap {
-			f.ResourceVersionAfter = cm.ResourceVersion
-		}
-	}
-	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
-	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
-	if !s.o.Check && after.Hash != p.target {
-		return s.changedUnder(p, after, afterName)
-	}
-	if f.ConfigMapName == "" {
-		f.ConfigMapName = p.mounted
+	// 3. the config the pods are to run, captured again
+	after, afterName, err := s.apply(ctx, &p)
+	if err != nil {
+		return err
 	}
 
 	// 4. restart at most once, in one PATCH with the probe, the hash and
 	// the template's volume pointed at the copy of the data it restarts for
-	target := after.Hash
-	if s.o.Check {
-		target = p.target // what a real run would stamp
-	} else if (p.reason != "" || p.probe.changes()) && s.o.Restart != RestartNever {
-		// every restart moves the template onto a copy: kubeadm's layout
-		// and clusters of an earlier version move with their next restart
-		if err := s.ensureCopy(ctx, &p, after.Data); err != nil {
-			return err
-		}
-		if p.copy != "" {
-			if err := s.keepPrevious(ctx, &p); err != nil {
-				return err
-			}
-		}
+	target, err := s.prepareRestart(ctx, &p, after)
+	if err != nil {
+		return err
 	}
 	fleet, err := s.restart(ctx, p, target)
 	if err != nil {
@@ -333,36 +263,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 
 	// 5. roll and wait, node-aware; undo the change if the new template
 	// failed (never on an interrupt or the overall --timeout)
-	strategy := s.o.Strategy
-	resumed := false
-	switch {
-	case fleet != nil || !canaryLeftover(p.ds):
-	case s.o.Check || s.o.Restart == RestartNever:
-		// an earlier canary stopped half-way: its old pods are a restart
-		// owed, and --restart never deletes no pod (check mode: would resume)
-		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: not resumed (--restart %s, check mode %t), the restart of its remaining old pods is owed", s.o.Namespace, s.o.DaemonSet, s.o.Restart, s.o.Check)
-		if !f.RestartRequired {
-			f.RestartRequired, f.RestartReason = true, ReasonPending
-		}
-		// check mode says what a real run would do: resume, a change
-		s.wouldChange = s.wouldChange || (s.o.Check && s.o.Restart != RestartNever)
-	default:
-		// an earlier canary stopped half-way on this template: finish it
-		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
-		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
-			return err
-		}
-		strategy, resumed = StrategyCanary, true
-		if fleet.PendingCount() > 0 {
-			// old pods to delete: a restart, reported and audited as one
-			f.RestartRequired, f.Restarted = true, true
-			if f.RestartReason == "" {
-				f.RestartReason = ReasonPending
-			}
-			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
-				return err
-			}
-		}
+	fleet, strategy, resumed, err := s.leftover(ctx, p, fleet)
+	if err != nil {
+		return err
 	}
 	if fleet == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
@@ -391,6 +294,136 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 	s.res.Msg = s.summary()
 	return nil
+}
+
+// apply makes the config the pods are to run: a change is a new immutable copy
+// (no running kube-proxy reads it yet); a change with no effect on the
+// running kube-proxies is written to the record, which the template
+// does not mount then (see plan). Then capture it again.
+func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, afterName string, err error) {
+	f := &s.res.Facts
+	afterName = s.o.ConfigMap // the ConfigMap after was captured from
+	if len(p.keys) > 0 && p.noEffect && !s.o.Check {
+		// the record on the DaemonSet comes first; it clears noEffect when
+		// the DaemonSet moved so that its pods no longer run the data
+		// before the change: then the change restarts as usual, on a copy
+		if err := s.markNoEffect(ctx, p); err != nil {
+			return after, afterName, err
+		}
+	}
+	switch {
+	case s.o.Check:
+		after = p.before
+		if len(p.keys) > 0 && !p.noEffect {
+			f.ConfigMapName = configmap.CopyName(s.o.ConfigMap, p.target)
+		}
+	case len(p.keys) > 0 && p.noEffect:
+		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
+			return after, afterName, err
+		}
+		f.ConfigMapChanged, f.RecordChanged = true, true
+		s.step(ctx, StepConfigMapWritten)
+		cm, err := s.cms.Get(ctx)
+		if err != nil {
+			return after, afterName, err
+		}
+		after = configmap.NewSnapshot(cm)
+		f.ResourceVersionAfter = cm.ResourceVersion
+	case len(p.keys) > 0:
+		if err := s.ensureCopy(ctx, p, p.desired); err != nil {
+			return after, afterName, err
+		}
+		f.ConfigMapChanged = true // until the capture below says otherwise
+		s.step(ctx, StepConfigMapWritten)
+		afterName = configmap.CopyName(s.o.ConfigMap, p.target)
+		cp, err := s.copies.Get(ctx, afterName)
+		if err != nil {
+			return after, afterName, err
+		}
+		after = configmap.NewSnapshot(cp)
+	default:
+		// nothing written: the ConfigMap the data came from, captured again
+		afterName = p.base.Name
+		cm, err := s.copies.Get(ctx, afterName)
+		if err != nil {
+			return after, afterName, err
+		}
+		after = configmap.NewSnapshot(cm)
+		if p.base.Name == s.o.ConfigMap {
+			f.ResourceVersionAfter = cm.ResourceVersion
+		}
+	}
+	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
+	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
+	if !s.o.Check && after.Hash != p.target {
+		return after, afterName, s.changedUnder(*p, after, afterName)
+	}
+	if f.ConfigMapName == "" {
+		f.ConfigMapName = p.mounted
+	}
+	return after, afterName, nil
+}
+
+// prepareRestart is the hash the restart stamps; a restart gets the copy
+// of the data it restarts for (every restart moves the template onto a
+// copy), and the copy of the data it leaves, for an undo.
+func (s *Syncer) prepareRestart(ctx context.Context, p *plan, after configmap.Snapshot) (target string, err error) {
+	target = after.Hash
+	if s.o.Check {
+		target = p.target // what a real run would stamp
+	} else if (p.reason != "" || p.probe.changes()) && s.o.Restart != RestartNever {
+		// every restart moves the template onto a copy: kubeadm's layout
+		// and clusters of an earlier version move with their next restart
+		if err := s.ensureCopy(ctx, p, after.Data); err != nil {
+			return "", err
+		}
+		if p.copy != "" {
+			if err := s.keepPrevious(ctx, p); err != nil {
+				return "", err
+			}
+		}
+	}
+	return target, nil
+}
+
+// leftover finishes an earlier canary rollout that stopped half-way on
+// this template (when this run restarts nothing itself): the fleet to roll,
+// the strategy, and whether it resumed one.
+func (s *Syncer) leftover(ctx context.Context, p plan, fleet *rollout.Fleet) (*rollout.Fleet, string, bool, error) {
+	f := &s.res.Facts
+	strategy := s.o.Strategy
+	resumed := false
+	var err error
+	switch {
+	case fleet != nil || !canaryLeftover(p.ds):
+	case s.o.Check || s.o.Restart == RestartNever:
+		// an earlier canary stopped half-way: its old pods are a restart
+		// owed, and --restart never deletes no pod (check mode: would resume)
+		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: not resumed (--restart %s, check mode %t), the restart of its remaining old pods is owed", s.o.Namespace, s.o.DaemonSet, s.o.Restart, s.o.Check)
+		if !f.RestartRequired {
+			f.RestartRequired, f.RestartReason = true, ReasonPending
+		}
+		// check mode says what a real run would do: resume, a change
+		s.wouldChange = s.wouldChange || (s.o.Check && s.o.Restart != RestartNever)
+	default:
+		// an earlier canary stopped half-way on this template: finish it
+		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
+		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
+			return nil, "", false, err
+		}
+		strategy, resumed = StrategyCanary, true
+		if fleet.PendingCount() > 0 {
+			// old pods to delete: a restart, reported and audited as one
+			f.RestartRequired, f.Restarted = true, true
+			if f.RestartReason == "" {
+				f.RestartReason = ReasonPending
+			}
+			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
+				return nil, "", false, err
+			}
+		}
+	}
+	return fleet, strategy, resumed, nil
 }
 
 // nextRun says what a rerun does after a rollout that stopped without a
