@@ -248,8 +248,17 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 			changed = append(changed, KubeconfigKey+":"+p)
 		}
 	}
-	sort.Strings(changed)
-	return data, dedupe(changed), nil // never nil: facts print [] not null
+	// a key one step changed and a later one set back (a manifest's
+	// server, then --server) is no change
+	kept := changed[:0]
+	for _, c := range changed {
+		k, _, _ := strings.Cut(c, ":")
+		if cur, ok := current[k]; !ok || cur != data[k] {
+			kept = append(kept, c)
+		}
+	}
+	sort.Strings(kept)
+	return data, dedupe(kept), nil // never nil: facts print [] not null
 }
 
 func setServer(text, server string) (string, []string, error) {

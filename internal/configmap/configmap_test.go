@@ -233,3 +233,23 @@ func TestRedactUserInfoWithSeparators(t *testing.T) {
 		assert.Contains(t, out, "@10.0.0.1:6443", out)
 	}
 }
+
+// A manifest (kubeadm's rendering) that changes kubeconfig.conf's server,
+// and --server that sets it back: no change, so no copy and no restart.
+func TestDesiredKeySetBackIsNoChange(t *testing.T) {
+	kubeconfig := func(server string) string {
+		return "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: " + server + "\n  name: default\n"
+	}
+	// what an earlier run left: kubeadm's text with the server set
+	current, _, err := Desired(map[string]string{"kubeconfig.conf": kubeconfig("https://10.0.0.10:6443")}, Spec{Server: "https://127.0.0.1:6443"})
+	require.NoError(t, err)
+	spec := Spec{
+		Manifest: &corev1.ConfigMap{Data: map[string]string{"kubeconfig.conf": kubeconfig("https://10.0.0.10:6443")}},
+		Server:   "https://127.0.0.1:6443",
+	}
+	data, keys, err := Desired(current, spec)
+	require.NoError(t, err)
+	assert.Equal(t, current, data)
+	assert.Empty(t, keys, "no change: no copy, no restart")
+	assert.NotNil(t, keys)
+}
