@@ -392,3 +392,31 @@ func TestPanicAfterAWriteReportsTheChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, live.Data["kubeconfig.conf"], "https://10.0.0.9:6443")
 }
+
+// --kubeadm-config: the ConfigMap kubeadm renders from the file is applied
+// like --manifest, and --server then sets the server; a kubeadm that fails
+// changes nothing.
+func TestKubeadmConfigRendersTheConfigMap(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kubeadm")
+	rendered := "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n" +
+		"  config.conf: |-\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    mode: ipvs\n" +
+		"  kubeconfig.conf: |-\n    apiVersion: v1\n    kind: Config\n    clusters:\n    - cluster:\n        server: https://10.0.0.10:6443\n      name: default\n"
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n[ \"$6\" = "+filepath.Join(dir, "ok.yaml")+" ] || { echo 'bad config' >&2; exit 1; }\ncat <<'END'\n"+rendered+"END\n"), 0o755))
+
+	r := run(t, "--output", "json", "--check", "--diff", "--kubeadm", fake, "--kubeadm-config", filepath.Join(dir, "ok.yaml"), "--server", "https://127.0.0.1:6443")
+	require.Equal(t, ExitOK, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.True(t, res.Changed)
+	assert.Contains(t, res.ChangedKeys, "config.conf", "kubeadm's config.conf")
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.After, "mode: ipvs")
+	assert.Contains(t, res.Diff.After, "server: https://127.0.0.1:6443", "--server sets the server over kubeadm's")
+	assert.NotContains(t, res.Diff.After, "10.0.0.10")
+
+	r = run(t, "--output", "json", "--kubeadm", fake, "--kubeadm-config", filepath.Join(dir, "bad.yaml"))
+	assert.Equal(t, ExitFailed, r.code)
+	assert.Contains(t, r.stdout, "bad config")
+	assert.Zero(t, writes(r.client), "nothing written")
+}

@@ -25,6 +25,8 @@ var moduleArgs = map[string]func(o *Options, v interface{}) error{
 	"server":                 str(func(o *Options) *string { return &o.Server }),
 	"allow_insecure_server":  boolean(func(o *Options) *bool { return &o.AllowInsecureServer }),
 	"manifest":               str(func(o *Options) *string { return &o.Manifest }),
+	"kubeadm_config":         str(func(o *Options) *string { return &o.KubeadmConfig }),
+	"kubeadm":                str(func(o *Options) *string { return &o.Kubeadm }),
 	"probe_path":             str(func(o *Options) *string { return &o.ProbePath }),
 	"kube_proxy_version":     str(func(o *Options) *string { return &o.KubeProxyVersion }),
 	"restart":                str(func(o *Options) *string { return &o.Restart }),

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kubeadm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -38,6 +40,8 @@ type Options struct {
 	AllowInsecureServer bool
 	Set                 []string
 	Manifest            string
+	KubeadmConfig       string
+	Kubeadm             string
 	ProbePath           string
 	KubeProxyVersion    string
 	Restart             string
@@ -96,6 +100,7 @@ func NewOptions() *Options {
 		Strategy:          sync.StrategyRolling,
 		CanaryNodes:       1,
 		ConfigHistory:     sync.DefaultHistory,
+		Kubeadm:           "kubeadm",
 		ZoneLabel:         rollout.DefaultZoneLabel,
 		VerifyHealth:      verify.Off,
 		VerifyHealthWait:  time.Minute,
@@ -118,6 +123,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowInsecureServer, "allow-insecure-server", o.AllowInsecureServer, "accept an http:// --server (kube-proxy would then send its service-account token in clear text)")
 	fs.StringArrayVar(&o.Set, "set", o.Set, "KubeProxyConfiguration field to set in config.conf, as dotted.path=value; repeatable (e.g. --set mode=ipvs --set ipvs.strictARP=true)")
 	fs.StringVar(&o.Manifest, "manifest", o.Manifest, "ConfigMap manifest whose data keys are written over the live ones (keys it leaves out stay)")
+	fs.StringVar(&o.KubeadmConfig, "kubeadm-config", o.KubeadmConfig, "kubeadm configuration file (kubespray's /etc/kubernetes/kubeadm-config.yaml, say): kube-proxy's ConfigMap as `kubeadm init phase addon kube-proxy --print-manifest` renders it from this file is applied like --manifest (--server then sets the server; not with --manifest)")
+	fs.StringVar(&o.Kubeadm, "kubeadm", o.Kubeadm, "the kubeadm binary --kubeadm-config runs (a path, or a name looked up in PATH)")
 	fs.StringVar(&o.ProbePath, "probe-path", o.ProbePath, "readiness probe path: auto (/livez for kube-proxy >= 1.28, /healthz before), /livez, /healthz, or none (leave the probe alone)")
 	fs.StringVar(&o.KubeProxyVersion, "kube-proxy-version", o.KubeProxyVersion, "kube-proxy version to assume (default: from the image tag; when that is not a version, --probe-path auto leaves the probes alone)")
 	fs.StringVar(&o.Restart, "restart", o.Restart, "restart policy: auto (only when the config changed or a restart is owed), always, never")
@@ -187,6 +194,16 @@ func (o *Options) Validate() error {
 			return err
 		}
 	}
+	if o.KubeadmConfig != "" {
+		if o.Manifest != "" {
+			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
+		}
+		m, err := kubeadm.Render(context.Background(), o.Kubeadm, o.KubeadmConfig, o.Namespace, o.ConfigMap)
+		if err != nil {
+			return err
+		}
+		o.spec.Manifest = m
+	}
 	if o.Manifest != "" {
 		m, err := configmap.LoadManifest(o.Manifest, o.Namespace, o.ConfigMap)
 		if err != nil {
@@ -194,8 +211,8 @@ func (o *Options) Validate() error {
 		}
 		o.spec.Manifest = m
 	}
-	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "") {
-		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server or --manifest (run those after it)")
+	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "") {
+		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest or --kubeadm-config (run those after it)")
 	}
 	if o.Undo && o.Restart == sync.RestartNever {
 		return fmt.Errorf("--undo with --restart never: an undo is a rollout of the previous config; run it with --restart auto")

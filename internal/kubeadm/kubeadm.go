@@ -1,0 +1,93 @@
+// Package kubeadm renders kube-proxy's ConfigMap the way kubeadm writes it,
+// from a kubeadm configuration (kubespray's, say), by running the kubeadm
+// binary already on the host: `kubeadm init phase addon kube-proxy
+// --config FILE --print-manifest` prints the objects instead of writing
+// them, and needs no cluster. Every KubeProxyConfiguration field and
+// default the configuration means reaches kube-proxy with no mapping to
+// keep up to date.
+package kubeadm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// maxOutput bounds what is read of kubeadm's output: its manifests are a
+// few KiB, a ConfigMap at most 1 MiB.
+const maxOutput = 4 << 20
+
+// Render runs binary (a path, or a name looked up in PATH) on the kubeadm
+// configuration file config and returns the ConfigMap namespace/name it
+// would write.
+func Render(ctx context.Context, binary, config, namespace, name string) (*corev1.ConfigMap, error) {
+	path, err := exec.LookPath(binary)
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm %q: %w: kube-proxy-sync runs the host's kubeadm to render kube-proxy's config from --kubeadm-config; install it or pass --kubeadm PATH", binary, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "init", "phase", "addon", "kube-proxy", "--config", config, "--print-manifest")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", path, err)
+	}
+	out, readErr := io.ReadAll(io.LimitReader(stdout, maxOutput+1))
+	waitErr := cmd.Wait()
+	if waitErr != nil {
+		return nil, fmt.Errorf("%s init phase addon kube-proxy --config %s --print-manifest: %w: %s; nothing was changed: fix the kubeadm configuration", path, config, waitErr, strings.TrimSpace(stderr.String()))
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("read the output of %s: %w", path, readErr)
+	}
+	if len(out) > maxOutput {
+		return nil, fmt.Errorf("%s printed more than %d bytes: not kube-proxy's manifests", path, maxOutput)
+	}
+	return ConfigMap(out, namespace, name)
+}
+
+// ConfigMap picks the ConfigMap namespace/name out of kubeadm's printed
+// manifests (YAML documents).
+func ConfigMap(manifests []byte, namespace, name string) (*corev1.ConfigMap, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
+	var kinds []string
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kubeadm's output: %w", err)
+		}
+		var cm corev1.ConfigMap
+		if err := yaml.Unmarshal(doc, &cm); err != nil {
+			return nil, fmt.Errorf("kubeadm's output: %w", err)
+		}
+		if cm.Kind == "" {
+			continue // an empty document
+		}
+		kinds = append(kinds, cm.Kind+" "+cm.Name)
+		if cm.APIVersion == "v1" && cm.Kind == "ConfigMap" && cm.Name == name && (cm.Namespace == "" || cm.Namespace == namespace) {
+			if len(cm.Data) == 0 {
+				return nil, fmt.Errorf("kubeadm's ConfigMap %s/%s has no data", namespace, name)
+			}
+			return &cm, nil
+		}
+	}
+	return nil, fmt.Errorf("kubeadm printed no ConfigMap %s/%s (it printed: %s); check --namespace/--configmap", namespace, name, strings.Join(kinds, ", "))
+}

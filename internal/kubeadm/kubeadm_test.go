@@ -1,0 +1,76 @@
+package kubeadm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// what kubeadm 1.34 prints, cut down: the RBAC objects, the ConfigMap and
+// the DaemonSet, as YAML documents
+const printed = `---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+---
+kind: ConfigMap
+apiVersion: v1
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+  labels:
+    app: kube-proxy
+data:
+  kubeconfig.conf: |-
+    apiVersion: v1
+    kind: Config
+  config.conf: |-
+    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+    kind: KubeProxyConfiguration
+    mode: ipvs
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+`
+
+func TestConfigMapPicksKubeProxys(t *testing.T) {
+	cm, err := ConfigMap([]byte(printed), "kube-system", "kube-proxy")
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data["config.conf"], "mode: ipvs")
+	assert.Contains(t, cm.Data, "kubeconfig.conf")
+
+	_, err = ConfigMap([]byte(printed), "kube-system", "other")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "it printed: ServiceAccount kube-proxy, ConfigMap kube-proxy, DaemonSet kube-proxy")
+}
+
+// Render runs the binary with kubeadm's arguments; a failing kubeadm is an
+// error carrying what it said.
+func TestRenderRunsKubeadm(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kubeadm")
+	script := "#!/bin/sh\n" +
+		"[ \"$*\" = \"init phase addon kube-proxy --config /etc/kubeadm.yaml --print-manifest\" ] || { echo \"unexpected arguments: $*\" >&2; exit 3; }\n" +
+		"cat <<'END'\n" + printed + "END\n"
+	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
+	cm, err := Render(context.Background(), fake, "/etc/kubeadm.yaml", "kube-system", "kube-proxy")
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data["config.conf"], "mode: ipvs")
+
+	_, err = Render(context.Background(), fake, "/other.yaml", "kube-system", "kube-proxy")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unexpected arguments")
+
+	_, err = Render(context.Background(), filepath.Join(dir, "missing"), "/etc/kubeadm.yaml", "kube-system", "kube-proxy")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pass --kubeadm PATH")
+}
