@@ -52,6 +52,12 @@ func configVolume(ds *appsv1.DaemonSet, container, record string) (volume, mount
 	return "", ""
 }
 
+// mountsCopyOf reports whether the template's config volume mounts the copy
+// of the data with this hash.
+func (s *Syncer) mountsCopyOf(ds *appsv1.DaemonSet, volume, hash string) bool {
+	return volume != "" && rollout.ConfigVolumeOf(ds, volume) == configmap.CopyName(s.o.ConfigMap, hash)
+}
+
 // base is the ConfigMap whose data the fleet runs, which a change is made
 // on: the record, unless the template mounts a copy whose data the record
 // does not hold and the pods do not run the record's data as well (a run
@@ -75,7 +81,11 @@ func (s *Syncer) base(ctx context.Context, record *corev1.ConfigMap, ds *appsv1.
 		return record, nil
 	}
 	hash := configmap.Hash(record.Data, record.BinaryData)
-	if mounted == configmap.CopyName(record.Name, hash) || rollout.Runs(ds, hash) {
+	// the record's data, or data the pods of that copy run as well (a
+	// change with no effect, recorded against the copy's stamp; a copy
+	// put there by another hand, `kubectl rollout undo`, is not that copy)
+	stamp := ds.Annotations[rollout.HashAnnotation]
+	if mounted == configmap.CopyName(record.Name, hash) || (len(stamp) >= configmap.CopyHashLen && mounted == configmap.CopyName(record.Name, stamp) && rollout.Runs(ds, hash)) {
 		return record, nil
 	}
 	cp, err := s.copies.Get(ctx, mounted)
@@ -168,7 +178,9 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 	// the record holds the mounted copy's data, or data the pods run as
 	// well (a change with no effect, see markNoEffect)
 	hash := configmap.Hash(record.Data, record.BinaryData)
-	if mounted != configmap.CopyName(s.o.ConfigMap, hash) && !rollout.Runs(ds, hash) {
+	stamp := ds.Annotations[rollout.HashAnnotation]
+	runsAsWell := len(stamp) >= configmap.CopyHashLen && mounted == configmap.CopyName(s.o.ConfigMap, stamp) && rollout.Runs(ds, hash)
+	if mounted != configmap.CopyName(s.o.ConfigMap, hash) && !runsAsWell {
 		data := known.Data
 		if mounted != knownName {
 			cp, err := s.copies.Get(ctx, mounted)

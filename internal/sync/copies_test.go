@@ -198,3 +198,37 @@ func TestUndoRestoresThePreviousConfig(t *testing.T) {
 	assert.Equal(t, changed, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"), "a second undo goes forward again")
 	assert.Contains(t, f.configMap(t).Data["config.conf"], "mode: ipvs")
 }
+
+// `kubectl rollout undo` points the template back at the previous copy and
+// leaves the DaemonSet's stamp as it was. The next run takes the copy the
+// template mounts as what the fleet runs: no restart (the controller rolls
+// it), the stamp moved to it, and the record written to it.
+func TestRunAfterKubectlRolloutUndo(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	first := res.Facts.ConfigMapName
+	firstData := f.configMap(t).Data
+	f.clock.Step(time.Second)
+	_, err = f.run(t, set("mode", "iptables", "clusterCIDR", "10.1.0.0/16"))
+	require.NoError(t, err)
+
+	// what kubectl rollout undo does: the template of the previous revision
+	ds := f.daemonSet(t)
+	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = first
+	_, err = f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	f.client.ClearActions()
+	res, err = f.run(t, Options{})
+	require.NoError(t, err)
+	assert.False(t, res.Facts.Restarted, "the template runs the copy already: %s", res.Msg)
+	assert.True(t, res.Facts.Adopted)
+	assert.Equal(t, configmap.Hash(firstData, nil), f.daemonSet(t).Annotations[rollout.HashAnnotation], "the stamp says what the template runs")
+	assert.Equal(t, firstData, f.configMap(t).Data, "the record follows the template")
+	assert.Equal(t, first, res.Facts.ConfigMapName)
+
+	res, err = f.run(t, Options{})
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "%s", res.Msg)
+}

@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reason, adopt := decide(tc.policy, tc.changed, tc.ds, "h", tc.noEffect)
+			reason, adopt := decide(tc.policy, tc.changed, tc.ds, "h", tc.noEffect, false)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.adopt, adopt)
 		})

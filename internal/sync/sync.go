@@ -515,7 +515,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 		return p, fmt.Errorf("daemonset %s/%s: container %s mounts configmap %s/%s in no volume: kube-proxy-sync points that volume at a copy of the new config, so nothing was written; mount it as kubeadm does (a configMap volume) and run again",
 			s.o.Namespace, s.o.DaemonSet, s.o.Container, s.o.Namespace, s.o.ConfigMap)
 	}
-	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect)
+	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect, s.mountsCopyOf(p.ds, p.volume, p.target))
 	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.ds, p); err != nil {
 		return p, err
@@ -540,7 +540,10 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 // decide says whether and why to restart, given the DaemonSet as it is now
 // and the hash of the data its pods should run with. noEffect: the change
 // has no effect on the running kube-proxies, which run the data before it.
-func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect bool) (reason string, adopt bool) {
+// mountsTarget: the template mounts the copy of that data already (after
+// `kubectl rollout undo`, say): the DaemonSet controller rolls it, and the
+// DaemonSet is stamped for it without a restart.
+func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect, mountsTarget bool) (reason string, adopt bool) {
 	_, ok := ds.Annotations[rollout.HashAnnotation]
 	switch {
 	case policy == RestartAlways:
@@ -552,24 +555,14 @@ func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string
 		return "", false
 	case configChanged && noEffect:
 		return "", false // the caller records that the pods run it as well
+	case mountsTarget:
+		return "", true
 	case configChanged:
 		return ReasonConfigChanged, false
 	case ok:
 		return ReasonPending, false
 	}
 	return "", true
-}
-
-// oweRestart stamps the pre-change hash on a DaemonSet we have never
-// stamped, so that a crash between the ConfigMap write and the restart
-// leaves a mismatch, i.e. a restart the next run still owes.
-func (s *Syncer) oweRestart(ctx context.Context, ds *appsv1.DaemonSet, hash string) (*appsv1.DaemonSet, error) {
-	return s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
-		if _, ok := ds.Annotations[rollout.HashAnnotation]; ok {
-			return rollout.Change{}, false
-		}
-		return rollout.Change{ResourceVersion: ds.ResourceVersion, Hash: hash}, true
-	})
 }
 
 // applyFresh sends the change that build makes of the DaemonSet and, on a
@@ -706,7 +699,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			}
 		}
 		first = false
-		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target)
+		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
 		f.RestartRequired, f.RestartReason = reason != "", reason
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
 		if s.o.Restart != RestartNever {
