@@ -128,6 +128,25 @@ func TestKubectlRolloutUndoRestoresTheConfig(t *testing.T) {
 	assert.Contains(t, e.configConf(t), "configSyncPeriod: 18m")
 }
 
+// --undo restores the previous config on every node through the rollout
+// (kube-proxy's own /configz), and a second --undo goes forward again.
+func TestUndoRestoresTheConfigOnEveryNode(t *testing.T) {
+	e := connect(t)
+	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=21m")
+	require.Equal(t, 0, r.code, "first config: %s", r)
+	r = e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=22m")
+	require.Equal(t, 0, r.code, "second config: %s", r)
+	for _, step := range []struct{ want string }{{"21m0s"}, {"22m0s"}} {
+		r = e.sync(t, "--undo")
+		require.Equal(t, 0, r.code, "--undo: %s", r)
+		assert.Equal(t, true, r.field("restarted"), "%s", r)
+		for node := range e.podUIDs(t) {
+			got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+			assert.Equal(t, step.want, got, "node %s after --undo", node)
+		}
+	}
+}
+
 func mountedConfigMap(t *testing.T, e *env) string {
 	t.Helper()
 	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
