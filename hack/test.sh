@@ -15,6 +15,24 @@ if [[ "${CI:-}" == true && -n "${KUBECONFIG:-}" ]]; then
   die "KUBECONFIG is set (${KUBECONFIG}): make test would run one tier on that cluster and skip the other, the molecule scenarios and the benchmark; CI runs both tiers on clusters of its own, so unset KUBECONFIG"
 fi
 
+# The kind tier's Debian root filesystems (debootstrap) and the Docker
+# engine are network- and disk-bound: prepared in the background, in a
+# session of their own, beside the CPU-bound Go builds below. The kind step
+# waits for them (and the node image build takes the same lock).
+bg_pid=""
+bg_log="${CACHE_DIR}/kind/logs/prepare-background.log"
+bg_stop() {
+  if [[ -n "${bg_pid}" ]]; then
+    kill -- "-${bg_pid}" 2>/dev/null || true
+  fi
+}
+if [[ -z "${KUBECONFIG:-}" ]]; then
+  mkdir -p "$(dirname "${bg_log}")"
+  setsid bash -c 'hack/kind/build.sh rootfs && hack/docker.sh up' >"${bg_log}" 2>&1 </dev/null &
+  bg_pid=$!
+  trap bg_stop EXIT
+fi
+
 step "go lint"
 hack/lint-go.sh
 step "unit tests"
@@ -86,7 +104,7 @@ hack/build-tools.sh kind
 step "differential test against the real kube-proxy binaries"
 REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
 step "local control plane"
-trap 'step "cluster down"; hack/cluster-down.sh' EXIT
+trap 'bg_stop; step "cluster down"; hack/cluster-down.sh' EXIT
 hack/cluster-up.sh
 step "e2e tests"
 hack/e2e.sh
@@ -105,6 +123,14 @@ hack/cluster-down.sh
 # The real tier: real kubelets and a real kube-proxy in a kind cluster,
 # built offline. Everything promised about kube-proxy itself is shown here.
 step "kind cluster"
+if [[ -n "${bg_pid}" ]]; then
+  # the root filesystems and the Docker engine, prepared since the start
+  if ! wait "${bg_pid}"; then
+    tail -n 30 "${bg_log}" >&2
+    die "preparing the kind tier in the background failed (log: ${bg_log#"${REPO_ROOT}/"})"
+  fi
+  bg_pid=""
+fi
 trap 'step "kind down"; hack/kind-down.sh' EXIT
 hack/kind-up.sh
 step "real-node e2e tests"
