@@ -14,47 +14,34 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
 
-// moduleArgs maps the Ansible module's argument names onto Options.
-var moduleArgs = map[string]func(o *Options, v interface{}) error{
-	"kubeconfig":             str(func(o *Options) *string { return &o.Kubeconfig }),
-	"context":                str(func(o *Options) *string { return &o.Context }),
-	"namespace":              str(func(o *Options) *string { return &o.Namespace }),
-	"configmap":              str(func(o *Options) *string { return &o.ConfigMap }),
-	"daemonset":              str(func(o *Options) *string { return &o.DaemonSet }),
-	"container":              str(func(o *Options) *string { return &o.Container }),
-	"server":                 str(func(o *Options) *string { return &o.Server }),
-	"allow_insecure_server":  boolean(func(o *Options) *bool { return &o.AllowInsecureServer }),
-	"manifest":               str(func(o *Options) *string { return &o.Manifest }),
-	"kubeadm_config":         str(func(o *Options) *string { return &o.KubeadmConfig }),
-	"kubeadm":                str(func(o *Options) *string { return &o.Kubeadm }),
-	"probe_path":             str(func(o *Options) *string { return &o.ProbePath }),
-	"kube_proxy_version":     str(func(o *Options) *string { return &o.KubeProxyVersion }),
-	"restart":                str(func(o *Options) *string { return &o.Restart }),
-	"audit_log":              str(func(o *Options) *string { return &o.AuditLog }),
-	"log_level":              str(func(o *Options) *string { return &o.LogLevel }),
-	"timeout":                duration(func(o *Options) *time.Duration { return &o.Timeout }),
-	"request_timeout":        duration(func(o *Options) *time.Duration { return &o.RequestTimeout }),
-	"retries":                integer(func(o *Options) *int { return &o.Retries }),
-	"lock_timeout":           duration(func(o *Options) *time.Duration { return &o.LockTimeout }),
-	"not_ready_tolerance":    duration(func(o *Options) *time.Duration { return &o.NotReadyTolerance }),
-	"strategy":               str(func(o *Options) *string { return &o.Strategy }),
-	"canary_nodes":           integer(func(o *Options) *int { return &o.CanaryNodes }),
-	"config_history":         integer(func(o *Options) *int { return &o.ConfigHistory }),
-	"undo":                   boolean(func(o *Options) *bool { return &o.Undo }),
-	"zone_label":             str(func(o *Options) *string { return &o.ZoneLabel }),
-	"batch_size":             batch,
-	"verify":                 boolean(func(o *Options) *bool { return &o.Verify }),
-	"verify_endpoints":       integer(func(o *Options) *int { return &o.VerifyEndpoints }),
-	"verify_health":          str(func(o *Options) *string { return &o.VerifyHealth }),
-	"verify_health_timeout":  duration(func(o *Options) *time.Duration { return &o.VerifyHealthWait }),
-	"verify_traffic":         str(func(o *Options) *string { return &o.VerifyTraffic }),
-	"verify_traffic_image":   str(func(o *Options) *string { return &o.VerifyTrafficImg }),
-	"verify_traffic_timeout": duration(func(o *Options) *time.Duration { return &o.VerifyTrafficWait }),
-	"rollback_on_failure":    boolean(func(o *Options) *bool { return &o.RollbackOnFailure }),
-	"no_rollback":            boolean(func(o *Options) *bool { return &o.NoRollback }),
-	"progress_deadline":      duration(func(o *Options) *time.Duration { return &o.ProgressDeadline }),
-	"skip_unschedulable":     boolean(func(o *Options) *bool { return &o.SkipUnschedulable }),
-	"set":                    setArg,
+// moduleArgs maps the Ansible module's argument names (the option
+// table's Arg) onto Options.
+func moduleArgs() map[string]func(o *Options, v interface{}) error {
+	args := map[string]func(o *Options, v interface{}) error{}
+	for _, opt := range OptionTable() {
+		if opt.Arg != "" {
+			args[opt.Arg] = opt.parseArg
+		}
+	}
+	return args
+}
+
+// parseArg sets the option from its module argument.
+func (opt Option) parseArg(o *Options, v interface{}) error {
+	if opt.parse != nil {
+		return opt.parse(o, v)
+	}
+	switch p := opt.field(o).(type) {
+	case *string:
+		return str(p, v)
+	case *bool:
+		return boolean(p, v)
+	case *int:
+		return integer(p, v)
+	case *time.Duration:
+		return duration(p, v)
+	}
+	return fmt.Errorf("option --%s has no module argument parser", opt.Flag)
 }
 
 // LoadArgsFile reads the JSON args file Ansible hands a binary module.
@@ -93,6 +80,7 @@ func ParseArgs(raw []byte, o *Options) error {
 	}
 	sort.Strings(keys)
 	var unknown []string
+	parsers := moduleArgs()
 	for _, k := range keys {
 		v := args[k]
 		switch {
@@ -112,7 +100,7 @@ func ParseArgs(raw []byte, o *Options) error {
 		case v == nil:
 			// Ansible passes unset options as null
 		default:
-			set, ok := moduleArgs[k]
+			set, ok := parsers[k]
 			if !ok {
 				unknown = append(unknown, k)
 				continue
@@ -130,61 +118,57 @@ func ParseArgs(raw []byte, o *Options) error {
 
 // ModuleArgNames lists the public module args.
 func ModuleArgNames() []string {
-	names := make([]string, 0, len(moduleArgs))
-	for k := range moduleArgs {
-		names = append(names, k)
+	var names []string
+	for _, opt := range OptionTable() {
+		if opt.Arg != "" {
+			names = append(names, opt.Arg)
+		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-func str(field func(*Options) *string) func(*Options, interface{}) error {
-	return func(o *Options, v interface{}) error {
-		s, ok := v.(string)
-		if !ok {
-			return fmt.Errorf("want a string, got %s", jsonType(v))
-		}
-		*field(o) = s
-		return nil
+func str(p *string, v interface{}) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want a string, got %s", jsonType(v))
 	}
+	*p = s
+	return nil
 }
 
-func integer(field func(*Options) *int) func(*Options, interface{}) error {
-	return func(o *Options, v interface{}) error {
-		var text string
-		switch t := v.(type) {
-		case json.Number:
-			text = t.String()
-		case string: // templated values arrive as strings
-			text = t
-		default:
-			return fmt.Errorf("want a whole number, got %s", jsonType(v))
-		}
-		n, err := strconv.Atoi(text)
+func integer(p *int, v interface{}) error {
+	var text string
+	switch t := v.(type) {
+	case json.Number:
+		text = t.String()
+	case string: // templated values arrive as strings
+		text = t
+	default:
+		return fmt.Errorf("want a whole number, got %s", jsonType(v))
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil {
+		return fmt.Errorf("want a whole number, got %q", text)
+	}
+	*p = n
+	return nil
+}
+
+func boolean(p *bool, v interface{}) error {
+	switch t := v.(type) {
+	case bool:
+		*p = t
+	case string: // templated values arrive as strings
+		b, err := strconv.ParseBool(t)
 		if err != nil {
-			return fmt.Errorf("want a whole number, got %q", text)
+			return fmt.Errorf("want true or false, got %q", t)
 		}
-		*field(o) = n
-		return nil
+		*p = b
+	default:
+		return fmt.Errorf("want true or false, got %s", jsonType(v))
 	}
-}
-
-func boolean(field func(*Options) *bool) func(*Options, interface{}) error {
-	return func(o *Options, v interface{}) error {
-		switch t := v.(type) {
-		case bool:
-			*field(o) = t
-		case string: // templated values arrive as strings
-			b, err := strconv.ParseBool(t)
-			if err != nil {
-				return fmt.Errorf("want true or false, got %q", t)
-			}
-			*field(o) = b
-		default:
-			return fmt.Errorf("want true or false, got %s", jsonType(v))
-		}
-		return nil
-	}
+	return nil
 }
 
 // batch takes 5, "5" or "10%".
@@ -201,27 +185,25 @@ func batch(o *Options, v interface{}) error {
 }
 
 // duration takes "5m", "90s", or a number of seconds.
-func duration(field func(*Options) *time.Duration) func(*Options, interface{}) error {
-	return func(o *Options, v interface{}) error {
-		var text string
-		switch t := v.(type) {
-		case json.Number:
-			text = t.String() + "s"
-		case string:
-			text = t
-			if _, err := strconv.ParseFloat(t, 64); err == nil {
-				text += "s"
-			}
-		default:
-			return fmt.Errorf("want a duration like 5m or a number of seconds, got %s", jsonType(v))
+func duration(p *time.Duration, v interface{}) error {
+	var text string
+	switch t := v.(type) {
+	case json.Number:
+		text = t.String() + "s"
+	case string:
+		text = t
+		if _, err := strconv.ParseFloat(t, 64); err == nil {
+			text += "s"
 		}
-		d, err := time.ParseDuration(text)
-		if err != nil {
-			return fmt.Errorf("want a duration like 5m or a number of seconds, got %q", text)
-		}
-		*field(o) = d
-		return nil
+	default:
+		return fmt.Errorf("want a duration like 5m or a number of seconds, got %s", jsonType(v))
 	}
+	d, err := time.ParseDuration(text)
+	if err != nil {
+		return fmt.Errorf("want a duration like 5m or a number of seconds, got %q", text)
+	}
+	*p = d
+	return nil
 }
 
 // setArg takes a dict of dotted paths to scalar values.

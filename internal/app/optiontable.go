@@ -1,0 +1,647 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// Adding an option: a field below, a row in OptionTable, its use (Validate,
+// syncOptions), then `go run ./hack/gen-options` rewrites the module docs,
+// the role's argument specs, defaults and pass-through, and the README's flag
+// table from the row. `make verify` fails until it has.
+
+// DefaultTrafficImage is kubeadm 1.34's pause image, which the kubelet
+// keeps on every node.
+const DefaultTrafficImage = "registry.k8s.io/pause:3.10.1"
+
+// Options are everything a run can be told, from flags or an Ansible args file.
+type Options struct {
+	Kubeconfig string
+	Context    string
+	Namespace  string
+	ConfigMap  string
+	DaemonSet  string
+	Container  string
+	Server     string
+	// AllowInsecureServer: an http --server is accepted
+	AllowInsecureServer bool
+	Set                 []string
+	Manifest            string
+	KubeadmConfig       string
+	Kubeadm             string
+	ProbePath           string
+	KubeProxyVersion    string
+	Restart             string
+	Timeout             time.Duration
+	RequestTimeout      time.Duration
+	Retries             int
+	Check               bool
+	Diff                bool
+	AuditLog            string
+	Output              string
+	DetailedExitCode    bool
+	LogLevel            string
+	LogFormat           string
+	ShowVersion         bool
+	LockTimeout         time.Duration
+	Strategy            string
+	CanaryNodes         int
+	ConfigHistory       int
+	Undo                bool
+	ZoneLabel           string
+	BatchSize           string
+	Verify              bool
+	VerifyEndpoints     int
+	VerifyHealth        string
+	VerifyHealthWait    time.Duration
+	VerifyTraffic       string
+	VerifyTrafficImg    string
+	VerifyTrafficWait   time.Duration
+	RollbackOnFailure   bool
+	NoRollback          bool
+	ProgressDeadline    time.Duration
+	NotReadyTolerance   time.Duration
+	SkipUnschedulable   bool
+
+	// filled by Complete
+	settings []kpconfig.Setting
+	spec     configmap.Spec
+	module   bool
+}
+
+// Option is one row of the option table: everything the flag, the Ansible
+// module, the role and the docs say about one option.
+type Option struct {
+	Flag    string // the command-line flag, without the dashes
+	Short   string // its one-letter shorthand, or ""
+	Metavar string // what the flag's value is, for the README (URL, FILE), or ""
+	Arg     string // the Ansible module's argument, or "" when the module has none
+	Role    string // the role variable passed as Arg, or "" when the role does not pass it
+	Since   string // the release the option appeared in (version_added)
+
+	// Default is the binary's default: a string, bool, int or
+	// time.Duration, as the field's type; nil for the zero value.
+	Default any
+	// DefaultText says in the README what a zero default means ("none",
+	// "from the image tag"), in the markup of Help.
+	DefaultText string
+	// Choices are the values Validate accepts, when they are a fixed set.
+	Choices []string
+	// Help is the one text of the flag's usage, the module's and the
+	// role's description and the README's row, in Ansible's markup:
+	// O(arg) and O(arg=value) name an option by its module argument (or
+	// its flag, with underscores, when it has none), V(value) a value,
+	// C(text) code, RV(key) a return value. A blank line starts a
+	// paragraph (a list item of the module's description).
+	Help string
+	// See names the README section that says more, for the README's row.
+	See string
+
+	// RoleDefault is the variable's value in the role's defaults/main.yml,
+	// as YAML: "" (empty) and null keep the binary's default, which the
+	// role does not pass.
+	RoleDefault string
+	// RolePass is what the role's tasks/main.yml passes as Arg, when not
+	// the rule for RoleDefault (null: omitted when null; a bool: | bool;
+	// "": omitted when empty; else as it is).
+	RolePass string
+	// RoleType is the type in argument_specs.yml, when not the module's.
+	RoleType string
+	// RoleNote is what the role's argument spec says besides Help.
+	RoleNote string
+
+	field func(*Options) any            // a pointer to the option's field
+	parse func(o *Options, v any) error // the module argument, when not by the field's type
+}
+
+// OptionTable is every option, in the order the docs list them.
+func OptionTable() []Option {
+	return []Option{
+		{
+			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kube_proxy_sync_kubeconfig", Since: "1.0.0",
+			DefaultText: "C($KUBECONFIG), C(~/.kube/config), in-cluster",
+			Help:        "Path to the kubeconfig; empty uses C($KUBECONFIG), C(~/.kube/config), or the in-cluster config.",
+			RoleDefault: `"{{ kube_config_dir | default('/etc/kubernetes') }}/admin.conf"`, RoleType: "path",
+			RoleNote: "The role needs one: its default is kubespray's admin.conf, on the host that runs the module.",
+			field:    func(o *Options) any { return &o.Kubeconfig },
+		},
+		{
+			Flag: "context", Arg: "context", Role: "kube_proxy_sync_context", Since: "1.0.0",
+			DefaultText: "the current context",
+			Help:        "Kubeconfig context to use; empty uses the current context.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Context },
+		},
+		{
+			Flag: "namespace", Short: "n", Arg: "namespace", Role: "kube_proxy_sync_namespace", Since: "1.0.0",
+			Default:     "kube-system",
+			Help:        "Namespace of the kube-proxy ConfigMap and DaemonSet.",
+			RoleDefault: "kube-system",
+			field:       func(o *Options) any { return &o.Namespace },
+		},
+		{
+			Flag: "configmap", Arg: "configmap", Role: "kube_proxy_sync_configmap", Since: "1.0.0",
+			Default:     "kube-proxy",
+			Help:        "Name of kube-proxy's ConfigMap.",
+			RoleDefault: "kube-proxy",
+			field:       func(o *Options) any { return &o.ConfigMap },
+		},
+		{
+			Flag: "daemonset", Arg: "daemonset", Role: "kube_proxy_sync_daemonset", Since: "1.0.0",
+			Default:     "kube-proxy",
+			Help:        "Name of kube-proxy's DaemonSet.",
+			RoleDefault: "kube-proxy",
+			field:       func(o *Options) any { return &o.DaemonSet },
+		},
+		{
+			Flag: "container", Arg: "container", Role: "kube_proxy_sync_container", Since: "1.0.0",
+			Default:     "kube-proxy",
+			Help:        "Name of the kube-proxy container in the DaemonSet.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Container },
+		},
+		{
+			Flag: "server", Metavar: "URL", Arg: "server", Role: "kube_proxy_sync_server", Since: "1.0.0",
+			Help: "API server URL to set as the C(server) of every cluster in the C(kubeconfig.conf) key of the ConfigMap " +
+				"(what kubespray's sed task does), for example V(https://10.0.0.1:6443); empty leaves it as it is.\n\n" +
+				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
+				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
+				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
+			RoleDefault: `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray else '' }}"`,
+			RolePass:    `{{ kube_proxy_sync_server | default(omit, true) }}`,
+			RoleNote:    "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
+			field:       func(o *Options) any { return &o.Server },
+		},
+		{
+			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kube_proxy_sync_allow_insecure_server", Since: "1.0.0",
+			Help: "Accept an V(http://) O(server). Over http kube-proxy sends its service-account token in clear text, so an http " +
+				"O(server) is refused unless this is set.",
+			RoleDefault: "false",
+			field:       func(o *Options) any { return &o.AllowInsecureServer },
+		},
+		{
+			Flag: "set", Metavar: "path=value", Arg: "set", Role: "kube_proxy_sync_settings", Since: "1.0.0",
+			Help: "KubeProxyConfiguration fields to set in the C(config.conf) key, by dotted path: " +
+				"C(--set mode=ipvs --set ipvs.strictARP=true) on the command line (repeatable), " +
+				`C({"mode": "ipvs", "ipvs.strictARP": true, "featureGates.SomeGate": true}) as the module's argument.` + "\n\n" +
+				"Values are strings, numbers, booleans, or lists of strings (for list fields such as C(nodePortAddresses); " +
+				"comma-separated on the command line). Fields not named keep their values; the whole resulting file must pass " +
+				"kube-proxy's own validation before any write.",
+			See:         "Validation",
+			RoleDefault: "{}",
+			RolePass:    "{{ _kube_proxy_sync_set | default(omit, true) }}",
+			RoleNote:    "Empty changes no setting. In the kubespray entry point these are merged over the settings mapped from kubespray's variables.",
+			field:       func(o *Options) any { return &o.Set },
+			parse:       setArg,
+		},
+		{
+			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kube_proxy_sync_manifest", Since: "1.0.0",
+			Help: "Path of a ConfigMap manifest whose data keys are written over the live ones, with an update carrying the " +
+				"resourceVersion read (field manager C(kube-proxy-sync)), like O(set); keys it leaves out stay as they are.\n\n" +
+				"Its C(config.conf) is validated the same way; C(binaryData) and files over 1 MiB are refused.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Manifest },
+		},
+		{
+			Flag: "kubeadm-config", Metavar: "FILE", Arg: "kubeadm_config", Since: "1.0.0",
+			Help: "Path of a kubeadm configuration file (kubespray's C(/etc/kubernetes/kubeadm-config.yaml), say). " +
+				"kube-proxy's ConfigMap as C(kubeadm init phase addon kube-proxy --config FILE --print-manifest) renders it " +
+				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
+				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping.\n\n" +
+				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
+			field: func(o *Options) any { return &o.KubeadmConfig },
+		},
+		{
+			Flag: "kubeadm", Arg: "kubeadm", Since: "1.0.0",
+			Default: "kubeadm",
+			Help:    "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
+			field:   func(o *Options) any { return &o.Kubeadm },
+		},
+		{
+			Flag: "probe-path", Arg: "probe_path", Role: "kube_proxy_sync_probe_path", Since: "1.0.0",
+			Default: probe.Auto, Choices: probe.Modes,
+			Help: "Readiness probe path of the kube-proxy container. V(auto) picks V(/livez) for kube-proxy 1.28 and newer and " +
+				"V(/healthz) before; V(none) leaves the probe alone.\n\n" +
+				"A probe change rolls the DaemonSet, so it is a restart of its own.",
+			RoleDefault: `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleNote: "V(auto) by default; V(none) in the kubespray entry point, where kubeadm's DaemonSet has no probe and every " +
+				"kubeadm upgrade would remove it again.",
+			field: func(o *Options) any { return &o.ProbePath },
+		},
+		{
+			Flag: "kube-proxy-version", Arg: "kube_proxy_version", Role: "kube_proxy_sync_kube_proxy_version", Since: "1.0.0",
+			DefaultText: "from the image tag",
+			Help: "kube-proxy version that O(probe_path=auto) and the validation assume; empty reads it from the DaemonSet's " +
+				"image tag, never from the API server's version. When the tag is not a version, O(probe_path=auto) leaves the " +
+				"probes alone and the newest validation rules apply.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.KubeProxyVersion },
+		},
+		{
+			Flag: "restart", Arg: "restart", Role: "kube_proxy_sync_restart", Since: "1.0.0",
+			Default: sync.RestartAuto, Choices: []string{sync.RestartAuto, sync.RestartAlways, sync.RestartNever},
+			Help: "Restart policy: V(auto) restarts only when the data changed or an earlier run left a restart owed; " +
+				"V(always) restarts on every run; V(never) writes the data and leaves the restart owed to a later V(auto) run.\n\n" +
+				"With V(auto) or V(never), a change with no effect on any running kube-proxy (every key V(no-effect) in " +
+				"RV(changed_keys_effect), such as C(ipvs.*) while the mode is iptables) is written and owes no restart; the " +
+				"DaemonSet records that its pods run the new data as well, and the next restart for any other reason picks it up.",
+			See:         "Which changes need a restart",
+			RoleDefault: sync.RestartAuto,
+			field:       func(o *Options) any { return &o.Restart },
+		},
+		{
+			Flag: "progress-deadline", Arg: "progress_deadline", Role: "kube_proxy_sync_progress_deadline", Since: "1.0.0",
+			DefaultText: "derived",
+			Help: "Fail, and roll back (O(rollback_on_failure)), when no node finished for this long.\n\n" +
+				"By default derived from the pod: 2 × (its termination grace period + minReadySeconds + readiness probe " +
+				"initialDelay + period × (success + failure threshold) + timeout) + 1m, at least 2m (2m for kubeadm's DaemonSet).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.ProgressDeadline },
+		},
+		{
+			Flag: "timeout", Arg: "timeout", Role: "kube_proxy_sync_timeout", Since: "1.0.0",
+			DefaultText: "none",
+			Help:        "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Timeout },
+		},
+		{
+			Flag: "request-timeout", Arg: "request_timeout", Role: "kube_proxy_sync_request_timeout", Since: "1.0.0",
+			Default:     20 * time.Second,
+			Help:        "Timeout of one API request attempt (watches are not cut).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.RequestTimeout },
+		},
+		{
+			Flag: "retries", Arg: "retries", Role: "kube_proxy_sync_retries", Since: "1.0.0",
+			Default: 5,
+			Help: "Retries of an API request after a connection error, 429 or 5xx (not 501), with jittered backoff, honouring " +
+				"C(Retry-After) (0 to 20).",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.Retries },
+		},
+		{
+			Flag: "check", Since: "1.0.0",
+			Help:  "Dry run: compute and report, write nothing.",
+			field: func(o *Options) any { return &o.Check },
+		},
+		{
+			Flag: "diff", Since: "1.0.0",
+			Help:  "Show the ConfigMap data before and after (credentials redacted).",
+			field: func(o *Options) any { return &o.Diff },
+		},
+		{
+			Flag: "audit-log", Metavar: "FILE", Arg: "audit_log", Role: "kube_proxy_sync_audit_log", Since: "1.0.0",
+			Help: "Append JSON lines to this file for each run that changed or failed (mode 0600, fsynced; a missing directory is " +
+				"created, mode 0700): the plan before the first write, the intent before the restart, the outcome after.\n\n" +
+				"A symbolic link, anything but a regular file (a FIFO, a device) and a file more open than 0600 are refused " +
+				"(chmod it; the run never changes a mode it did not set).",
+			RoleDefault: "/var/log/kube-proxy-sync/audit.log",
+			RolePass:    "{{ kube_proxy_sync_audit_log | default(omit, true) }}",
+			RoleNote:    "Empty disables it.",
+			field:       func(o *Options) any { return &o.AuditLog },
+		},
+		{
+			Flag: "output", Short: "o", Since: "1.0.0",
+			Default: "text", Choices: []string{"text", "json"},
+			Help:  "Result format on stdout: V(text) or V(json) (the same object Ansible gets).",
+			field: func(o *Options) any { return &o.Output },
+		},
+		{
+			Flag: "strategy", Arg: "strategy", Role: "kube_proxy_sync_strategy", Since: "1.0.0",
+			Default: sync.StrategyRolling, Choices: []string{sync.StrategyRolling, sync.StrategyCanary, sync.StrategyZonal},
+			Help: "Rollout strategy: V(rolling) lets the DaemonSet controller replace the pods within its C(maxUnavailable); " +
+				"V(canary) restarts O(canary_nodes) nodes first, then batches of O(batch_size); V(zonal) does the canary zone by " +
+				"zone (nodes grouped by O(zone_label), one zone at a time, each zone's canary nodes first).",
+			See:         "Large clusters",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Strategy },
+		},
+		{
+			Flag: "canary-nodes", Arg: "canary_nodes", Role: "kube_proxy_sync_canary_nodes", Since: "1.0.0",
+			Default: 1,
+			Help: "With O(strategy=canary), how many live nodes restart first (0 to 10000); with O(strategy=zonal), how many of " +
+				"each zone (at most the batch size).",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.CanaryNodes },
+		},
+		{
+			Flag: "batch-size", Metavar: "N|P%", Arg: "batch_size", Role: "kube_proxy_sync_batch_size", Since: "1.0.0",
+			DefaultText: "the DaemonSet's maxUnavailable",
+			Help: "With O(strategy=canary), nodes restarted at once after the canary, as a number (V(5)) or a percentage of the " +
+				"live nodes (V(10%)). Empty uses the DaemonSet's C(maxUnavailable).",
+			RoleDefault: `""`,
+			RolePass:    "{{ kube_proxy_sync_batch_size | string | default(omit, true) }}",
+			field:       func(o *Options) any { return &o.BatchSize },
+			parse:       batch,
+		},
+		{
+			Flag: "zone-label", Arg: "zone_label", Role: "kube_proxy_sync_zone_label", Since: "1.0.0",
+			Default:     rollout.DefaultZoneLabel,
+			Help:        "With O(strategy=zonal), the node label whose value is the node's zone; nodes without it form a last group.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.ZoneLabel },
+		},
+		{
+			Flag: "undo", Arg: "undo", Since: "1.0.0",
+			Help: "Restore the config the fleet ran before the last change (named on the DaemonSet by " +
+				"C(kube-proxy-sync.io/previous-config)) through the same rollout as a change; strategy, crash-loop detection and " +
+				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
+				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
+			field: func(o *Options) any { return &o.Undo },
+		},
+		{
+			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
+			Default: sync.DefaultHistory,
+			Help: "How many copies of the config (C(kube-proxy-<hash>), the ConfigMaps the pod template mounts) to keep besides " +
+				"those in use, for rollbacks and C(kubectl rollout undo) (1 to 100).",
+			See:         "The config travels with the template",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.ConfigHistory },
+		},
+		{
+			Flag: "verify-health", Arg: "verify_health", Role: "kube_proxy_sync_verify_health", Since: "1.0.0",
+			Default: verify.Off, Choices: verify.Modes,
+			Help: "Connectivity check before and after each node's restart: V(off); V(auto) asks kube-proxy's C(/healthz) on " +
+				"each node through the API server's node proxy before the restart, and after it must see a sync since the " +
+				"restart (nodes unreachable before are reported, not checked); V(required) as V(auto), but every live node must " +
+				"answer before.\n\n" +
+				"Needs get on C(nodes/proxy). A node that fails stops its canary or zone and fails the rollout.",
+			See:         "Large clusters",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyHealth },
+		},
+		{
+			Flag: "verify-health-timeout", Arg: "verify_health_timeout", Role: "kube_proxy_sync_verify_health_timeout", Since: "1.0.0",
+			Default:     time.Minute,
+			Help:        "With O(verify_health), how long a restarted kube-proxy has to show a sync.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyHealthWait },
+		},
+		{
+			Flag: "verify-traffic", Metavar: "NS/NAME", Arg: "verify_traffic", Role: "kube_proxy_sync_verify_traffic", Since: "1.0.0",
+			Help: "With O(verify_health), NAMESPACE/NAME of a Service with ready endpoints; after each node's restart a " +
+				"short-lived probe pod on that node opens a TCP connection to its ClusterIP (needs create and delete on pods, " +
+				"get on that Service).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTraffic },
+		},
+		{
+			Flag: "verify-traffic-image", Arg: "verify_traffic_image", Role: "kube_proxy_sync_verify_traffic_image", Since: "1.0.0",
+			Default: DefaultTrafficImage,
+			Help: "With O(verify_traffic), the image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the " +
+				"connection); use one every node has, like the kubelet's pause image.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTrafficImg },
+		},
+		{
+			Flag: "verify-traffic-timeout", Arg: "verify_traffic_timeout", Role: "kube_proxy_sync_verify_traffic_timeout", Since: "1.0.0",
+			Default:     30 * time.Second,
+			Help:        "With O(verify_traffic), how long the connection may take to succeed on one node.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTrafficWait },
+		},
+		{
+			Flag: "verify", Arg: "verify", Role: "kube_proxy_sync_verify", Since: "1.0.0",
+			Help: "After the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new " +
+				"template.",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.Verify },
+		},
+		{
+			Flag: "verify-endpoints", Metavar: "N", Arg: "verify_endpoints", Role: "kube_proxy_sync_verify_endpoints", Since: "1.0.0",
+			Help: "With O(verify), also ask kube-proxy's health endpoint on this many live nodes through the API server's node " +
+				"proxy (needs get on C(nodes/proxy); 0 to 1000).",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.VerifyEndpoints },
+		},
+		{
+			Flag: "rollback-on-failure", Arg: "rollback_on_failure", Role: "kube_proxy_sync_rollback_on_failure", Since: "1.0.0",
+			Default: true,
+			Help: "When the new template fails (a pod that cannot run, the progress deadline, O(verify)), restore the pod " +
+				"template captured before, which points back at the ConfigMap it mounted; the run still fails. An interrupt or " +
+				"O(timeout) never rolls back.",
+			See:         "The config travels with the template",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.RollbackOnFailure },
+		},
+		{
+			Flag: "no-rollback", Arg: "no_rollback", Since: "1.0.0",
+			Help:  "Leave a failed rollout as it is (the same as O(rollback_on_failure=false)).",
+			field: func(o *Options) any { return &o.NoRollback },
+		},
+		{
+			Flag: "not-ready-tolerance", Arg: "not_ready_tolerance", Role: "kube_proxy_sync_not_ready_tolerance", Since: "1.0.0",
+			Default:     nodes.DefaultPolicy.NotReadyTolerance,
+			Help:        "A node NotReady for longer than this counts as going away; its pod neither blocks nor fails the rollout.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.NotReadyTolerance },
+		},
+		{
+			Flag: "skip-unschedulable", Arg: "skip_unschedulable", Role: "kube_proxy_sync_skip_unschedulable", Since: "1.0.0",
+			Help:        "Treat cordoned nodes as going away too.",
+			RoleDefault: "null",
+			field:       func(o *Options) any { return &o.SkipUnschedulable },
+		},
+		{
+			Flag: "lock-timeout", Arg: "lock_timeout", Role: "kube_proxy_sync_lock_timeout", Since: "1.0.0",
+			Default: 5 * time.Minute,
+			Help: "How long to wait for another run's Lease (C(kube-proxy-sync) in O(namespace)) before failing with " +
+				"C(locked).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.LockTimeout },
+		},
+		{
+			Flag: "detailed-exitcode", Since: "1.0.0",
+			Help:  "Exit 0 when nothing changed, 2 when something changed, 1 on error.",
+			field: func(o *Options) any { return &o.DetailedExitCode },
+		},
+		{
+			Flag: "log-level", Arg: "log_level", Role: "kube_proxy_sync_log_level", Since: "1.0.0",
+			Default: "info", Choices: []string{"trace", "debug", "info", "warn", "warning", "error"},
+			Help:        "Log level on stderr: V(debug), V(info), V(warn), V(error).",
+			RoleDefault: "info",
+			field:       func(o *Options) any { return &o.LogLevel },
+		},
+		{
+			Flag: "log-format", Since: "1.0.0",
+			Default: "text", Choices: []string{"text", "json"},
+			Help:  "Log format on stderr: V(text) or V(json).",
+			field: func(o *Options) any { return &o.LogFormat },
+		},
+		{
+			Flag: "version", Since: "1.0.0",
+			Help:  "Print the version and exit.",
+			field: func(o *Options) any { return &o.ShowVersion },
+		},
+	}
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	o := &Options{}
+	for _, opt := range OptionTable() {
+		if opt.Default == nil {
+			continue
+		}
+		switch p := opt.field(o).(type) {
+		case *string:
+			*p = opt.Default.(string)
+		case *bool:
+			*p = opt.Default.(bool)
+		case *int:
+			*p = opt.Default.(int)
+		case *time.Duration:
+			*p = opt.Default.(time.Duration)
+		default:
+			panic(fmt.Sprintf("option --%s: a default for a %T", opt.Flag, p))
+		}
+	}
+	return o
+}
+
+// AddFlags binds the options to a flag set.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	for _, opt := range OptionTable() {
+		if opt.Flag == "" {
+			continue
+		}
+		usage := opt.Usage()
+		switch p := opt.field(o).(type) {
+		case *string:
+			fs.StringVarP(p, opt.Flag, opt.Short, *p, usage)
+		case *bool:
+			fs.BoolVarP(p, opt.Flag, opt.Short, *p, usage)
+		case *int:
+			fs.IntVarP(p, opt.Flag, opt.Short, *p, usage)
+		case *time.Duration:
+			fs.DurationVarP(p, opt.Flag, opt.Short, *p, usage)
+		case *[]string:
+			fs.StringArrayVarP(p, opt.Flag, opt.Short, *p, usage)
+		default:
+			panic(fmt.Sprintf("option --%s: a flag for a %T", opt.Flag, p))
+		}
+	}
+}
+
+// Name is how Help refers to the option: its module argument, else its
+// flag with underscores.
+func (opt Option) Name() string {
+	if opt.Arg != "" {
+		return opt.Arg
+	}
+	return strings.ReplaceAll(opt.Flag, "-", "_")
+}
+
+// Kind is the type of the option's value: string, bool, int, duration, or
+// list (--set's repeated path=value, a dict for the module).
+func (opt Option) Kind() string {
+	if opt.field == nil {
+		return ""
+	}
+	switch opt.field(&Options{}).(type) {
+	case *string:
+		return "string"
+	case *bool:
+		return "bool"
+	case *int:
+		return "int"
+	case *time.Duration:
+		return "duration"
+	case *[]string:
+		return "list"
+	}
+	return ""
+}
+
+// AnsibleType is the module argument's type in Ansible's terms: a duration
+// is a string (a Go duration, or a number of seconds), --set a dict.
+func (opt Option) AnsibleType() string {
+	switch opt.Kind() {
+	case "string", "duration":
+		return "str"
+	case "list":
+		return "dict"
+	}
+	return opt.Kind()
+}
+
+// DefaultString is the binary's default as the docs write it: "" for an
+// empty string and a zero duration (none), 5m rather than 5m0s.
+func (opt Option) DefaultString() string {
+	switch d := opt.Default.(type) {
+	case nil:
+		switch opt.Kind() {
+		case "bool":
+			return "false"
+		case "int":
+			return "0"
+		}
+		return ""
+	case string:
+		return d
+	case bool:
+		return strconv.FormatBool(d)
+	case int:
+		return strconv.Itoa(d)
+	case time.Duration:
+		return shortDuration(d)
+	}
+	return fmt.Sprint(opt.Default)
+}
+
+// shortDuration writes 5m and 1h, not 5m0s and 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Usage is Help as the flag's usage: plain text, lower case, no final full
+// stop; pflag adds the default.
+func (opt Option) Usage() string {
+	text, err := RenderHelp(opt.Help, func(name, value string) (string, error) {
+		ref, ok := optionByName(name)
+		if !ok || ref.Flag == "" {
+			return "", fmt.Errorf("no flag %q", name)
+		}
+		switch {
+		case value == "":
+			return "--" + ref.Flag, nil
+		case ref.Kind() == "bool":
+			return "--" + ref.Flag + "=" + value, nil
+		}
+		return "--" + ref.Flag + " " + value, nil
+	}, func(_, text string) string { return text })
+	if err != nil {
+		panic(fmt.Sprintf("option --%s: %v", opt.Flag, err)) // TestOptionTable renders every row
+	}
+	return Sentence(strings.ReplaceAll(text, "\n\n", " "))
+}
+
+// optionByName finds an option by its Name.
+func optionByName(name string) (Option, bool) {
+	for _, opt := range OptionTable() {
+		if opt.Name() == name {
+			return opt, true
+		}
+	}
+	return Option{}, false
+}

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// Every row is whole: names unique, a release, a help text that renders,
+// a default of the field's type, choices that Validate accepts.
+func TestOptionTable(t *testing.T) {
+	semver := regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	seen := map[string]string{}
+	unique := func(t *testing.T, kind, name string) {
+		t.Helper()
+		if name == "" {
+			return
+		}
+		assert.Empty(t, seen[kind+" "+name], "%s %q is in two rows", kind, name)
+		seen[kind+" "+name] = name
+	}
+	for _, opt := range OptionTable() {
+		t.Run(opt.Flag, func(t *testing.T) {
+			require.NotEmpty(t, opt.Flag)
+			require.NotNil(t, opt.field)
+			unique(t, "flag", opt.Flag)
+			unique(t, "shorthand", opt.Short)
+			unique(t, "module argument", opt.Arg)
+			unique(t, "role variable", opt.Role)
+			unique(t, "name", opt.Name())
+			assert.Regexp(t, semver, opt.Since, "Since: the release it appeared in")
+			assert.NotEmpty(t, opt.Kind())
+			assert.NotEmpty(t, opt.Help)
+			assert.NotPanics(t, func() { _ = opt.Usage() }, "every O() names an option with a flag")
+			if opt.Role != "" {
+				assert.True(t, strings.HasPrefix(opt.Role, "kube_proxy_sync_"), "public role variables are prefixed kube_proxy_sync_")
+				assert.NotEmpty(t, opt.Arg, "the role passes a module argument")
+				assert.NotEmpty(t, opt.RoleDefault, "a role variable needs its value in defaults/main.yml")
+			}
+			if len(opt.Choices) > 0 && opt.Default != nil {
+				assert.Contains(t, opt.Choices, opt.Default)
+			}
+			for _, choice := range opt.Choices {
+				fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+				o := NewOptions()
+				o.AddFlags(fs)
+				require.NoError(t, fs.Parse([]string{"--" + opt.Flag + "=" + choice}))
+				require.NoError(t, o.Complete())
+				assert.NoError(t, o.Validate(), "choice %q", choice)
+			}
+		})
+	}
+}
+
+// The defaults, flags and module arguments from before the option table
+// are all still there, as they were: a new option is added, none of these
+// is dropped, renamed or given another default by accident.
+func TestOptionTableKeepsTheOptions(t *testing.T) {
+	defaults := reflect.ValueOf(NewOptions()).Elem()
+	for field, want := range map[string]any{
+		"Namespace":         "kube-system",
+		"ConfigMap":         "kube-proxy",
+		"DaemonSet":         "kube-proxy",
+		"Container":         "kube-proxy",
+		"ProbePath":         probe.Auto,
+		"Restart":           sync.RestartAuto,
+		"RequestTimeout":    20 * time.Second,
+		"Retries":           5,
+		"Output":            "text",
+		"LogLevel":          "info",
+		"LogFormat":         "text",
+		"LockTimeout":       5 * time.Minute,
+		"Strategy":          sync.StrategyRolling,
+		"CanaryNodes":       1,
+		"ConfigHistory":     sync.DefaultHistory,
+		"Kubeadm":           "kubeadm",
+		"ZoneLabel":         rollout.DefaultZoneLabel,
+		"VerifyHealth":      verify.Off,
+		"VerifyHealthWait":  time.Minute,
+		"VerifyTrafficImg":  DefaultTrafficImage,
+		"VerifyTrafficWait": 30 * time.Second,
+		"RollbackOnFailure": true,
+		"NotReadyTolerance": nodes.DefaultPolicy.NotReadyTolerance,
+	} {
+		assert.Equal(t, want, defaults.FieldByName(field).Interface(), field)
+	}
+	zero := reflect.ValueOf(Options{})
+	for _, field := range []string{
+		"Kubeconfig", "Context", "Server", "AllowInsecureServer", "Set", "Manifest", "KubeadmConfig", "KubeProxyVersion",
+		"Timeout", "Check", "Diff", "AuditLog", "DetailedExitCode", "ShowVersion", "Undo", "BatchSize", "Verify",
+		"VerifyEndpoints", "VerifyTraffic", "NoRollback", "ProgressDeadline", "SkipUnschedulable",
+	} {
+		assert.Equal(t, zero.FieldByName(field).Interface(), defaults.FieldByName(field).Interface(), field)
+	}
+
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	var flags []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := f.Name + " " + f.Value.Type()
+		if f.Shorthand != "" {
+			name += " -" + f.Shorthand
+		}
+		flags = append(flags, name)
+	})
+	assert.Subset(t, flags, []string{
+		"allow-insecure-server bool", "audit-log string", "batch-size string", "canary-nodes int", "check bool",
+		"config-history int", "configmap string", "container string", "context string", "daemonset string",
+		"detailed-exitcode bool", "diff bool", "kube-proxy-version string", "kubeadm string", "kubeadm-config string",
+		"kubeconfig string", "lock-timeout duration", "log-format string", "log-level string", "manifest string",
+		"namespace string -n", "no-rollback bool", "not-ready-tolerance duration", "output string -o", "probe-path string",
+		"progress-deadline duration", "request-timeout duration", "restart string", "retries int", "rollback-on-failure bool",
+		"server string", "set stringArray", "skip-unschedulable bool", "strategy string", "timeout duration", "undo bool",
+		"verify bool", "verify-endpoints int", "verify-health string", "verify-health-timeout duration", "verify-traffic string",
+		"verify-traffic-image string", "verify-traffic-timeout duration", "version bool", "zone-label string",
+	})
+
+	assert.Subset(t, ModuleArgNames(), []string{
+		"allow_insecure_server", "audit_log", "batch_size", "canary_nodes", "config_history", "configmap", "container",
+		"context", "daemonset", "kube_proxy_version", "kubeadm", "kubeadm_config", "kubeconfig", "lock_timeout", "log_level",
+		"manifest", "namespace", "no_rollback", "not_ready_tolerance", "probe_path", "progress_deadline", "request_timeout",
+		"restart", "retries", "rollback_on_failure", "server", "set", "skip_unschedulable", "strategy", "timeout", "undo",
+		"verify", "verify_endpoints", "verify_health", "verify_health_timeout", "verify_traffic", "verify_traffic_image",
+		"verify_traffic_timeout", "zone_label",
+	})
+}
+
+func TestSentence(t *testing.T) {
+	for in, want := range map[string]string{
+		"Path to the kubeconfig.":           "path to the kubeconfig",
+		"A node NotReady.":                  "a node NotReady",
+		"API server URL.":                   "API server URL",
+		"KubeProxyConfiguration fields.":    "KubeProxyConfiguration fields",
+		"kube-proxy version that it takes.": "kube-proxy version that it takes",
+		"NAMESPACE/NAME of a Service":       "NAMESPACE/NAME of a Service",
+	} {
+		assert.Equal(t, want, Sentence(in), in)
+	}
+}
+
+func TestRenderHelp(t *testing.T) {
+	ref := func(name, value string) (string, error) { return "<" + name + "|" + value + ">", nil }
+	lit := func(kind, text string) string { return kind + ":" + text }
+	out, err := RenderHelp("O(a) O(b=c) V(off) C({\"x\": 1}) RV(k) fooO(x)", ref, lit)
+	require.NoError(t, err)
+	assert.Equal(t, `<a|> <b|c> V:off C:{"x": 1} RV:k fooO(x)`, out)
+	_, err = RenderHelp("see M(some.module)", ref, lit)
+	assert.ErrorContains(t, err, "M(some.module)")
+}
