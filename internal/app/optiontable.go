@@ -264,8 +264,8 @@ func OptionTable() []Option {
 		{
 			Flag: "progress-deadline", Arg: "progress_deadline", Role: "kube_proxy_sync_progress_deadline", Since: "1.0.0",
 			DefaultText: "derived",
-			Help: "Fail, and roll back (O(rollback_on_failure)), when no node finished for this long.\n\n" +
-				"By default derived from the pod: 2 × (its termination grace period + minReadySeconds + readiness probe " +
+			Help: "Fail, and roll back (O(rollback_on_failure)), when no node finished for this long; by default derived " +
+				"from the pod: 2 × (its termination grace period + minReadySeconds + readiness probe " +
 				"initialDelay + period × (success + failure threshold) + timeout) + 1m, at least 2m (2m for kubeadm's DaemonSet).",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.ProgressDeadline },
@@ -338,7 +338,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.CanaryNodes },
 		},
 		{
-			Flag: "batch-size", Metavar: "N|P%", Arg: "batch_size", Role: "kube_proxy_sync_batch_size", Since: "1.0.0",
+			Flag: "batch-size", Arg: "batch_size", Role: "kube_proxy_sync_batch_size", Since: "1.0.0",
 			DefaultText: "the DaemonSet's maxUnavailable",
 			Help: "With O(strategy=canary), nodes restarted at once after the canary, as a number (V(5)) or a percentage of the " +
 				"live nodes (V(10%)). Empty uses the DaemonSet's C(maxUnavailable).",
