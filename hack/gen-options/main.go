@@ -3,7 +3,14 @@
 //
 //   - plugins/modules/kube_proxy_sync_linux_{amd64,arm64}.yml, the binary
 //     modules' docs: module-docs.yml.in (this directory) for each
-//     architecture, with the options from the table.
+//     architecture, with the options from the table;
+//   - in the role roles/kube_proxy_sync: the options of
+//     meta/argument_specs.yml, the variables of defaults/main.yml and the
+//     module arguments tasks/main.yml passes (the role's own variables,
+//     which are no option of the binary, are in role.go).
+//
+// In the files that hold more than that it rewrites only the lines between
+// a "BEGIN GENERATED" and an "END GENERATED" marker line.
 //
 // From the checkout's root:
 //
@@ -12,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -54,7 +62,59 @@ func main() {
 
 // generate returns every generated file by its path in the checkout.
 func generate(root string, table []app.Option) (map[string][]byte, error) {
-	return moduleDocs(table)
+	files, err := moduleDocs(table)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := roleBlocks(table)
+	if err != nil {
+		return nil, err
+	}
+	for path, block := range blocks {
+		old, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			return nil, err
+		}
+		if files[path], err = replaceBlock(old, block); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return files, nil
+}
+
+// replaceBlock puts block between the file's BEGIN GENERATED and END
+// GENERATED marker lines, which stay as they are, like every other line
+// outside them.
+func replaceBlock(file []byte, block string) ([]byte, error) {
+	lines := strings.SplitAfter(string(file), "\n")
+	begin, end := -1, -1
+	for i, line := range lines {
+		trimmed := strings.TrimLeft(line, " ")
+		switch {
+		case strings.HasPrefix(trimmed, "# BEGIN GENERATED"), strings.HasPrefix(trimmed, "<!-- BEGIN GENERATED"):
+			if begin >= 0 {
+				return nil, fmt.Errorf("line %d: a second BEGIN GENERATED marker", i+1)
+			}
+			begin = i
+		case strings.HasPrefix(trimmed, "# END GENERATED"), strings.HasPrefix(trimmed, "<!-- END GENERATED"):
+			if end >= 0 {
+				return nil, fmt.Errorf("line %d: a second END GENERATED marker", i+1)
+			}
+			end = i
+		}
+	}
+	if begin < 0 || end < begin {
+		return nil, fmt.Errorf("no BEGIN GENERATED ... END GENERATED marker lines, in that order, for the generated block")
+	}
+	var b bytes.Buffer
+	for _, line := range lines[:begin+1] {
+		b.WriteString(line)
+	}
+	b.WriteString(block)
+	for _, line := range lines[end:] {
+		b.WriteString(line)
+	}
+	return b.Bytes(), nil
 }
 
 // wrap breaks text into lines at spaces: the first of at most first
