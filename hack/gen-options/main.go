@@ -7,7 +7,8 @@
 //   - in the role roles/kube_proxy_sync: the options of
 //     meta/argument_specs.yml, the variables of defaults/main.yml and the
 //     module arguments tasks/main.yml passes (the role's own variables,
-//     which are no option of the binary, are in role.go).
+//     which are no option of the binary, are in role.go);
+//   - the README's flag table.
 //
 // In the files that hold more than that it rewrites only the lines between
 // a "BEGIN GENERATED" and an "END GENERATED" marker line.
@@ -68,6 +69,13 @@ func generate(root string, table []app.Option) (map[string][]byte, error) {
 	}
 	blocks, err := roleBlocks(table)
 	if err != nil {
+		return nil, err
+	}
+	readme, err := os.ReadFile(filepath.Join(root, readmePath))
+	if err != nil {
+		return nil, err
+	}
+	if blocks[readmePath], err = readmeTable(table, string(readme)); err != nil {
 		return nil, err
 	}
 	for path, block := range blocks {
