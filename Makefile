@@ -10,7 +10,7 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist release size test test-unit test-e2e lint lint-go lint-ansible sanity venv molecule molecule-kubespray molecule-kind \
+.PHONY: build dist release size test test-unit test-e2e lint lint-go lint-ansible verify generate sanity venv molecule molecule-kubespray molecule-kind \
 	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
@@ -38,6 +38,12 @@ test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-u
 	hack/e2e.sh
 
 lint: lint-go lint-ansible
+
+verify: ## fail when a file generated from the option table (module docs, role argument specs, README flag table) is stale
+	hack/verify.sh
+
+generate: ## rewrite the files generated from the option table (internal/app/optiontable.go)
+	go run ./hack/gen-options
 
 lint-go:
 	hack/lint-go.sh

@@ -35,6 +35,8 @@ fi
 
 step "go lint"
 hack/lint-go.sh
+step "generated files up to date (make verify)"
+hack/verify.sh
 step "unit tests"
 go test -short -count=1 ./...
 # the crash tests' pause hook exists only in a testhooks build

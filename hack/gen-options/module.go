@@ -51,7 +51,8 @@ func moduleDocs(table []app.Option) (map[string][]byte, error) {
 # reads this sidecar file; the module itself is a static Go binary built by
 # `+"`make dist`"+`). Edit hack/gen-options/module-docs.yml.in, the same text
 # for every architecture, and the option table in
-# internal/app/optiontable.go, then run go run ./hack/gen-options.
+# internal/app/optiontable.go, then run go run ./hack/gen-options: make
+# verify fails when this file is not what it writes.
 %s`, a.arch, body))
 	}
 	return files, nil
