@@ -1,0 +1,185 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+)
+
+const checkout = "../.."
+
+func generated(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := generate(checkout, app.OptionTable())
+	require.NoError(t, err)
+	return files
+}
+
+func parse(t *testing.T, files map[string][]byte, path string, v any) {
+	t.Helper()
+	require.Contains(t, files, path)
+	require.NoError(t, yaml.Unmarshal(files[path], v), path)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The same table gives the same bytes, and a second run changes nothing.
+func TestGenerateIsStable(t *testing.T) {
+	first := generated(t)
+	again, err := generate(checkout, app.OptionTable())
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+
+	// regenerating from its own output changes nothing either
+	dir := t.TempDir()
+	for path, content := range first {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, path), content, 0o644))
+	}
+	fromItself, err := generate(dir, app.OptionTable())
+	require.NoError(t, err)
+	assert.Equal(t, first, fromItself)
+}
+
+// Each module's docs list exactly the binary's module arguments, each with
+// a description and a type.
+func TestModuleDocs(t *testing.T) {
+	files := generated(t)
+	for _, a := range arches {
+		var docs struct {
+			Documentation struct {
+				Module  string `json:"module"`
+				Options map[string]struct {
+					Description any    `json:"description"`
+					Type        string `json:"type"`
+				} `json:"options"`
+			} `json:"DOCUMENTATION"`
+		}
+		parse(t, files, "plugins/modules/kube_proxy_sync_linux_"+a.arch+".yml", &docs)
+		assert.Equal(t, "kube_proxy_sync_linux_"+a.arch, docs.Documentation.Module)
+		assert.Equal(t, app.ModuleArgNames(), keys(docs.Documentation.Options))
+		for name, opt := range docs.Documentation.Options {
+			assert.NotEmpty(t, opt.Description, name)
+			assert.NotEmpty(t, opt.Type, name)
+		}
+	}
+}
+
+// What hack/check-argument-specs.py checked on the files: every variable
+// of defaults/main.yml is an option of the argument spec and the other way
+// round, each described, with the same default; none is internal; and
+// tasks/main.yml passes every option that has a module argument.
+func TestRoleAgrees(t *testing.T) {
+	files := generated(t)
+	var defaults map[string]any
+	parse(t, files, roleDir+"defaults/main.yml", &defaults)
+	var specs struct {
+		ArgumentSpecs map[string]struct {
+			Options map[string]map[string]any `json:"options"`
+		} `json:"argument_specs"`
+	}
+	parse(t, files, roleDir+"meta/argument_specs.yml", &specs)
+	options := specs.ArgumentSpecs["main"].Options
+	assert.Equal(t, keys(defaults), keys(options))
+	assert.Equal(t, options, specs.ArgumentSpecs["kubespray"].Options, "the kubespray entry point shares the options")
+	for name, spec := range options {
+		assert.True(t, strings.HasPrefix(name, "kube_proxy_sync_"), name)
+		assert.NotEmpty(t, spec["description"], name)
+		assert.NotEmpty(t, spec["type"], name)
+		if d, ok := spec["default"]; ok {
+			assert.Equal(t, defaults[name], d, name)
+		}
+	}
+
+	var tasks []struct {
+		Block []struct {
+			Args map[string]string `json:"args"`
+		} `json:"block"`
+	}
+	parse(t, files, roleDir+"tasks/main.yml", &tasks)
+	var args map[string]string
+	for _, task := range tasks[0].Block {
+		if task.Args != nil {
+			args = task.Args
+		}
+	}
+	require.NotNil(t, args, "the module task's args")
+	want := map[string]string{}
+	for _, opt := range app.OptionTable() {
+		if opt.Role != "" {
+			want[opt.Arg] = opt.Role
+		}
+	}
+	assert.Equal(t, keys(want), keys(args))
+	for arg, role := range want {
+		if arg == "set" {
+			role = "_kube_proxy_sync_set" // the kubespray entry point's settings and the user's
+		}
+		assert.Regexp(t, `\b`+role+`\b`, args[arg], arg)
+	}
+}
+
+// The README's table has a row for each flag.
+func TestReadmeTable(t *testing.T) {
+	files := generated(t)
+	readme := string(files[readmePath])
+	readme = readme[strings.Index(readme, "<!-- BEGIN GENERATED"):strings.Index(readme, "<!-- END GENERATED")]
+	for _, opt := range app.OptionTable() {
+		assert.Len(t, regexp.MustCompile("(?m)^\\| `--"+regexp.QuoteMeta(opt.Flag)+"[ `]").FindAllString(readme, -1), 1, opt.Flag)
+	}
+}
+
+func TestReplaceBlock(t *testing.T) {
+	file := "a\n  # BEGIN GENERATED x\nold\n  # END GENERATED\nb\n"
+	out, err := replaceBlock([]byte(file), "new\nlines\n")
+	require.NoError(t, err)
+	assert.Equal(t, "a\n  # BEGIN GENERATED x\nnew\nlines\n  # END GENERATED\nb\n", string(out))
+
+	for name, bad := range map[string]string{
+		"no markers":      "a\nb\n",
+		"end first":       "# END GENERATED\n# BEGIN GENERATED\n",
+		"two begins":      "# BEGIN GENERATED\n# BEGIN GENERATED\n# END GENERATED\n",
+		"no end":          "# BEGIN GENERATED\n",
+		"two blocks, end": "# BEGIN GENERATED\n# END GENERATED\n# END GENERATED\n",
+	} {
+		_, err := replaceBlock([]byte(bad), "x\n")
+		assert.Error(t, err, name)
+	}
+}
+
+// Whatever the text, the YAML reads back as it: plain when it can, quoted
+// when a plain scalar would mean something else.
+func TestYAMLText(t *testing.T) {
+	long := strings.Repeat("word ", 40)
+	for _, s := range []string{
+		"plain text", "off", "yes", "5", "a: b", "it's", "x #y", "- item", "[a, b]", "{a: 1}", "%x", "@x", "`x`",
+		"'quoted'", `"double"`, long + "#tail", long + "- dash", long + "x: y",
+	} {
+		for _, first := range []string{"      description: ", "        - "} {
+			text, err := yamlText(first, "          ", s, 60)
+			require.NoError(t, err, s)
+			assert.True(t, readsBack(text, s), "%q as\n%s", s, text)
+			for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+				assert.LessOrEqual(t, len(line), 60+len(strings.Fields(line)[len(strings.Fields(line))-1]), line)
+			}
+		}
+		assert.True(t, readsBack("["+yamlScalar(s)+"]", s), s)
+	}
+	assert.Equal(t, `["", "off", auto]`, yamlList([]string{"", "off", "auto"}))
+}
