@@ -82,9 +82,12 @@ const usage = `kube-proxy-sync keeps kube-proxy's ConfigMap in sync and restarts
 kube-proxy DaemonSet only when the configuration really changed.
 
 It captures the ConfigMap, applies the desired configuration through the
-API, compares the data (not just the resourceVersion), and only then does a
-rollout restart (respecting maxUnavailable) and waits for it. It also sets
-the readiness probe path kube-proxy's version needs (/livez from 1.28 on).
+API into an immutable copy (kube-proxy-<hash>) that no running kube-proxy
+mounts, compares the data (not just the resourceVersion), and only then
+points the pod template at the copy in one rollout restart (respecting
+maxUnavailable) and waits for it; kube-system/kube-proxy, which kubeadm
+reads, follows once no pod mounts it. It also sets the readiness probe path
+kube-proxy's version needs (/livez from 1.28 on).
 
 Usage:
   kube-proxy-sync [flags]
@@ -99,6 +102,9 @@ Examples:
 
   # what would change, without changing anything
   kube-proxy-sync --set conntrack.maxPerCore=0 --check --diff
+
+  # back to the config the fleet ran before the last change, through the same rollout
+  kube-proxy-sync --undo
 
   # in CI: exit 2 when something changed, JSON result on stdout
   kube-proxy-sync --server https://10.0.0.1:6443 --output json --detailed-exitcode
