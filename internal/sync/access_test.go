@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -59,5 +60,39 @@ func TestNeededAccessIsWhatTheCodeCalls(t *testing.T) {
 			key := kubeperm.Permission{Group: a.group, Resource: res, Verb: a.verb}.String()
 			assert.True(t, callable[key], "the pre-check asks for %s, which no call of kube.Interface needs", key)
 		}
+	}
+}
+
+// A change is a new copy of the config, created before the restart, and a
+// restart for any other reason moves the template onto one too: the
+// pre-check asks for create on configmaps then, before the first write.
+// A change with no effect creates none.
+func TestNeededAccessCreatesTheCopy(t *testing.T) {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	for _, tc := range []struct {
+		name    string
+		restart string
+		p       plan
+		want    bool
+	}{
+		{name: "a change", restart: RestartAuto, p: plan{ds: ds, keys: []string{"config.conf:mode"}}, want: true},
+		{name: "a change under --restart never (the restart it owes)", restart: RestartNever, p: plan{ds: ds, keys: []string{"config.conf:mode"}}, want: true},
+		{name: "a restart owed", restart: RestartAuto, p: plan{ds: ds, reason: ReasonPending}, want: true},
+		{name: "a probe fix", restart: RestartAuto, p: plan{ds: ds, probe: probePlan{probe: &corev1.Probe{}}}, want: true},
+		{name: "a change with no effect", restart: RestartAuto, p: plan{ds: ds, keys: []string{"config.conf:ipvs.scheduler"}, noEffect: true}},
+		{name: "a restart owed, --restart never", restart: RestartNever, p: plan{ds: ds, reason: ReasonPending}},
+		{name: "nothing to do", restart: RestartAuto, p: plan{ds: ds}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Syncer{o: Options{Namespace: "kube-system", ConfigMap: "kube-proxy", DaemonSet: "kube-proxy", Restart: tc.restart, Strategy: StrategyRolling}}
+			got := false
+			for _, a := range s.neededAccess(tc.p) {
+				if a.verb == "create" && a.resource == "configmaps" {
+					got = true
+					assert.Empty(t, a.name, "a copy's name comes from its data: no name to review")
+				}
+			}
+			assert.Equal(t, tc.want, got, "create on configmaps asked for")
+		})
 	}
 }
