@@ -29,6 +29,8 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
 
 const (
@@ -159,6 +161,100 @@ func (c *Cluster) ConfigMap(t testing.TB) *corev1.ConfigMap {
 	return cm
 }
 
+// ConfigMapNamed returns the ConfigMap of that name in the namespace: a
+// copy of the record (see MountedConfigMap), say.
+func (c *Cluster) ConfigMapNamed(t testing.TB, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Get(c.ctx(t, 30*time.Second), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get configmap %s/%s: %v", c.Namespace, name, err)
+	}
+	return cm
+}
+
+// MountedConfigMapName is the ConfigMap the DaemonSet's pod template
+// mounts as kube-proxy's config: the record kube-system/kube-proxy itself
+// (kubeadm's layout, and the seed's) or one of the immutable copies
+// kube-proxy-sync points the template at (kube-proxy-<hash>); "" when it
+// mounts neither.
+func MountedConfigMapName(ds *appsv1.DaemonSet) string {
+	return configMapOf(ds.Spec.Template.Spec.Volumes)
+}
+
+// configMapOf is the record or copy among the volumes, "" if none.
+func configMapOf(volumes []corev1.Volume) string {
+	for _, v := range volumes {
+		if v.ConfigMap != nil && (v.ConfigMap.Name == Name || configmap.IsCopyName(Name, v.ConfigMap.Name)) {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
+}
+
+// MountedConfigMap returns the ConfigMap the DaemonSet's pod template
+// mounts (see MountedConfigMapName): the config the pods it starts read.
+func (c *Cluster) MountedConfigMap(t testing.TB) *corev1.ConfigMap {
+	t.Helper()
+	ds := c.DaemonSet(t)
+	name := MountedConfigMapName(ds)
+	if name == "" {
+		t.Fatalf("daemonset %s/%s mounts neither configmap %s nor a copy of it", c.Namespace, Name, Name)
+	}
+	return c.ConfigMapNamed(t, name)
+}
+
+// Copies returns the copies of the record kube-proxy-sync made (label
+// configmap.CopyOfLabel), by name.
+func (c *Cluster) Copies(t testing.TB) map[string]*corev1.ConfigMap {
+	t.Helper()
+	list, err := c.Client.CoreV1().ConfigMaps(c.Namespace).List(c.ctx(t, 30*time.Second), metav1.ListOptions{LabelSelector: copySelector})
+	if err != nil {
+		t.Fatalf("list the copies of configmap %s/%s: %v", c.Namespace, Name, err)
+	}
+	out := make(map[string]*corev1.ConfigMap, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// PodConfigMaps maps node name to the ConfigMap the live kube-proxy pod
+// there mounts (the record or a copy): what that kube-proxy reads
+// whenever it starts, whatever restarts it.
+func (c *Cluster) PodConfigMaps(t testing.TB) map[string]string {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
+	if err != nil {
+		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
+	}
+	out := make(map[string]string, len(pods.Items))
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+			continue
+		}
+		out[p.Spec.NodeName] = configMapOf(p.Spec.Volumes)
+	}
+	return out
+}
+
+// PodsMounting lists the kube-proxy pods ("node/pod") that mount the
+// ConfigMap name, terminating ones included: a pod being deleted still
+// runs its kube-proxy until it is gone.
+func (c *Cluster) PodsMounting(t testing.TB, name string) []string {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
+	if err != nil {
+		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if configMapOf(p.Spec.Volumes) == name {
+			out = append(out, p.Spec.NodeName+"/"+p.Name)
+		}
+	}
+	return out
+}
+
 // DaemonSet returns the current kube-system/kube-proxy DaemonSet.
 func (c *Cluster) DaemonSet(t testing.TB) *appsv1.DaemonSet {
 	t.Helper()
@@ -211,6 +307,7 @@ func (c *Cluster) Reset(t testing.TB) {
 	c.resetServiceAccount(ctx, t)
 	c.resetConfigMap(ctx, t)
 	c.resetDaemonSet(ctx, t)
+	c.resetCopies(ctx, t)
 	c.WaitRolloutComplete(t, c.rolloutTimeout(t))
 	c.waitPodsSettled(ctx, t)
 }
@@ -254,6 +351,31 @@ func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
 	})
 	if err != nil {
 		t.Fatalf("create configmap %s/%s from test/manifests: %v", c.Namespace, Name, err)
+	}
+}
+
+// copySelector selects the copies of the record kube-proxy-sync makes.
+var copySelector = configmap.CopyOfLabel + "=" + Name
+
+// resetCopies deletes every copy of the record an earlier test left, and
+// waits until they are gone. The DaemonSet owns its copies, but the
+// garbage collector deletes them only some time after it is gone (and not
+// at all when the DaemonSet was only edited back): a copy of that name
+// created by the next test in the meantime would be found there, and then
+// collected under it.
+func (c *Cluster) resetCopies(ctx context.Context, t testing.TB) {
+	t.Helper()
+	cms := c.Client.CoreV1().ConfigMaps(c.Namespace)
+	err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: copySelector})
+	if err != nil {
+		t.Fatalf("delete the copies of configmap %s/%s: %v", c.Namespace, Name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: copySelector})
+		return err == nil && len(list.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatalf("wait for the copies of configmap %s/%s to be gone: %v", c.Namespace, Name, err)
 	}
 }
 
