@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
@@ -128,30 +129,78 @@ func kubeconfigCopy(t *testing.T, c *cluster.Cluster, edit func(cfg *clientcmdap
 // clusterState is what "the cluster is untouched" compares: the ConfigMap's
 // resourceVersion, the DaemonSet's generation, its annotations and labels
 // (our config-hash stamp is a metadata write that does not bump the
-// generation). Not the DaemonSet's resourceVersion: its controller writes
-// the status.
+// generation), and the copies of the ConfigMap (a change creates one
+// before its restart). Not the DaemonSet's resourceVersion: its controller
+// writes the status.
 type clusterState struct {
 	ConfigMapResourceVersion string
 	DaemonSetGeneration      int64
 	DaemonSetAnnotations     map[string]string
 	DaemonSetLabels          map[string]string
+	Copies                   []string
 }
 
 func stateOf(t *testing.T, c *cluster.Cluster) clusterState {
 	t.Helper()
 	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
-	return clusterState{cm.ResourceVersion, ds.Generation, ds.Annotations, ds.Labels}
+	copies := []string{}
+	for name := range c.Copies(t) {
+		copies = append(copies, name)
+	}
+	sort.Strings(copies)
+	return clusterState{cm.ResourceVersion, ds.Generation, ds.Annotations, ds.Labels, copies}
 }
 
 func assertUntouched(t *testing.T, c *cluster.Cluster, before clusterState) bool {
 	t.Helper()
-	return assert.Equal(t, before, stateOf(t, c), "the cluster must be untouched: configmap resourceVersion, daemonset generation, annotations and labels")
+	return assert.Equal(t, before, stateOf(t, c), "the cluster must be untouched: configmap resourceVersion, daemonset generation, annotations and labels, no copy of the configmap made")
 }
 
 // hashConsistent reports whether the DaemonSet's config-hash stamp equals
-// the hash of the ConfigMap's current data, i.e. no restart is owed.
+// the hash of the data of the ConfigMap its template mounts (the record,
+// or the copy a restart pointed it at), i.e. no restart is owed.
 func hashConsistent(t *testing.T, c *cluster.Cluster) bool {
 	t.Helper()
-	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	cm, ds := c.MountedConfigMap(t), c.DaemonSet(t)
 	return ds.Annotations[rollout.HashAnnotation] == configmap.Hash(cm.Data, cm.BinaryData)
+}
+
+// copyWith returns the copy of the ConfigMap whose kubeconfig.conf names
+// server, nil when there is none; two fail the test.
+func copyWith(t *testing.T, c *cluster.Cluster, server string) *corev1.ConfigMap {
+	t.Helper()
+	var found *corev1.ConfigMap
+	for _, cp := range c.Copies(t) {
+		if strings.Contains(cp.Data["kubeconfig.conf"], server) {
+			require.Nil(t, found, "two copies name %s: %s and %s", server, cp.Name, found)
+			found = cp
+		}
+	}
+	return found
+}
+
+// assertMountsCopy asserts that the DaemonSet's template mounts an
+// immutable copy of the ConfigMap, named by its data, owned by the
+// DaemonSet, and returns it.
+func assertMountsCopy(t *testing.T, c *cluster.Cluster) *corev1.ConfigMap {
+	t.Helper()
+	ds := c.DaemonSet(t)
+	name := cluster.MountedConfigMapName(ds)
+	require.NotEqual(t, cluster.Name, name, "the template still mounts configmap %s itself", cluster.Name)
+	cp := c.ConfigMapNamed(t, name)
+	assert.Equal(t, configmap.CopyName(cluster.Name, configmap.Hash(cp.Data, cp.BinaryData)), cp.Name, "a copy is named by its data")
+	assert.Equal(t, cluster.Name, cp.Labels[configmap.CopyOfLabel])
+	assert.True(t, cp.Immutable != nil && *cp.Immutable, "copy %s is immutable", cp.Name)
+	if assert.Len(t, cp.OwnerReferences, 1, "copy %s is owned by the DaemonSet", cp.Name) {
+		assert.Equal(t, ds.UID, cp.OwnerReferences[0].UID, "copy %s is owned by the DaemonSet", cp.Name)
+	}
+	return cp
+}
+
+// assertRecordFollows asserts that the record (kube-system/kube-proxy,
+// which kubeadm reads) holds the data of the ConfigMap the template
+// mounts: what the fleet runs.
+func assertRecordFollows(t *testing.T, c *cluster.Cluster) bool {
+	t.Helper()
+	return assert.Equal(t, c.MountedConfigMap(t).Data, c.ConfigMap(t).Data, "configmap %s holds the config the template mounts (%s)", cluster.Name, cluster.MountedConfigMapName(c.DaemonSet(t)))
 }
