@@ -26,7 +26,9 @@ import (
 // earlier manifest run had applied and the next one left out: a manifest
 // with config.conf, then one with kubeconfig.conf alone, left no
 // config.conf. It starts from what a release that applied would have left:
-// config.conf owned by our field manager's apply.
+// config.conf owned by our field manager's apply. Each manifest's config
+// goes into a copy the template mounts, and the record follows it: the
+// keys survive in both.
 func TestManifestKeepsTheKeysItLeavesOut(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -69,6 +71,7 @@ func TestManifestKeepsTheKeysItLeavesOut(t *testing.T) {
 		want[k] = v
 	}
 	want["config.conf"], want["kubeconfig.conf"] = ipvs, server
-	assert.Equal(t, want, c.ConfigMap(t).Data, "every key the manifests left out is still there")
+	assert.Equal(t, want, assertMountsCopy(t, c).Data, "every key the manifests left out is still there")
+	assert.Equal(t, want, c.ConfigMap(t).Data, "and in the record")
 	assert.True(t, hashConsistent(t, c), "the restart is stamped with the data as it is")
 }

@@ -8,13 +8,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
 // A changed server replaces every kube-proxy pod exactly once and waits for
-// the rollout; an immediate rerun changes nothing.
+// the rollout; an immediate rerun changes nothing. The config travels with
+// the template: the pods started read an immutable copy of the new data,
+// and the ConfigMap kube-proxy (the record kubeadm reads), which no pod
+// mounts then, holds the same data at the end.
 func TestServerChangeRollsOnceThenRerunIsNoop(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -43,9 +45,16 @@ func TestServerChangeRollsOnceThenRerunIsNoop(t *testing.T) {
 	for node, n := range perNode {
 		assert.Equal(t, 2, n, "node %s: want its pod replaced exactly once (old + new UID)", node)
 	}
-	assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "server: https://10.96.0.1:6443")
-	ds := c.DaemonSet(t)
-	assert.NotEmpty(t, ds.Annotations[rollout.HashAnnotation])
+	cp := assertMountsCopy(t, c)
+	assert.Contains(t, cp.Data["kubeconfig.conf"], "server: https://10.96.0.1:6443")
+	assert.Equal(t, cp.Name, f.ConfigMapName)
+	assert.Equal(t, cluster.Name, f.PreviousConfigMap, "the template mounted the ConfigMap itself before (kubeadm's layout)")
+	for node, name := range c.PodConfigMaps(t) {
+		assert.Equal(t, cp.Name, name, "node %s: its pod reads the copy", node)
+	}
+	assert.True(t, f.RecordChanged, "the record is written once no pod mounts it")
+	assertRecordFollows(t, c)
+	assert.True(t, hashConsistent(t, c))
 
 	// the rerun: same input, nothing to do
 	rv := c.ConfigMap(t).ResourceVersion
@@ -54,11 +63,14 @@ func TestServerChangeRollsOnceThenRerunIsNoop(t *testing.T) {
 	assert.False(t, r.Changed)
 	assert.False(t, r.facts().Restarted)
 	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "a no-op run must not bump the resourceVersion")
+	assert.Equal(t, cp.Name, cluster.MountedConfigMapName(c.DaemonSet(t)))
 	assert.LessOrEqual(t, r.facts().APIRequests, int64(5), "no-change run API requests")
 	cluster.AssertNoneReplaced(t, after, c.PodUIDs(t))
 }
 
-// A 1.33 image gets the /livez readiness probe; that rolls the pods once.
+// A 1.33 image gets the /livez readiness probe; that rolls the pods once,
+// and moves the template from the ConfigMap itself (kubeadm's layout) onto
+// a copy of the same data, in the same rollout.
 func TestProbeFixOn133Image(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -73,6 +85,7 @@ func TestProbeFixOn133Image(t *testing.T) {
 	assert.Equal(t, "/livez", f.ProbePath)
 	assert.Equal(t, "v1.33.6", f.KubeProxyVersion)
 	assert.Equal(t, kpsync.ReasonProbeChanged, f.RestartReason)
+	rv := c.ConfigMap(t).ResourceVersion
 
 	probe := c.DaemonSet(t).Spec.Template.Spec.Containers[0].ReadinessProbe
 	require.NotNil(t, probe)
@@ -80,6 +93,13 @@ func TestProbeFixOn133Image(t *testing.T) {
 	assert.Equal(t, "/livez", probe.HTTPGet.Path)
 	assert.Equal(t, "10256", probe.HTTPGet.Port.String())
 	cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
+	cp := assertMountsCopy(t, c)
+	assert.Equal(t, c.SeedConfigMap(t).Data, cp.Data, "a copy of the data as it was")
+	assert.Equal(t, cp.Name, f.ConfigMapName)
+	assert.False(t, f.ConfigMapChanged)
+	assert.False(t, f.RecordChanged, "the record holds that data already")
+	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "the record is not written")
+	assert.True(t, hashConsistent(t, c))
 
 	r = runSync(t, c)
 	require.Equal(t, 0, r.Code, r.Msg)
@@ -119,7 +139,8 @@ func TestCarriesFieldsKubeProxyIgnores(t *testing.T) {
 	r := runSync(t, c, "--set", "mode=ipvs", "--kube-proxy-version", "v1.28.15", "--probe-path", "none")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	assert.Equal(t, []string{"config.conf:mode"}, r.facts().ChangedKeys)
-	conf := c.ConfigMap(t).Data["config.conf"]
+	conf := assertMountsCopy(t, c).Data["config.conf"]
+	assertRecordFollows(t, c)
 	assert.Contains(t, conf, "mode: ipvs")
 	assert.Contains(t, conf, "futureField: 1", "carried through")
 	assert.Contains(t, conf, "tcpBeLiberal:", "carried through")
@@ -131,7 +152,7 @@ func TestCarriesFieldsKubeProxyIgnores(t *testing.T) {
 func TestBadInputLeavesClusterUntouched(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
-	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	before := stateOf(t, c)
 	for name, args := range map[string][]string{
 		"unknown field":      {"--set", "ipvs.strictArp=true"},
 		"wrong type":         {"--set", "ipvs.strictARP=maybe"},
@@ -145,8 +166,7 @@ func TestBadInputLeavesClusterUntouched(t *testing.T) {
 			assert.Equal(t, 1, r.Code)
 			assert.True(t, r.Failed)
 			assert.NotEmpty(t, r.Msg)
-			assert.Equal(t, cm.ResourceVersion, c.ConfigMap(t).ResourceVersion)
-			assert.Equal(t, ds.Generation, c.DaemonSet(t).Generation)
+			assertUntouched(t, c, before)
 		})
 	}
 }
