@@ -14,11 +14,15 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
-// A change no running kube-proxy reads (ipvs.* in iptables mode) writes
-// the ConfigMap and replaces no pod; a rerun writes nothing; a later real
-// change (the mode) replaces each pod exactly once, and the DaemonSet is
-// then stamped with the data holding both changes; a rerun after that
-// replaces nothing.
+// A change no running kube-proxy reads (ipvs.* in iptables mode) replaces
+// no pod. While the template mounts the ConfigMap kube-proxy itself
+// (kubeadm's layout) it is written nowhere, since the pods read that
+// ConfigMap, and is reported as deferred; the next run that restarts
+// carries it. While the template mounts a copy, the no-effect change is
+// written to the ConfigMap, which no pod reads, and replaces no pod; a
+// rerun writes nothing; a later real change (the mode) replaces each pod
+// exactly once, onto a copy holding both changes, and the DaemonSet is
+// then stamped with that data; a rerun after that replaces nothing.
 func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -26,9 +30,34 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	r := runSync(t, c, "--probe-path", "none")
 	require.Equal(t, 0, r.Code, r.Msg)
 	require.Contains(t, c.ConfigMap(t).Data[configmap.ConfigKey], "mode: iptables")
+	require.Equal(t, cluster.Name, cluster.MountedConfigMapName(c.DaemonSet(t)), "kubeadm's layout")
+
+	// a. kubeadm's layout: the no-effect change is not written anywhere
+	state, pods := stateOf(t, c), c.PodUIDs(t)
+	r = runSync(t, c, "--set", "ipvs.strictARP=true", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.False(t, r.Changed)
+	assert.Equal(t, []string{"config.conf:ipvs.strictARP"}, r.facts().DeferredKeys)
+	assert.False(t, r.facts().ConfigMapChanged)
+	assert.False(t, r.facts().Restarted)
+	assertUntouched(t, c, state)
+	assert.NotContains(t, c.ConfigMap(t).Data[configmap.ConfigKey], "strictARP: true")
+	cluster.AssertNoneReplaced(t, pods, c.PodUIDs(t))
+
+	// b. the next run that restarts (here forced) carries it, onto a copy
+	r = runSync(t, c, "--set", "ipvs.strictARP=true", "--restart", "always", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.facts().Restarted)
+	assert.Equal(t, kpsync.ReasonForced, r.facts().RestartReason)
+	assert.Empty(t, r.facts().DeferredKeys)
+	cluster.AssertAllReplaced(t, pods, c.PodUIDs(t))
+	assert.Contains(t, assertMountsCopy(t, c).Data[configmap.ConfigKey], "strictARP: true")
+	assertRecordFollows(t, c)
+
 	stamp := c.DaemonSet(t).Annotations[rollout.HashAnnotation]
 	require.NotEmpty(t, stamp)
 	dsBefore := c.DaemonSet(t)
+	mounted := cluster.MountedConfigMapName(dsBefore)
 	before := c.PodUIDs(t)
 	require.NotEmpty(t, before)
 
@@ -43,7 +72,7 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	assert.Equal(t, dsBefore.Annotations, c.DaemonSet(t).Annotations, "check mode writes nothing")
 	assert.NotContains(t, c.ConfigMap(t).Data[configmap.ConfigKey], "scheduler: lc")
 
-	// 1. the no-effect change
+	// 1. the no-effect change, while the template mounts a copy
 	r = runSync(t, c, "--set", "ipvs.scheduler=lc", "--probe-path", "none")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	f := r.facts()
@@ -55,11 +84,17 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	assert.Equal(t, map[string]string{"config.conf:ipvs.scheduler": "no-effect"}, f.ChangedKeysEffect)
 	// 2 captures, 8 access reviews (no pod or node verbs: nothing rolls),
 	// the Lease (acquire 2, release 1), 2 captures under it, the record on
-	// the DaemonSet, the ConfigMap write, the capture after it, 1 Event
-	assert.LessOrEqual(t, f.APIRequests, int64(19), "no-effect run API requests")
+	// the DaemonSet, the ConfigMap write, the capture after it, the
+	// DaemonSet, the ConfigMap and the pods read again (does a pod mount
+	// the ConfigMap?), the copies listed (history), 1 Event
+	t.Logf("the no-effect run: %d API requests", f.APIRequests)
+	assert.LessOrEqual(t, f.APIRequests, int64(23), "no-effect run API requests")
+	assert.True(t, f.RecordChanged)
 	cm := c.ConfigMap(t)
 	assert.Contains(t, cm.Data[configmap.ConfigKey], "scheduler: lc")
 	ds := c.DaemonSet(t)
+	assert.Equal(t, mounted, cluster.MountedConfigMapName(ds), "the template mounts the copy it did")
+	assert.NotContains(t, c.MountedConfigMap(t).Data[configmap.ConfigKey], "scheduler: lc", "a copy is never written")
 	assert.Equal(t, stamp, ds.Annotations[rollout.HashAnnotation], "the pods still run what they were restarted for")
 	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData)+"@"+stamp, ds.Annotations[rollout.NoEffectAnnotation])
 	assert.Equal(t, dsBefore.Generation, ds.Generation, "the pod template is untouched")
@@ -91,9 +126,14 @@ func TestNoEffectChangeThenRealChangeRestartsOnce(t *testing.T) {
 	for node, n := range perNode {
 		assert.Equal(t, 2, n, "node %s: want its pod replaced exactly once (old + new UID)", node)
 	}
-	cm = c.ConfigMap(t)
+	cm = assertMountsCopy(t, c)
+	assert.NotEqual(t, mounted, cm.Name, "a new copy")
+	assert.Equal(t, cm.Name, f.ConfigMapName)
+	assert.Equal(t, mounted, f.PreviousConfigMap)
 	assert.Contains(t, cm.Data[configmap.ConfigKey], "scheduler: lc", "the pods started now read the earlier change")
 	assert.Contains(t, cm.Data[configmap.ConfigKey], "mode: ipvs")
+	assert.Contains(t, cm.Data[configmap.ConfigKey], "strictARP: true")
+	assertRecordFollows(t, c)
 	ds = c.DaemonSet(t)
 	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData), ds.Annotations[rollout.HashAnnotation])
 	assert.NotContains(t, ds.Annotations, rollout.NoEffectAnnotation, "the restart drops the record")
