@@ -37,7 +37,13 @@ const minReadySeconds = 3
 // real change, then reruns it: the change must end with exactly one
 // rollout, every node's pod replaced exactly once (none lost, none
 // doubled), and the restart's intent on disk in the audit log before the
-// restart.
+// restart. The config travels with the template: killed after it created
+// the copy of the new config and before the restart, the run leaves the
+// pods' config as it was (the template still mounts the ConfigMap, which
+// is unwritten), and the rerun makes the change again onto that copy;
+// killed after the restart, the rerun restarts nothing, and the ConfigMap
+// kube-proxy (the record kubeadm reads) is written once no pod mounts it,
+// by the rerun or, if the rollout was not over by then, by the next run.
 func TestCrashSafety(t *testing.T) {
 	c := cluster.Connect(t)
 	bin := kubeProxySyncBinary(t)
@@ -50,8 +56,8 @@ func TestCrashSafety(t *testing.T) {
 	// Every SIGKILL leaves the run's Lease behind: each rerun first waits
 	// for it to expire (30s) and takes it over, which dominates this test's
 	// time. So both starting states are tried only where they take
-	// different paths: before the restart, a fresh DaemonSet gets the
-	// pre-change hash stamped ahead of the ConfigMap write.
+	// different paths: before the restart, a fresh DaemonSet has no stamp
+	// to tell what its pods run.
 	for n, tc := range []struct {
 		step    string
 		adopted bool
@@ -66,6 +72,8 @@ func TestCrashSafety(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			crashStart(t, c, adopted)
 			before := c.PodUIDs(t)
+			mountedBefore := cluster.MountedConfigMapName(c.DaemonSet(t))
+			recordBefore := c.ConfigMap(t)
 			history := watchPods(t, c)
 			auditLog := filepath.Join(t.TempDir(), "audit.log")
 			server := fmt.Sprintf("https://10.96.2.%d:6443", n+1)
@@ -74,14 +82,20 @@ func TestCrashSafety(t *testing.T) {
 
 			killed := runPaused(t, bin, args, step, syscall.SIGKILL)
 			assert.Equal(t, -1, killed.code, "killed by SIGKILL")
-			assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], server, "the ConfigMap write happened before the kill")
+			cp := copyWith(t, c, server)
+			require.NotNil(t, cp, "the copy of the new config was created before the kill")
+			assert.Equal(t, recordBefore.ResourceVersion, c.ConfigMap(t).ResourceVersion, "the ConfigMap is not written before the rollout")
 			records := readAudit(t, auditLog)
 			switch step {
 			case kpsync.StepConfigMapWritten:
-				// the restart was not decided yet: it is owed, by the stamp
-				assert.False(t, hashConsistent(t, c), "a ConfigMap changed without a restart must leave the restart owed")
+				// the restart was not decided yet: the pods' config is as
+				// it was, and no restart is owed for a change not made
+				assert.Equal(t, mountedBefore, cluster.MountedConfigMapName(c.DaemonSet(t)), "the template still mounts what it did")
+				assert.Equal(t, adopted, hashConsistent(t, c), "the stamp is as it was")
+				cluster.AssertNoneReplaced(t, before, c.PodUIDs(t))
 				assert.Equal(t, []string{"plan"}, phases(records, ""), "the plan is on disk before the first write; no restart intent yet")
 			default:
+				assert.Equal(t, cp.Name, cluster.MountedConfigMapName(c.DaemonSet(t)), "the restart PATCH points the template at the copy")
 				assert.True(t, hashConsistent(t, c), "the restart PATCH carries the new hash")
 				assert.Equal(t, []string{"plan", "intent"}, phases(records, ""), "the intent is on disk before the restart; the killed run wrote no outcome")
 				assert.Equal(t, kpsync.ReasonConfigChanged, records[1].RestartReason)
@@ -93,14 +107,23 @@ func TestCrashSafety(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(rerun.stdout), &res), rerun.stdout)
 			f := res.facts()
 			if step == kpsync.StepConfigMapWritten {
-				assert.True(t, f.Restarted, "the rerun does the owed restart")
-				assert.Equal(t, kpsync.ReasonPending, f.RestartReason)
+				assert.True(t, f.Restarted, "the rerun makes the change")
+				assert.Equal(t, kpsync.ReasonConfigChanged, f.RestartReason)
+				assert.True(t, f.ConfigMapChanged)
+				assert.Equal(t, cp.Name, f.ConfigMapName, "onto the copy the killed run created")
+				assert.True(t, f.RecordChanged, "the rerun waited for its rollout, and wrote the ConfigMap then")
 			} else {
 				assert.False(t, f.Restarted, "the restart was already made: not twice")
+				assert.False(t, f.ConfigMapChanged, "the copy was already made")
 			}
-			assert.False(t, f.ConfigMapChanged, "the ConfigMap was already written")
 
 			c.WaitRolloutComplete(t, 2*time.Minute)
+			// a run after the rollout: it writes the ConfigMap if the rerun
+			// came too early to (pods still mounted it), else nothing
+			final := runSync(t, c, "--server", server, "--probe-path", "none")
+			require.Equal(t, 0, final.Code, final.Msg+"\n"+final.Stderr)
+			assert.False(t, final.Restarted)
+			assert.True(t, f.RecordChanged != final.RecordChanged, "the ConfigMap written exactly once, by the rerun (%t) or the run after the rollout (%t)", f.RecordChanged, final.RecordChanged)
 			perNode := history.Stop()
 			after := c.PodUIDs(t)
 			cluster.AssertAllReplaced(t, before, after)
@@ -108,7 +131,11 @@ func TestCrashSafety(t *testing.T) {
 			for node, uids := range perNode {
 				assert.Equal(t, 2, uids, "node %s: its pod replaced exactly once (old and new UID)", node)
 			}
+			for node, name := range c.PodConfigMaps(t) {
+				assert.Equal(t, cp.Name, name, "node %s: its pod reads the copy", node)
+			}
 			assert.True(t, hashConsistent(t, c), "nothing owed at the end")
+			assertRecordFollows(t, c)
 
 			records = readAudit(t, auditLog)
 			intents := 0
@@ -121,19 +148,22 @@ func TestCrashSafety(t *testing.T) {
 			if step == kpsync.StepConfigMapWritten {
 				assert.Equal(t, []string{"plan", "intent", "outcome"}, phases(records, res.facts().AuditID), "the rerun records its plan, then its intent before its outcome")
 			}
-			summary = append(summary, fmt.Sprintf("%-32s killed, rerun exit %d (restarted %t %s), pods per node %v: converged",
-				name, rerun.code, f.Restarted, f.RestartReason, perNode))
+			summary = append(summary, fmt.Sprintf("%-32s killed, rerun exit %d (restarted %t %s, record written %t), pods per node %v: converged",
+				name, rerun.code, f.Restarted, f.RestartReason, f.RecordChanged, perNode))
 		})
 	}
 
 	// SIGTERM in the middle of the wait: stop waiting, say what was done
-	// in a failed JSON result, exit 1; a rerun finishes without another restart.
+	// in a failed JSON result, exit 1; a rerun finishes without another
+	// restart, and the ConfigMap is written once no pod mounts it.
 	t.Run("SIGTERM during-wait", func(t *testing.T) {
 		crashStart(t, c, true)
 		before := c.PodUIDs(t)
+		recordBefore := c.ConfigMap(t)
 		history := watchPods(t, c)
 		auditLog := filepath.Join(t.TempDir(), "audit.log")
-		args := []string{"--kubeconfig", c.KubeconfigPath, "--server", "https://10.96.2.99:6443", "--probe-path", "none",
+		server := "https://10.96.2.99:6443"
+		args := []string{"--kubeconfig", c.KubeconfigPath, "--server", server, "--probe-path", "none",
 			"--audit-log", auditLog, "--output", "json", "--timeout", "2m"}
 
 		stopped := runPaused(t, bin, args, kpsync.StepWaiting, syscall.SIGTERM)
@@ -142,8 +172,14 @@ func TestCrashSafety(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(stopped.stdout), &res), "stdout must be a valid JSON result: %q", stopped.stdout)
 		assert.True(t, res.Failed)
 		assert.NotEmpty(t, res.Msg)
-		assert.True(t, res.facts().ConfigMapChanged, "the result says what was done: the ConfigMap was changed")
+		assert.True(t, res.facts().ConfigMapChanged, "the result says what was done: the config was changed")
 		assert.True(t, res.facts().Restarted, "and the restart was made")
+		assert.False(t, res.facts().RecordChanged, "the ConfigMap is not written while the rollout runs")
+		cp := copyWith(t, c, server)
+		require.NotNil(t, cp)
+		assert.Equal(t, cp.Name, res.facts().ConfigMapName)
+		assert.Equal(t, cp.Name, cluster.MountedConfigMapName(c.DaemonSet(t)))
+		assert.Equal(t, recordBefore.ResourceVersion, c.ConfigMap(t).ResourceVersion)
 		assert.Equal(t, []string{"plan", "intent", "outcome"}, phases(readAudit(t, auditLog), res.facts().AuditID), "an interrupted run records its outcome")
 
 		rerun := runBinary(t, bin, args, nil)
@@ -153,14 +189,19 @@ func TestCrashSafety(t *testing.T) {
 		assert.False(t, again.facts().Restarted, "no second restart")
 
 		c.WaitRolloutComplete(t, 2*time.Minute)
+		final := runSync(t, c, "--server", server, "--probe-path", "none")
+		require.Equal(t, 0, final.Code, final.Msg+"\n"+final.Stderr)
+		assert.False(t, final.Restarted)
+		assert.True(t, again.facts().RecordChanged != final.RecordChanged, "the ConfigMap written exactly once, by the rerun (%t) or the run after the rollout (%t)", again.facts().RecordChanged, final.RecordChanged)
 		perNode := history.Stop()
 		cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
 		for node, uids := range perNode {
 			assert.Equal(t, 2, uids, "node %s: its pod replaced exactly once", node)
 		}
 		assert.True(t, hashConsistent(t, c))
-		summary = append(summary, fmt.Sprintf("%-32s exit %d with a failed JSON result, rerun restarted %t, pods per node %v: converged",
-			"SIGTERM during-wait", stopped.code, again.facts().Restarted, perNode))
+		assertRecordFollows(t, c)
+		summary = append(summary, fmt.Sprintf("%-32s exit %d with a failed JSON result, rerun restarted %t (record written %t), pods per node %v: converged",
+			"SIGTERM during-wait", stopped.code, again.facts().Restarted, again.facts().RecordChanged, perNode))
 	})
 }
 

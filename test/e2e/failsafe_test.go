@@ -28,10 +28,12 @@ import (
 )
 
 // The first restarted pod crash-loops on the new config: the run stops at
-// once (well before its progress deadline), puts back the ConfigMap data
-// and the pod template it found, so the pods it never restarted are left
-// alone and the broken one is replaced by one reading the old data, and
-// fails naming the node, the pod and the container's last error.
+// once (well before its progress deadline), puts back the pod template it
+// found, which mounts the ConfigMap it mounted (the new config is in a
+// copy, and the ConfigMap was never written), so the pods it never
+// restarted are left alone and the broken one is replaced by one reading
+// the old data: no pod is left on the broken config. It fails naming the
+// node, the pod and the container's last error.
 func TestCrashLoopingPodRollsBackAtOnce(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -66,8 +68,12 @@ func TestCrashLoopingPodRollsBackAtOnce(t *testing.T) {
 	assert.True(t, named, "the message names a broken node and its pod: %s", r.Msg)
 
 	cmAfter, dsAfter := c.ConfigMap(t), c.DaemonSet(t)
-	assert.Equal(t, cmBefore.Data, cmAfter.Data, "configmap data restored")
-	assert.Equal(t, dsBefore.Spec.Template, dsAfter.Spec.Template, "pod template restored exactly (restartedAt, probe)")
+	assert.Equal(t, cmBefore.ResourceVersion, cmAfter.ResourceVersion, "configmap never written")
+	assert.Equal(t, dsBefore.Spec.Template, dsAfter.Spec.Template, "pod template restored exactly (restartedAt, probe, the ConfigMap it mounts)")
+	broke := copyWith(t, c, "https://10.96.3.1:6443")
+	require.NotNil(t, broke, "the broken config's copy (kept as history)")
+	assert.Equal(t, cluster.Name, r.facts().ConfigMapName, "the template mounts the ConfigMap again")
+	assert.Equal(t, broke.Name, r.facts().PreviousConfigMap)
 	assert.Equal(t, dsBefore.Spec.UpdateStrategy, dsAfter.Spec.UpdateStrategy)
 	assert.Equal(t, configmap.Hash(cmBefore.Data, cmBefore.BinaryData), dsAfter.Annotations[rollout.HashAnnotation], "nothing owed: the data and the stamp agree")
 
@@ -81,6 +87,9 @@ func TestCrashLoopingPodRollsBackAtOnce(t *testing.T) {
 	sort.Strings(kept)
 	assert.Len(t, kept, len(podsBefore)-len(broken), "every node without a broken pod keeps the pod it had: %v", kept)
 	assert.NotEmpty(t, kept, "the rollout stopped at the first broken node")
+	for node, name := range c.PodConfigMaps(t) {
+		assert.Equal(t, cluster.Name, name, "node %s: its pod reads the config it did, not the broken one", node)
+	}
 }
 
 // The progress deadline, not a wall-clock timeout, is what fails a rollout:
@@ -103,7 +112,8 @@ func TestProgressDeadline(t *testing.T) {
 		assert.Greater(t, r.facts().Rollout.Duration, deadline.Seconds(), "the rollout as a whole took longer than the deadline (else this proves nothing)")
 		assert.False(t, r.facts().RolledBack)
 		cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
-		assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.2:6443")
+		assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.3.2:6443")
+		assertRecordFollows(t, c)
 	})
 
 	t.Run("no progress", func(t *testing.T) {
@@ -119,15 +129,17 @@ func TestProgressDeadline(t *testing.T) {
 		require.Equal(t, 1, r.Code, r.Msg+"\n"+r.Stderr)
 		assert.Contains(t, r.Msg, "progress deadline")
 		assert.True(t, r.facts().RolledBack, "rolled back by default")
-		assert.Equal(t, cmBefore.Data, c.ConfigMap(t).Data, "configmap data restored")
-		assert.Equal(t, dsBefore.Spec.Template, c.DaemonSet(t).Spec.Template, "pod template restored")
+		assert.Equal(t, cmBefore.ResourceVersion, c.ConfigMap(t).ResourceVersion, "configmap never written")
+		assert.Equal(t, dsBefore.Spec.Template, c.DaemonSet(t).Spec.Template, "pod template restored, on the copy it mounted")
+		assert.Contains(t, c.MountedConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.2:6443", "the config before the failed change")
 	})
 }
 
 // An interrupt (Ansible's timeout sends SIGTERM) never rolls back, even
-// with --rollback-on-failure: the ConfigMap keeps the new data, the
-// DaemonSet the new template and the matching stamp, and the message says
-// what the next run does.
+// with --rollback-on-failure: the DaemonSet keeps the new template, which
+// mounts the copy of the new data, and the matching stamp, and the message
+// says what the next run does. The ConfigMap (the record) is not written
+// while the rollout runs: a run after the rollout writes it.
 func TestInterruptNeverRollsBack(t *testing.T) {
 	c := cluster.Connect(t)
 	bin := kubeProxySyncBinary(t)
@@ -135,6 +147,7 @@ func TestInterruptNeverRollsBack(t *testing.T) {
 	t.Cleanup(func() { c.Reset(t) })
 	slowRollout(t, c)
 	crashStart(t, c, true)
+	recordBefore := c.ConfigMap(t)
 	server := "https://10.96.3.4:6443"
 	args := []string{"--kubeconfig", c.KubeconfigPath, "--server", server, "--probe-path", "none",
 		"--output", "json", "--rollback-on-failure"}
@@ -146,16 +159,26 @@ func TestInterruptNeverRollsBack(t *testing.T) {
 	assert.False(t, res.facts().RolledBack)
 	assert.Contains(t, res.Msg, "next run")
 
-	cm, ds := c.ConfigMap(t), c.DaemonSet(t)
+	cm, ds := assertMountsCopy(t, c), c.DaemonSet(t)
 	assert.Contains(t, cm.Data["kubeconfig.conf"], server, "the new data stays")
 	assert.Equal(t, configmap.Hash(cm.Data, cm.BinaryData), ds.Annotations[rollout.HashAnnotation], "consistent: nothing owed")
 	assert.NotEmpty(t, ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation], "the new template stays")
+	assert.Equal(t, recordBefore.ResourceVersion, c.ConfigMap(t).ResourceVersion, "the record is not written during the rollout")
+
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	r := runSync(t, c, "--server", server, "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.False(t, r.facts().Restarted)
+	assert.True(t, r.facts().RecordChanged, "the run after the rollout writes the record")
+	assertRecordFollows(t, c)
 }
 
 // A canary interrupted half-way leaves the DaemonSet on OnDelete with the
 // pods it did not reach untouched (the controller never rolls a template
-// the canary has not verified); the next run with the same values resumes
-// it: every pod replaced exactly once, the strategy back as it was.
+// the canary has not verified), and still mounting the config they ran
+// (whatever restarts their kube-proxy, it reads the old config); the next
+// run with the same values resumes it: every pod replaced exactly once,
+// the strategy back as it was, the ConfigMap written once no pod mounts it.
 func TestInterruptedCanaryResumes(t *testing.T) {
 	c := cluster.Connect(t)
 	bin := kubeProxySyncBinary(t)
@@ -183,6 +206,12 @@ func TestInterruptedCanaryResumes(t *testing.T) {
 	mid := c.PodUIDs(t)
 	assert.Equal(t, before[extra[1]], mid[extra[1]], "a node the canary did not reach keeps its pod")
 	assert.Equal(t, before[extra[2]], mid[extra[2]], "a node the canary did not reach keeps its pod")
+	cp := assertMountsCopy(t, c)
+	mounts := c.PodConfigMaps(t)
+	for _, n := range extra[1:] {
+		assert.Equal(t, cluster.Name, mounts[n], "node %s, not reached: its pod reads the old config", n)
+	}
+	assert.NotContains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.5:6443", "the ConfigMap the old pods read is not written")
 
 	allow()
 	rerun := runBinary(t, bin, args, nil)
@@ -197,6 +226,10 @@ func TestInterruptedCanaryResumes(t *testing.T) {
 	assert.Equal(t, original, ds.Spec.UpdateStrategy, "strategy restored once the canary finished")
 	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
 	assert.True(t, hashConsistent(t, c))
+	for node, name := range c.PodConfigMaps(t) {
+		assert.Equal(t, cp.Name, name, "node %s: its pod reads the new config", node)
+	}
+	assertRecordFollows(t, c)
 }
 
 // The default (rolling) strategy with maxUnavailable 1 completes although
@@ -238,7 +271,13 @@ func TestRollingDoesNotStallOnStuckPods(t *testing.T) {
 	ds := c.DaemonSet(t)
 	assert.Equal(t, original, ds.Spec.UpdateStrategy, "maxUnavailable back as it was")
 	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
-	assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], "https://10.96.3.6:6443")
+	assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.3.6:6443")
+	// the stuck pods were replaced too (not waited for: the controller
+	// replaces an unavailable pod first), so no pod mounts the ConfigMap
+	// any more and the run wrote it
+	assert.Empty(t, c.PodsMounting(t, cluster.Name))
+	assert.True(t, f.RecordChanged)
+	assertRecordFollows(t, c)
 }
 
 // An audit log that cannot be written fails the run before its first
