@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
@@ -68,10 +67,12 @@ func (f *faultProxy) add(t *testing.T, toxic string) {
 
 // TestNetworkFaults runs a real change (a new --server) through a TCP fault
 // proxy. Whatever the fault does, the run ends within its bounds, and it
-// never leaves the ConfigMap changed without a restart being owed: after
-// it, either the DaemonSet's config-hash stamp matches the ConfigMap's data
-// (nothing owed), or a follow-up run without faults restarts (pending) —
-// exactly one of the two.
+// never leaves the pods' config half-changed: the DaemonSet's config-hash
+// stamp always matches the data of the ConfigMap its template mounts (the
+// restart PATCH moves both at once), and either that is the new config
+// (the change was made) or a follow-up run without faults, with the same
+// server, makes it — exactly one of the two. In the end the ConfigMap
+// kube-proxy (the record kubeadm reads) holds the config the fleet runs.
 func TestNetworkFaults(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -89,7 +90,7 @@ func TestNetworkFaults(t *testing.T) {
 		// (DISABLE_HTTP2), so a per-connection fault hits more requests
 		http1 bool
 		// blackhole drops every byte both ways for 10s from the moment the
-		// run writes the ConfigMap: between the write and the restart
+		// run creates the copy of the new config: between it and the restart
 		blackhole bool
 		// mustSucceed: this fault is within what retries absorb
 		mustSucceed bool
@@ -109,9 +110,9 @@ func TestNetworkFaults(t *testing.T) {
 		{name: "reset 30% of connections mid-stream", runs: 5, toxics: []string{
 			`{"name":"reset-late","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":30}}`,
 		}},
-		{name: "blackhole 10s after the configmap write", blackhole: true},
+		{name: "blackhole 10s after the copy is made", blackhole: true},
 		// a retry budget smaller than the blackhole: the run gives up
-		// between the ConfigMap write and the restart
+		// between the copy and the restart
 		{name: "blackhole 10s, 2 attempts of 1s", blackhole: true, args: []string{"--retries", "1", "--request-timeout", "1s"}},
 		{name: "bandwidth 16 KB/s", mustSucceed: true, toxics: []string{
 			`{"name":"bandwidth","type":"bandwidth","stream":"downstream","attributes":{"rate":16}}`,
@@ -134,7 +135,7 @@ func TestNetworkFaults(t *testing.T) {
 					fp.add(t, toxic)
 				}
 				if tc.blackhole {
-					blackholeOnConfigMapWrite(t, c, fp, 10*time.Second)
+					blackholeOnCopy(t, c, fp, 10*time.Second)
 				}
 				server := fmt.Sprintf("https://10.96.%d.%d:6443", i+1, run+1)
 				matrix = append(matrix, fmt.Sprintf("%-40s %s", tc.name, faultedChange(t, c, fp, server, tc.args, tc.mustSucceed)))
@@ -158,7 +159,6 @@ func faultedChange(t *testing.T, c *cluster.Cluster, fp *faultProxy, server stri
 		assert.False(t, r.Failed)
 		assert.True(t, r.facts().ConfigMapChanged, "the change was made")
 		assert.True(t, r.facts().Restarted, "and restarted for")
-		assert.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], server)
 	} else {
 		assert.Equal(t, 1, r.Code, "a failure exits 1")
 		assert.True(t, r.Failed)
@@ -168,44 +168,53 @@ func faultedChange(t *testing.T, c *cluster.Cluster, fp *faultProxy, server stri
 		assert.Equal(t, 0, r.Code, "msg: %s\nstderr: %s", r.Msg, r.Stderr)
 	}
 
-	// never a changed ConfigMap with no restart owed
-	consistent := hashConsistent(t, c)
+	// never a template on config its stamp does not name
+	assert.True(t, hashConsistent(t, c), "the stamp matches the data of the ConfigMap the template mounts")
+	made := strings.Contains(c.MountedConfigMap(t).Data["kubeconfig.conf"], server)
 	if r.Code == 0 {
-		assert.True(t, consistent, "a successful run leaves the stamp matching the data")
+		assert.True(t, made, "a successful run leaves the template on the new config")
 	}
-	follow := runSync(t, c, "--probe-path", "none")
+	follow := runSync(t, c, "--server", server, "--probe-path", "none")
 	require.Equal(t, 0, follow.Code, "follow-up run without faults: %s\n%s", follow.Msg, follow.Stderr)
 	ff := follow.facts()
-	owed := ff.Restarted && slices.Contains([]string{kpsync.ReasonPending, kpsync.ReasonConfigChanged}, ff.RestartReason)
-	assert.True(t, consistent != owed, "exactly one must hold: stamp matches data (%t), follow-up run restarts because it was owed (%t, reason %q)",
-		consistent, owed, ff.RestartReason)
+	owed := ff.Restarted && ff.RestartReason == kpsync.ReasonConfigChanged
+	assert.True(t, made != owed, "exactly one must hold: the template mounts the new config (%t), the follow-up run makes the change (%t, reason %q)",
+		made, owed, ff.RestartReason)
 	assert.True(t, hashConsistent(t, c), "after the follow-up run nothing is owed")
+	assert.Contains(t, c.MountedConfigMap(t).Data["kubeconfig.conf"], server)
 	c.WaitRolloutComplete(t, time.Minute)
+	// the record: written by the faulted run, the follow-up, or (when both
+	// ended before the rollout did) this one
+	last := runSync(t, c, "--server", server, "--probe-path", "none")
+	require.Equal(t, 0, last.Code, "%s\n%s", last.Msg, last.Stderr)
+	assert.False(t, last.Restarted)
+	assertRecordFollows(t, c)
 
-	followUp := "nothing owed"
+	followUp := "the change made by the run"
 	if ff.Restarted {
-		followUp = "follow-up restarted (" + ff.RestartReason + ")"
+		followUp = "the change made by the follow-up (" + ff.RestartReason + ")"
 	}
 	return fmt.Sprintf("%s in %.1fs, %d API requests, %d retries; %s",
 		outcome, r.Elapsed.Seconds(), r.facts().APIRequests, strings.Count(r.Stderr, "retrying "), followUp)
 }
 
-// blackholeOnConfigMapWrite watches the ConfigMap and, on its first change,
-// makes the proxy drop everything both ways for d.
-func blackholeOnConfigMapWrite(t *testing.T, c *cluster.Cluster, fp *faultProxy, d time.Duration) {
+// blackholeOnCopy watches the copies of the ConfigMap and, when the first
+// one is created, makes the proxy drop everything both ways for d.
+func blackholeOnCopy(t *testing.T, c *cluster.Cluster, fp *faultProxy, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", cluster.Name).String(),
-		ResourceVersion: c.ConfigMap(t).ResourceVersion,
-	})
+	cms := c.Client.CoreV1().ConfigMaps(c.Namespace)
+	selector := configmap.CopyOfLabel + "=" + cluster.Name
+	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	w, err := cms.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
 	require.NoError(t, err)
 	names := []string{"blackhole-down", "blackhole-up"}
 	over := make(chan struct{}) // closed when the blackhole is gone, or never came
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			if _, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != watch.Modified {
+			if _, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != watch.Added {
 				continue
 			}
 			for i, stream := range []string{"downstream", "upstream"} {

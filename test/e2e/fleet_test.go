@@ -29,6 +29,9 @@ import (
 // kubelet went silent: a config change completes without waiting for them,
 // with the rolling strategy (enough maxUnavailable) and with canary
 // batches (maxUnavailable 1, where the DaemonSet controller alone would stall).
+// The DaemonSet controller replaces their unready pods on its own (an
+// unavailable pod first), so once the run is done no pod mounts the
+// ConfigMap kube-proxy any more, and the run writes it.
 func TestRolloutSkipsNodesGoingAway(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -45,10 +48,15 @@ func TestRolloutSkipsNodesGoingAway(t *testing.T) {
 	want := []nodes.Skipped{{Name: extra[0], Reason: nodes.ToBeDeleted}, {Name: extra[1], Reason: nodes.ToBeDeleted}, {Name: extra[2], Reason: nodes.Unknown}}
 	skipped := map[string]bool{extra[0]: true, extra[1]: true, extra[2]: true}
 
-	check := func(t *testing.T, r result, before map[string]string) {
+	check := func(t *testing.T, r result, before map[string]string, server string) {
 		require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 		f := r.facts()
 		assert.True(t, f.Restarted)
+		cp := assertMountsCopy(t, c)
+		assert.Contains(t, cp.Data["kubeconfig.conf"], server)
+		assert.Empty(t, c.PodsMounting(t, cluster.Name))
+		assert.True(t, f.RecordChanged)
+		assertRecordFollows(t, c)
 		assert.Equal(t, want, f.Rollout.SkippedNodes)
 		assert.Empty(t, f.Rollout.UnreadyBefore, "the unready pods were all on nodes going away")
 		// exit 0 is the proof nothing waited for the skipped nodes: their pods
@@ -72,13 +80,13 @@ func TestRolloutSkipsNodesGoingAway(t *testing.T) {
 		// the controller counts the 3 stuck pods against maxUnavailable: give it room
 		setMaxUnavailable(t, c, "25%")
 		before := uids()
-		check(t, runSync(t, c, "--server", "https://10.96.0.1:6443", "--probe-path", "none", "--timeout", "2m"), before)
+		check(t, runSync(t, c, "--server", "https://10.96.0.1:6443", "--probe-path", "none", "--timeout", "2m"), before, "https://10.96.0.1:6443")
 	})
 	t.Run("canary", func(t *testing.T) {
 		setMaxUnavailable(t, c, "1")
 		before := uids()
 		r := runSync(t, c, "--server", "https://10.96.0.2:6443", "--probe-path", "none", "--timeout", "2m", "--strategy", "canary", "--canary-nodes", "2", "--batch-size", "2", "--verify")
-		check(t, r, before)
+		check(t, r, before, "https://10.96.0.2:6443")
 		assert.LessOrEqual(t, r.facts().Rollout.MaxUnavailable, 2)
 	})
 }
@@ -116,10 +124,13 @@ func TestCanaryBatchesStayWithinBudget(t *testing.T) {
 	ds := c.DaemonSet(t)
 	assert.Equal(t, original, ds.Spec.UpdateStrategy, "updateStrategy restored")
 	assert.NotContains(t, ds.Annotations, rollout.StrategyAnnotation)
+	assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.0.3:6443")
+	assertRecordFollows(t, c)
 }
 
-// A canary that never gets Ready, with --rollback-on-failure: the ConfigMap
-// data is back to the original and the run fails saying so.
+// A canary that never gets Ready, with --rollback-on-failure: the pod
+// template points back at the ConfigMap it mounted (never written: the new
+// config is in a copy), and the run fails saying so.
 func TestFailedCanaryRollsBack(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -144,18 +155,24 @@ func TestFailedCanaryRollsBack(t *testing.T) {
 	assert.Contains(t, r.Msg, "rolled back")
 
 	after := c.ConfigMap(t)
-	assert.Equal(t, before.Data, after.Data, "configmap data restored")
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "configmap never written")
+	cp := copyWith(t, c, "https://10.96.0.4:6443")
+	require.NotNil(t, cp, "the failed config's copy")
+	assert.Equal(t, cluster.Name, f.ConfigMapName)
+	assert.Equal(t, cp.Name, f.PreviousConfigMap)
+	assert.Empty(t, c.PodsMounting(t, cp.Name), "no pod on the failed config")
 	ds := c.DaemonSet(t)
 	assert.Equal(t, original, ds.Spec.UpdateStrategy, "updateStrategy restored")
 	assert.Equal(t, configmap.Hash(before.Data, before.BinaryData), ds.Annotations[rollout.HashAnnotation])
 	// the controller got the DaemonSet back with its previous template, not
 	// the unverified one: the nodes past the canaries keep their pods
-	assert.Equal(t, dsBefore.Spec.Template, ds.Spec.Template, "pod template restored")
+	assert.Equal(t, dsBefore.Spec.Template, ds.Spec.Template, "pod template restored, on the ConfigMap it mounted")
 	kept := untouched(podsBefore, c.PodUIDs(t))
 	assert.Len(t, kept, len(podsBefore)-2, "only the two canary nodes lost their pod: %v", kept)
 }
 
-// Five runs at once on the same change: one rollout, every pod replaced once.
+// Five runs at once on the same change: one rollout, every pod replaced
+// once, one copy of the new config, the ConfigMap written once.
 func TestConcurrentRunsRestartOnce(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -172,7 +189,7 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 	}
 	wg.Wait()
 	perNode := history.Stop()
-	restarted := 0
+	restarted, written := 0, 0
 	for i, r := range results {
 		if r.Code != 0 {
 			assert.Contains(t, r.Msg, "locked", "run %d: only a clear lock timeout may fail", i)
@@ -181,18 +198,25 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 		if r.facts().Restarted {
 			restarted++
 		}
+		if r.facts().RecordChanged {
+			written++
+		}
 	}
 	assert.Equal(t, 1, restarted, "exactly one run restarts")
+	assert.Equal(t, 1, written, "exactly one run writes the ConfigMap")
+	assert.Len(t, c.Copies(t), 1, "one copy")
+	assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.0.5:6443")
+	assertRecordFollows(t, c)
 	for node, n := range perNode {
 		assert.Equal(t, 2, n, "node %s: its pod replaced exactly once", node)
 	}
 }
 
 // The Lease itself keeps a second run out: run A holds it, paused right
-// after its ConfigMap write; run B, with another change (so no data-hash or
-// resourceVersion check can make it a no-op), must wait for the Lease and
-// fail with "locked", writing nothing. Without the Lease, B would write
-// its own server over A's and restart. TestConcurrentRunsRestartOnce alone
+// after it created the copy of its config; run B, with another change (so
+// no data-hash or resourceVersion check can make it a no-op), must wait for
+// the Lease and fail with "locked", writing nothing. Without the Lease, B
+// would make its own copy and restart onto it. TestConcurrentRunsRestartOnce alone
 // cannot show this: five runs of one change give one rollout even unlocked.
 func TestLeaseKeepsASecondRunOut(t *testing.T) {
 	c := cluster.Connect(t)
@@ -205,12 +229,10 @@ func TestLeaseKeepsASecondRunOut(t *testing.T) {
 		return append([]string{"--kubeconfig", c.KubeconfigPath, "--server", server, "--probe-path", "none", "--output", "json", "--timeout", "2m"}, extra...)
 	}
 	var b procResult
-	var kubeconfigAfterB string
 	a := runPausedDuring(t, bin, args(serverA), kpsync.StepConfigMapWritten, func() {
-		require.Contains(t, c.ConfigMap(t).Data["kubeconfig.conf"], serverA, "run A wrote its change before pausing")
+		require.NotNil(t, copyWith(t, c, serverA), "run A made the copy of its change before pausing")
 		before, pods := stateOf(t, c), c.PodUIDs(t)
 		b = runBinary(t, bin, args(serverB, "--lock-timeout", "3s"), nil)
-		kubeconfigAfterB = c.ConfigMap(t).Data["kubeconfig.conf"]
 		assertUntouched(t, c, before)
 		assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced while A holds the Lease")
 	}, syscall.SIGTERM)
@@ -219,8 +241,10 @@ func TestLeaseKeepsASecondRunOut(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(b.stdout), &res), b.stdout)
 	assert.Contains(t, res.Msg, "locked", "run B says why")
 	assert.False(t, res.Changed)
-	assert.Contains(t, kubeconfigAfterB, serverA, "A's write stands")
-	assert.NotContains(t, kubeconfigAfterB, serverB, "B wrote nothing")
+	assert.NotNil(t, copyWith(t, c, serverA), "A's copy stands")
+	assert.Nil(t, copyWith(t, c, serverB), "B made no copy")
+	assert.NotContains(t, c.ConfigMap(t).Data["kubeconfig.conf"], serverB, "B wrote nothing")
+	assert.NotContains(t, c.MountedConfigMap(t).Data["kubeconfig.conf"], serverB, "B restarted onto nothing")
 	assert.Equal(t, app.ExitFailed, a.code, "A was interrupted:\n%s", a.stderr)
 }
 
@@ -279,18 +303,18 @@ func TestLeaseOfACrashedRunIsTakenOver(t *testing.T) {
 	}
 
 	hold(time.Now()) // alive
-	rv := c.ConfigMap(t).ResourceVersion
+	state := stateOf(t, c)
 	r := runSync(t, c, "--server", "https://10.96.0.6:6443", "--probe-path", "none", "--lock-timeout", "2s")
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Msg, "locked")
 	assert.Contains(t, r.Msg, "crashed-host/1/x")
-	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "nothing written without the lease")
+	assertUntouched(t, c, state)
 
 	hold(time.Now().Add(-2 * time.Minute)) // a holder that died long ago, or whose clock is behind
 	r = runSync(t, c, "--server", "https://10.96.0.6:6443", "--probe-path", "none", "--lock-timeout", "2s")
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Msg, "locked", "taken on the word of another host's clock")
-	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "nothing written without the lease")
+	assertUntouched(t, c, state)
 	r = runSync(t, c, "--server", "https://10.96.0.6:6443", "--probe-path", "none", "--lock-timeout", "45s")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	assert.True(t, r.facts().Restarted)
