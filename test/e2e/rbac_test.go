@@ -41,10 +41,11 @@ type rbacObjects struct {
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
 }
 
-// The binary runs as a user bound only to rbac.yaml: a change (ConfigMap
-// write, restart, probe fix, rollout wait) succeeds. Then, one permission
-// at a time taken away, a run fails before its first write, and the error
-// names the verb and the resource it lacked.
+// The binary runs as a user bound only to rbac.yaml: a change (the copy of
+// the new config, restart, probe fix, rollout wait, the ConfigMap write
+// after it) succeeds. Then, one permission at a time taken away, a run
+// fails before its first write, and the error names the verb and the
+// resource it lacked.
 func TestLeastPrivilegeRBAC(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
@@ -74,6 +75,9 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		assert.True(t, f.Restarted)
 		cluster.AssertAllReplaced(t, before, c.PodUIDs(t))
 		assert.True(t, hashConsistent(t, c), "the restart is stamped with the new data's hash")
+		assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.0.11:6443", "the copy created")
+		assert.True(t, f.RecordChanged, "the ConfigMap kube-proxy written (update) after the rollout")
+		assertRecordFollows(t, c)
 
 		// --manifest writes with an update too: rbac.yaml grants no patch on configmaps
 		cm := c.ConfigMap(t)
@@ -91,6 +95,8 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		require.Equal(t, 0, r.Code, "msg: %s\nstderr: %s", r.Msg, r.Stderr)
 		assert.Equal(t, []string{"config.conf"}, r.facts().ChangedKeys)
 		assert.True(t, r.facts().Restarted)
+		assert.Contains(t, assertMountsCopy(t, c).Data["config.conf"], "mode: ipvs")
+		assertRecordFollows(t, c)
 	})
 
 	cases := []struct {
@@ -108,6 +114,10 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 			msg: `get daemonset "kube-system/kube-proxy": forbidden: the kubeconfig user needs get on daemonsets`},
 		// every verb the run will use is asked for (SelfSubjectAccessReview)
 		// before the first write, also those it would need only later
+		// the copy of the new config, created before the restart
+		{name: "no create on configmaps", resource: "configmaps", verb: "create",
+			msg: `forbidden: the kubeconfig user needs create on configmaps in namespace kube-system`},
+		// the ConfigMap kube-proxy, written only after the rollout
 		{name: "no update on configmaps", resource: "configmaps", verb: "update",
 			msg: `forbidden: the kubeconfig user needs update on configmaps "kube-proxy" in namespace kube-system`},
 		{name: "no patch on daemonsets", resource: "daemonsets", verb: "patch", unstamped: true,
@@ -155,7 +165,8 @@ type permission struct {
 
 // requiredPermissions lists what the binary needs: every call of its client
 // surface (internal/kube/kubeperm), less the flags' optional ones, on the
-// names rbac.yaml limits them to.
+// names rbac.yaml limits them to (on ConfigMaps only the update: the
+// copies' names come from their data).
 func requiredPermissions(t *testing.T) []permission {
 	t.Helper()
 	req, err := kubeperm.Required()
@@ -167,7 +178,7 @@ func requiredPermissions(t *testing.T) []permission {
 		}
 		name := ""
 		switch {
-		case p.Resource == "configmaps" || p.Resource == "daemonsets":
+		case p.Resource == "daemonsets", p.Resource == "configmaps" && p.Verb == "update":
 			name = cluster.Name
 		case p.Resource == "leases" && p.Verb != "create":
 			name = "kube-proxy-sync"
