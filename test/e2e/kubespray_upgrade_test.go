@@ -40,6 +40,13 @@ import (
 // kube-proxy-sync runs in kubespray mode again. A watch records every
 // kube-proxy pod of every node across the upgrade: the rollouts are the most
 // pods any node had, less its first.
+//
+// kubeadm's DaemonSet mounts the ConfigMap kube-proxy itself, also after
+// kube-proxy-sync had pointed the template at a copy of the config: the
+// run after the upgrade adopts that layout as it is when kubeadm's rollout
+// started the pods on the config it wants (no extra rollout), and moves
+// the template onto a copy only with a restart it makes anyway. Either
+// way the ConfigMap kube-proxy holds the config the fleet runs.
 func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 	c := cluster.Connect(t)
 	kubeadm := kubeadmBinary(t, c)
@@ -151,8 +158,9 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 				rollouts = max(rollouts, n-1)
 			}
 			templates := rollout.TemplateGeneration(c.DaemonSet(t)) - generation
-			t.Logf("upgrade: %d rollout(s) (kube-proxy pods per node %v), %d template change(s); the second run: changed %v, restarted %v, adopted %v, keys %v",
-				rollouts, pods, templates, r.Changed, r.Restarted, r.Adopted, r.ChangedKeys)
+			mounted := cluster.MountedConfigMapName(c.DaemonSet(t))
+			t.Logf("upgrade: %d rollout(s) (kube-proxy pods per node %v), %d template change(s); the second run: changed %v, restarted %v, adopted %v, keys %v; the template mounts %s",
+				rollouts, pods, templates, r.Changed, r.Restarted, r.Adopted, r.ChangedKeys, mounted)
 			assert.Equal(t, tc.wantRollouts, rollouts, "kube-proxy rollouts across kubeadm's rewrite and the run after it (pods per node: %v)", pods)
 			assert.Equal(t, int64(tc.wantRollouts), templates, "pod template changes across the upgrade")
 			assert.Equal(t, tc.wantRollouts > 1, r.Restarted, "the run after the upgrade restarted kube-proxy: %s", r.Msg)
@@ -163,9 +171,16 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 				assert.Empty(t, r.ChangedKeys, "no key changed after a one-rollout upgrade")
 			}
 
-			// the settings from kubespray's variables are in the ConfigMap, and the server
-			assertKubespraySettings(t, c, c.ConfigMap(t).Data["config.conf"])
-			assert.Equal(t, []string{tc.wantServer}, kubeconfigServers(t, c.ConfigMap(t).Data["kubeconfig.conf"]))
+			if tc.wantRollouts > 1 {
+				assertMountsCopy(t, c) // the restart moved the template onto a copy
+			} else {
+				assert.Equal(t, cluster.Name, mounted, "kubeadm's layout kept: moving it would be a rollout of its own")
+			}
+			// the settings from kubespray's variables are in the config the
+			// pods read, and the server; and in the ConfigMap kubeadm reads
+			assertKubespraySettings(t, c, c.MountedConfigMap(t).Data["config.conf"])
+			assert.Equal(t, []string{tc.wantServer}, kubeconfigServers(t, c.MountedConfigMap(t).Data["kubeconfig.conf"]))
+			assertRecordFollows(t, c)
 
 			// a rerun writes nothing and restarts nothing
 			uids, rv := c.PodUIDs(t), c.ConfigMap(t).ResourceVersion
