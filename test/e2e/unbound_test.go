@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -67,10 +69,20 @@ func addUnplaceableNode(t *testing.T, c *cluster.Cluster, name string) {
 		}
 	})
 	none := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
-	now := metav1.Now()
-	created.Status = corev1.NodeStatus{Capacity: none, Allocatable: none, Conditions: []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", LastHeartbeatTime: now, LastTransitionTime: now}}}
-	_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	// the node lifecycle controller taints a new node right away: read it
+	// again on a conflict
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		now := metav1.Now()
+		created.Status = corev1.NodeStatus{Capacity: none, Allocatable: none, Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", LastHeartbeatTime: now, LastTransitionTime: now}}}
+		_, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if latest, getErr := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				created = latest
+			}
+		}
+		return err
+	})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
