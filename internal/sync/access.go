@@ -52,15 +52,21 @@ func (s *Syncer) neededAccess(p plan) []access {
 		ns("update", "coordination.k8s.io", "leases", LeaseName),
 		ns("create", "", "events", ""),
 	}
-	// the copies: made for a change or a restart, read, listed and deleted
-	// beyond the history; the record written once no pod mounts it
+	// the copies: read, listed and deleted beyond the history; the record
+	// written once no pod mounts it
 	out = append(out, ns("update", "", "configmaps", cm), ns("get", "", "configmaps", ""),
-		ns("create", "", "configmaps", ""), ns("list", "", "configmaps", ""), ns("delete", "", "configmaps", ""))
+		ns("list", "", "configmaps", ""), ns("delete", "", "configmaps", ""))
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
 	// a change with no effect on the running kube-proxies restarts nothing
 	// (were the DaemonSet to move before it is recorded, the run would
 	// restart after all, and a verb missing then leaves the restart owed)
 	changes := len(p.keys) > 0 && !p.noEffect
+	if changes || (s.o.Restart != RestartNever && (p.reason != "" || p.probe.changes())) {
+		// the copy of the config the template is pointed at (see
+		// ensureCopy): a change makes it also under --restart never, for
+		// the restart it owes; its name comes from its data
+		out = append(out, ns("create", "", "configmaps", ""))
+	}
 	if s.o.Restart != RestartNever && (changes || p.reason != "" || p.probe.changes() || leftover) {
 		// follow the rollout; the canary (and a rollback to OnDelete) deletes pods
 		out = append(out,
