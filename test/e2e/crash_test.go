@@ -66,6 +66,8 @@ func TestCrashSafety(t *testing.T) {
 		{kpsync.StepConfigMapWritten, true},
 		{kpsync.StepDaemonSetPatched, true},
 		{kpsync.StepWaiting, false},
+		// the rollout is done, the record not written yet
+		{kpsync.StepRecordWrite, true},
 	} {
 		step, adopted := tc.step, tc.adopted
 		name := fmt.Sprintf("%s/%s", step, map[bool]string{false: "fresh", true: "adopted"}[adopted])
