@@ -204,7 +204,15 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, restarted, "exactly one run restarts")
 	assert.Equal(t, 1, written, "exactly one run writes the ConfigMap")
-	assert.Len(t, c.Copies(t), 1, "one copy")
+	// one copy of the new config, and (kubeadm's layout) one of the data
+	// before, which --undo restores
+	ds := c.DaemonSet(t)
+	var copies []string
+	for name := range c.Copies(t) {
+		copies = append(copies, name)
+	}
+	assert.ElementsMatch(t, []string{cluster.MountedConfigMapName(ds), ds.Annotations["kube-proxy-sync.io/previous-config"]}, copies,
+		"one copy of the change, one of the data before it (kubeadm's layout), which --undo restores")
 	assert.Contains(t, assertMountsCopy(t, c).Data["kubeconfig.conf"], "https://10.96.0.5:6443")
 	assertRecordFollows(t, c)
 	for node, n := range perNode {
