@@ -260,11 +260,14 @@ func (e *env) waitCanaryReplaced(t *testing.T, before map[string]types.UID) stri
 // Ready per the kubelet.
 func (e *env) killKubeProxy(t *testing.T, node string, pod types.UID) {
 	t.Helper()
-	restarts := func(ctx context.Context) (int32, bool) {
-		p, ok := e.pods(t, ctx)[node]
+	var last string
+	restarts := func(_ context.Context) (int32, bool) {
+		p, ok := e.pods(t, ctxFor(t, 30*time.Second))[node]
 		if !ok || p.UID != pod {
+			last = fmt.Sprintf("node %s: pod %s is gone (now %s)", node, pod, p.UID)
 			return 0, false
 		}
+		last = fmt.Sprintf("node %s: pod %s phase %s, container statuses %+v", node, p.Name, p.Status.Phase, p.Status.ContainerStatuses)
 		var n int32
 		ready := false
 		for _, c := range p.Status.ContainerStatuses {
@@ -280,9 +283,9 @@ func (e *env) killKubeProxy(t *testing.T, node string, pod types.UID) {
 	b, err := exec.Command("docker", "exec", node, "sh", "-c", script).CombinedOutput()
 	require.NoError(t, err, "kill kube-proxy on %s: %s", node, b)
 	require.Contains(t, string(b), "killed", "no kube-proxy process on %s", node)
-	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, ready := restarts(ctx)
 		return n > n0 && ready, nil
 	})
-	require.NoError(t, err, "node %s: the kubelet restarted kube-proxy in pod %s: %s", node, pod, e.describePods(t))
+	require.NoError(t, err, "node %s: the kubelet restarted kube-proxy in pod %s (last seen: %s): %s", node, pod, last, e.describePods(t))
 }
