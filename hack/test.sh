@@ -15,10 +15,11 @@ if [[ "${CI:-}" == true && -n "${KUBECONFIG:-}" ]]; then
   die "KUBECONFIG is set (${KUBECONFIG}): make test would run one tier on that cluster and skip the other, the molecule scenarios and the benchmark; CI runs both tiers on clusters of its own, so unset KUBECONFIG"
 fi
 
-# The kind tier's Debian root filesystems (debootstrap) and the Docker
-# engine are network- and disk-bound: prepared in the background, in a
-# session of their own, beside the CPU-bound Go builds below. The kind step
-# waits for them (and the node image build takes the same lock).
+# The kind tier's Debian root filesystems (debootstrap) are network- and
+# disk-bound: made in the background, in a session of their own, beside the
+# CPU-bound Go builds below. The kind step waits for them (and the node
+# image build takes the same lock). The Docker engine is not started here:
+# hack/docker.sh checks it with the pause binary the kind tools build.
 bg_pid=""
 bg_log="${CACHE_DIR}/kind/logs/prepare-background.log"
 bg_stop() {
@@ -28,7 +29,7 @@ bg_stop() {
 }
 if [[ -z "${KUBECONFIG:-}" ]]; then
   mkdir -p "$(dirname "${bg_log}")"
-  setsid bash -c 'hack/kind/build.sh rootfs && hack/docker.sh up' >"${bg_log}" 2>&1 </dev/null &
+  setsid hack/kind/build.sh rootfs >"${bg_log}" 2>&1 </dev/null &
   bg_pid=$!
   trap bg_stop EXIT
 fi
@@ -126,7 +127,7 @@ hack/cluster-down.sh
 # built offline. Everything promised about kube-proxy itself is shown here.
 step "kind cluster"
 if [[ -n "${bg_pid}" ]]; then
-  # the root filesystems and the Docker engine, prepared since the start
+  # the root filesystems, made since the start
   if ! wait "${bg_pid}"; then
     tail -n 30 "${bg_log}" >&2
     die "preparing the kind tier in the background failed (log: ${bg_log#"${REPO_ROOT}/"})"
