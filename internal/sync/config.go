@@ -210,7 +210,7 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 		return nil
 	}
 	inUse[mounted], inUse[s.o.ConfigMap] = true, true
-	for _, name := range []string{p.mounted, ds.Annotations[rollout.PendingConfigAnnotation]} {
+	for _, name := range []string{p.mounted, ds.Annotations[rollout.PendingConfigAnnotation], ds.Annotations[rollout.PreviousConfigAnnotation]} {
 		if name != "" {
 			inUse[name] = true // what an undo restores, what a restart is owed onto
 		}

@@ -232,3 +232,17 @@ func TestRunAfterKubectlRolloutUndo(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Changed, "%s", res.Msg)
 }
+
+// The copy --undo restores is kept whatever the history: with a history of
+// one, the first change on kubeadm's layout keeps the old data's copy.
+func TestHistoryKeepsWhatAnUndoRestores(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	o := set("mode", "ipvs")
+	o.History = 1
+	res, err := f.run(t, o)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{res.Facts.ConfigMapName, res.Facts.UndoConfigMap}, f.copyNames(t))
+	f.clock.Step(time.Second)
+	_, err = f.run(t, Options{Undo: true, History: 1})
+	require.NoError(t, err, "--undo finds its copy")
+}
