@@ -190,9 +190,29 @@ func TestCanaryLargerThanTheBudgetKeepsTheBudget(t *testing.T) {
 			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
 		}
 	}()
+	// at the canary step, the canary nodes' pods are the only ones deleted
+	var atCanary []string
+	f.step = func(_ context.Context, step string) {
+		if step != StepCanaryDone {
+			return
+		}
+		pods, err := f.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "kube-system")
+		if !assert.NoError(t, err) {
+			return
+		}
+		for _, p := range pods.(*corev1.PodList).Items {
+			if p.Labels["pod-template-generation"] == "2" {
+				atCanary = append(atCanary, p.Spec.NodeName)
+			}
+		}
+		mu.Lock()
+		assert.Zero(t, down, "no other pod deleted before the canary step")
+		mu.Unlock()
+	}
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, CanaryNodes: 3, RollbackOnFailure: true})
 	require.NoError(t, err)
 	assert.Len(t, res.Facts.Rollout.CanaryNodes, 3)
+	assert.ElementsMatch(t, res.Facts.Rollout.CanaryNodes, atCanary, "the step comes once the canary nodes run the new template, before any other node")
 	assert.Equal(t, 1, most, "at most maxUnavailable nodes without kube-proxy at once")
 	pods, err := f.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)

@@ -659,6 +659,7 @@ func (c *canary) step(ctx context.Context) (bool, error) {
 		}
 		c.canaryOK = true
 		c.s.d.Log.Infof("canary nodes %v run a Ready kube-proxy of the new template; continuing in batches of %d", c.canary, c.batch)
+		c.s.step(ctx, StepCanaryDone)
 	}
 	for len(c.inflight) < c.batch && len(c.queue) > 0 {
 		n := c.queue[0]

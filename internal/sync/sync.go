@@ -99,8 +99,8 @@ type Deps struct {
 	Server   string
 	Requests func() int64
 	// Step, when set, is called at each step boundary (StepConfigMapWritten,
-	// StepDaemonSetPatched, StepWaiting, StepRecordWrite); crash tests block there and kill
-	// the process.
+	// StepDaemonSetPatched, StepWaiting, StepCanaryDone, StepRecordWrite);
+	// crash tests block there and kill the process.
 	Step func(ctx context.Context, step string)
 	// NodeProxy builds the prober of kube-proxy's /healthz on a port, for
 	// --verify-health.
@@ -112,6 +112,9 @@ const (
 	StepConfigMapWritten = "after-configmap-write"
 	StepDaemonSetPatched = "after-daemonset-patch"
 	StepWaiting          = "during-wait"
+	// StepCanaryDone: the canary nodes run a Ready kube-proxy of the new
+	// template and no other node's pod was deleted yet (canary strategy)
+	StepCanaryDone = "after-canary"
 	// StepRecordWrite: the rollout is done, the record not written yet
 	StepRecordWrite = "before-record-write"
 )

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,7 +46,7 @@ func TestUnreachedNodeKeepsItsConfigWhateverRestartsIt(t *testing.T) {
 	}
 	before := e.podUIDs(t)
 
-	cmd, paused, out := e.startPaused(t, "during-wait", "--set", "configSyncPeriod=17m", "--strategy", "canary", "--canary-nodes", "1", "--timeout", "10m")
+	cmd, paused, out := e.startPaused(t, kpsync.StepCanaryDone, "--set", "configSyncPeriod=17m", "--strategy", "canary", "--canary-nodes", "1", "--timeout", "10m")
 	select {
 	case <-paused:
 	case <-time.After(5 * time.Minute):
