@@ -1,4 +1,4 @@
-# kube-proxy-sync: see README.md. Long recipes live in hack/*.sh.
+# kube-proxy-sync: see README.md. Long recipes live in hack/ (hack/README.md maps it).
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
@@ -17,81 +17,81 @@ build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
 
 dist: venv ## static linux/amd64 and linux/arm64 builds (DIST_ARCHES), as the collection's binary modules, and the collection tarball
-	hack/dist.sh
+	hack/build/dist.sh
 
 release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry
-	hack/release.sh
+	hack/build/release.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
-	hack/size.sh
+	hack/build/size.sh
 
 test: ## everything CI runs: lint, unit, e2e against the local control plane, molecule, small bench
-	hack/test.sh
+	hack/ci/test.sh
 
 test-unit: ## fast hermetic tests
 	go test -short -count=1 ./...
 
 difftest: ## config validation against kube-proxy's own code, every supported minor (hack/difftest)
-	hack/difftest.sh
+	hack/difftest/run.sh
 
 test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-up first)
-	hack/e2e.sh
+	hack/test/e2e.sh
 
 lint: lint-go lint-ansible
 
 verify: ## fail when a file generated from the option table (module docs, role argument specs, README flag table) is stale
-	hack/verify.sh
+	hack/verify/generated.sh
 
 generate: ## rewrite the files generated from the option table (internal/app/optiontable.go)
 	go run ./hack/gen-options
 
 lint-go:
-	hack/lint-go.sh
+	hack/verify/lint-go.sh
 
 lint-ansible: venv ## yamllint, syntax check, ansible-lint (production) on every toolchain
-	hack/lint-ansible.sh
+	hack/verify/lint-ansible.sh
 
 sanity: venv dist ## ansible-test sanity on the collection, on every toolchain
-	hack/sanity.sh
+	hack/verify/sanity.sh
 
 venv: ## the pinned Ansible toolchains in .venv/NAME (requirements/NAME.txt): kubespray, newest
-	hack/venv.sh
+	hack/build/venv.sh
 
 molecule: venv dist ## molecule default scenario against the local cluster, on every toolchain (ANSIBLE_TOOLCHAINS)
-	hack/molecule.sh default
+	hack/test/molecule.sh default
 
 molecule-kubespray: venv dist ## molecule kubespray scenario: kubespray's variable combinations, local cluster only
-	hack/molecule.sh kubespray
+	hack/test/molecule.sh kubespray
 
 molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)
-	hack/molecule.sh kind
+	hack/test/molecule.sh kind
 
 cluster-up: ## build (once) and start etcd, apiserver, controller-manager, scheduler, kwok; NODES=n fake nodes
-	hack/cluster-up.sh
+	hack/cluster/up.sh
 
 cluster-down:
-	hack/cluster-down.sh
+	hack/cluster/down.sh
 
 kind-up: ## build (once, offline) and start a kind cluster: real kubelets and kube-proxy, 1 control plane + 2 workers
-	hack/kind-up.sh
+	hack/kind/up.sh
 
 kind-down: ## delete the kind cluster and stop the project-owned Docker engine
-	hack/kind-down.sh
+	hack/kind/down.sh
 
 test-real: ## real-node e2e tests against $$KUBECONFIG or the kind cluster (make kind-up first)
-	hack/e2e-real.sh
+	hack/test/e2e-real.sh
 
 demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix
-	hack/demo.sh
+	hack/cluster/demo.sh
 
 bench: build ## benchmarks at 10 and 1000 nodes, BENCH_NODES to change (see bench/README.md)
-	hack/bench.sh
+	hack/test/bench.sh
 
 bench-small: build ## one small round, part of make test
-	BENCH_SMALL=1 hack/bench.sh
+	BENCH_SMALL=1 hack/test/bench.sh
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
-	hack/fuzz.sh
+	hack/test/fuzz.sh
 
 clean: cluster-down kind-down
 	rm -rf bin dist .cache .venv $(filter-out %.yml,$(wildcard plugins/modules/kube_proxy_sync_linux_*))

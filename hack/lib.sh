@@ -17,7 +17,7 @@ venv_dir() { printf '%s/%s' "${VENV_ROOT}" "$1"; }
 ansible_env() {
   local venv
   venv="$(venv_dir "$1")"
-  [[ -x "${venv}/bin/ansible-playbook" ]] || die "no ${venv}: run make venv (hack/venv.sh $1) first"
+  [[ -x "${venv}/bin/ansible-playbook" ]] || die "no ${venv}: run make venv (hack/build/venv.sh $1) first"
   export PATH="${venv}/bin:${PATH}"
   export ANSIBLE_HOME="${CACHE_DIR}/ansible/$1"
   export ANSIBLE_LOCAL_TEMP="${ANSIBLE_HOME}/tmp"
@@ -65,10 +65,10 @@ build_static() {
     -o "${out}" ./cmd/kube-proxy-sync
 }
 
-# docker_env points docker at the engine hack/docker.sh chose (its own
+# docker_env points docker at the engine hack/kind/docker.sh chose (its own
 # dockerd, or a working engine of the machine's; none chosen yet: docker's
 # default).
 docker_env() {
-  DOCKER_HOST="$("${REPO_ROOT}/hack/docker.sh" env || true)"
+  DOCKER_HOST="$("${REPO_ROOT}/hack/kind/docker.sh" env || true)"
   if [[ -n "${DOCKER_HOST}" ]]; then export DOCKER_HOST; else unset DOCKER_HOST; fi
 }

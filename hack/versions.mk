@@ -4,7 +4,7 @@ KUBERNETES_VERSION := v1.34.4
 KUBERNETES_STAGING_VERSION := v0.34.4
 ETCD_VERSION := v3.6.16
 KWOK_VERSION := v0.8.0
-# The kind cluster (hack/kind-up.sh): kind's release whose node files target
+# The kind cluster (hack/kind/up.sh): kind's release whose node files target
 # KUBERNETES_VERSION's minor on Debian bookworm, and an older kube-proxy for
 # the probe tests (the last minor without /livez).
 KIND_VERSION := v0.31.0

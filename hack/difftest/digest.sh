@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The digest of everything the differential test proves: the validation
 # (internal/kpvalidate), the root module's dependencies, the per-minor
-# modules and their list. hack/difftest.sh records it in proven.sum after
-# every minor agreed; hack/test.sh compares it to decide whether `make test`
+# modules and their list. hack/difftest/run.sh records it in proven.sum after
+# every minor agreed; hack/ci/test.sh compares it to decide whether `make test`
 # must run every minor again or only the sentinel minors (SENTINELS below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

@@ -5,7 +5,7 @@
 # the kube-proxy binaries the kind harness builds into .cache/bin
 # (kube-proxy, kube-proxy-v1.27.16); skipped when there are none, except
 # under CI=true or REALBINARY_REQUIRED=1, where that fails (make test runs it
-# after hack/build-tools.sh kind has built them).
+# after hack/build/tools.sh kind has built them).
 #
 # Usage: hack/difftest/realbinary.sh
 set -euo pipefail
@@ -72,9 +72,9 @@ if [[ -x "${TOOLS_BIN}/kube-proxy" ]]; then
 fi
 if ((!found)); then
   if [[ "${CI:-}" == true || "${REALBINARY_REQUIRED:-0}" == 1 ]]; then
-    die "no kube-proxy binary in ${TOOLS_BIN#"${REPO_ROOT}/"}: the check against the real kube-proxy cannot run (build them with hack/build-tools.sh kind)"
+    die "no kube-proxy binary in ${TOOLS_BIN#"${REPO_ROOT}/"}: the check against the real kube-proxy cannot run (build them with hack/build/tools.sh kind)"
   fi
-  log "no kube-proxy binary in ${TOOLS_BIN#"${REPO_ROOT}/"} (hack/build-tools.sh kind builds them): the check against the real kube-proxy is SKIPPED"
+  log "no kube-proxy binary in ${TOOLS_BIN#"${REPO_ROOT}/"} (hack/build/tools.sh kind builds them): the check against the real kube-proxy is SKIPPED"
   exit 0
 fi
 ((failures == 0)) || die "${failures} of ${ran} real kube-proxy checks did not go as internal/kpvalidate says"

@@ -16,7 +16,7 @@
 // From the checkout's root:
 //
 //	go run ./hack/gen-options            # rewrite them in the checkout
-//	go run ./hack/gen-options -out DIR   # write them under DIR instead (hack/verify.sh)
+//	go run ./hack/gen-options -out DIR   # write them under DIR instead (hack/verify/generated.sh)
 package main
 
 import (

@@ -5,9 +5,9 @@
 #   hack/kind/build.sh          everything below
 #   hack/kind/build.sh rootfs   only the Debian root filesystems
 #
-#   1. Go binaries (hack/build-tools.sh kind): kind, kubelet, kubeadm,
+#   1. Go binaries (hack/build/tools.sh kind): kind, kubelet, kubeadm,
 #      kube-proxy (KUBERNETES_VERSION and KUBE_PROXY_OLD_VERSION), pause;
-#      the control plane's own binaries (hack/build-tools.sh).
+#      the control plane's own binaries (hack/build/tools.sh).
 #   2. A Debian base image from debootstrap + docker import; from it, one
 #      image per component, named exactly as kubeadm asks
 #      (`kubeadm config images list`), plus kube-proxy at the old version
@@ -19,7 +19,7 @@
 # Each step is stamped with a hash of its inputs and skipped while the stamp
 # matches, so a second run builds nothing. Logs of the long steps go to
 # .cache/kind/logs. Needs root (debootstrap, chroot) and a Docker engine
-# (hack/docker.sh up; DOCKER_HOST is taken from it).
+# (hack/kind/docker.sh up; DOCKER_HOST is taken from it).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -140,11 +140,11 @@ if [[ "${1:-}" == rootfs ]]; then
 fi
 
 docker_env
-docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/docker.sh up first"
+docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/kind/docker.sh up first"
 
 # --- 1. binaries
-"${REPO_ROOT}/hack/build-tools.sh" >&2
-"${REPO_ROOT}/hack/build-tools.sh" kind >&2
+"${REPO_ROOT}/hack/build/tools.sh" >&2
+"${REPO_ROOT}/hack/build/tools.sh" kind >&2
 bin_hash() { local b; for b in "$@"; do cat "${TOOLS_BIN}/${b}.stamp"; done | hash_of; }
 
 # --- 2. base and component images

@@ -1,4 +1,4 @@
-// Build-only module for the local control plane (hack/build-tools.sh).
+// Build-only module for the local control plane (hack/build/tools.sh).
 // Kept apart from the project's go.mod so the project never depends on
 // k8s.io/kubernetes. k8s.io/kubernetes is not meant to be used as a module:
 // its go.mod points every staging repository at ./staging, so each one is

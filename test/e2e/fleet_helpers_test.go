@@ -80,7 +80,7 @@ func removeNodes(t *testing.T, c *cluster.Cluster, names []string) {
 }
 
 // unmanage drops the annotation kwok selects its nodes by (see
-// hack/cluster-up.sh), so that kwok does not put back the node and pod
+// hack/cluster/up.sh), so that kwok does not put back the node and pod
 // statuses a test sets by hand.
 func unmanage(t *testing.T, c *cluster.Cluster, node string) {
 	t.Helper()

@@ -346,14 +346,14 @@ func deleteKubeadmProxyRBAC(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// kubeadmBinary is the kubeadm that hack/build-tools.sh kind builds.
+// kubeadmBinary is the kubeadm that hack/build/tools.sh kind builds.
 func kubeadmBinary(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	p := filepath.Join(c.RepoRoot, ".cache", "bin", "kubeadm")
 	if fileExists(p) {
 		return p
 	}
-	msg := "no kubeadm in .cache/bin: run hack/build-tools.sh kind, which builds it"
+	msg := "no kubeadm in .cache/bin: run hack/build/tools.sh kind, which builds it"
 	if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
 		t.Fatal(msg)
 	}

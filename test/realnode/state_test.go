@@ -465,7 +465,7 @@ func wait4(t *testing.T, cmd *exec.Cmd) int {
 }
 
 // docker runs commands in the kind node containers (the node name is the
-// container name), on the engine DOCKER_HOST names (hack/e2e-real.sh sets it).
+// container name), on the engine DOCKER_HOST names (hack/test/e2e-real.sh sets it).
 type docker struct{ e *env }
 
 // dockerOrSkip returns the node-container access, skipping the test when

@@ -1,5 +1,5 @@
 // Command kps-bench measures kube-proxy-sync against kubectl on a live
-// cluster (the local control plane of hack/cluster-up.sh). hack/bench.sh
+// cluster (the local control plane of hack/cluster/up.sh). hack/test/bench.sh
 // brings the cluster to each node count and calls one phase at a time; every
 // phase writes one JSON file into --dir, and `report` turns the files into a
 // markdown table and the results JSON.

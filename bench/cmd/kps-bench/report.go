@@ -29,14 +29,14 @@ type sizeResult struct {
 	Bytes map[string]int64 `json:"bytes"`
 }
 
-// size records the stripped dist builds' sizes (hack/dist.sh builds them
+// size records the stripped dist builds' sizes (hack/build/dist.sh builds them
 // with -trimpath -ldflags '-s -w').
 func (o *options) size(_ context.Context) error {
 	res := sizeResult{Kind: "size", Bytes: map[string]int64{}}
 	for _, arch := range []string{"amd64", "arm64"} {
 		fi, err := os.Stat(filepath.Join(o.DistDir, "kube-proxy-sync-linux-"+arch))
 		if err != nil {
-			return fmt.Errorf("dist build for %s: %w (run hack/dist.sh)", arch, err)
+			return fmt.Errorf("dist build for %s: %w (run hack/build/dist.sh)", arch, err)
 		}
 		res.Bytes["linux/"+arch] = fi.Size()
 	}
@@ -263,7 +263,7 @@ func writeTables(w io.Writer, r results) {
 	}
 
 	if r.Size != nil {
-		fmt.Fprintf(w, "\n### 5. Binary size (stripped, `hack/dist.sh`)\n\n| build | bytes | MB |\n|---|---:|---:|\n")
+		fmt.Fprintf(w, "\n### 5. Binary size (stripped, `hack/build/dist.sh`)\n\n| build | bytes | MB |\n|---|---:|---:|\n")
 		for _, arch := range []string{"linux/amd64", "linux/arm64"} {
 			fmt.Fprintf(w, "| %s | %d | %.1f |\n", arch, r.Size.Bytes[arch], float64(r.Size.Bytes[arch])/1e6)
 		}

@@ -1,6 +1,6 @@
 // Command gengates writes internal/kpvalidate/zz_generated_gates.go from the
 // feature gates each kube-proxy minor knows, as dumped by the differential
-// test modules (hack/difftest.sh --gates runs it).
+// test modules (hack/difftest/run.sh --gates runs it).
 //
 // Usage: go run ./hack/difftest/gengates DIR > internal/kpvalidate/zz_generated_gates.go
 // where DIR holds one gates-1.NN.json per minor.
@@ -37,7 +37,7 @@ func main() {
 func run(dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "gates-1.*.json"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no gates-1.NN.json in %s (run hack/difftest.sh --gates)", dir)
+		return fmt.Errorf("no gates-1.NN.json in %s (run hack/difftest/run.sh --gates)", dir)
 	}
 	var minors []int
 	for _, f := range files {

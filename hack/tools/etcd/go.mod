@@ -1,4 +1,4 @@
-// Build-only module for etcd (hack/build-tools.sh). etcd's server module has
+// Build-only module for etcd (hack/build/tools.sh). etcd's server module has
 // replace directives, so `go install go.etcd.io/etcd/server/v3@version` is
 // refused; building it as a dependency of this module works. It is kept apart
 // from ../go.mod so etcd's newer dependencies do not change the Kubernetes

@@ -1,4 +1,4 @@
-// Build-only module for kwok and kwokctl (hack/build-tools.sh). kwok needs
+// Build-only module for kwok and kwokctl (hack/build/tools.sh). kwok needs
 // newer k8s.io libraries than the Kubernetes release in ../go.mod, so it
 // cannot share that module.
 module github.com/kube-proxy-sync/kube-proxy-sync/hack/tools/kwok

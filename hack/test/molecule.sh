@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Run a molecule scenario of the kube_proxy_sync role on each pinned toolchain
 # (ANSIBLE_TOOLCHAINS, default: kubespray newest, one after the other):
-#   hack/molecule.sh [default|kind] [molecule test options...]
-# default: against the local control plane (hack/cluster-up.sh); keeps the
+#   hack/test/molecule.sh [default|kind] [molecule test options...]
+# default: against the local control plane (hack/cluster/up.sh); keeps the
 #          cluster unless KUBE_PROXY_SYNC_MOLECULE_DESTROY=true.
 # kind:    against a throw-away kind cluster; skipped (exit 0, with a message)
 #          when kind or a Docker engine is not available.
 # Set MOLECULE_COMMAND=converge|verify|... to run one step instead of `test`.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 scenario="${1:-default}"
@@ -51,7 +51,7 @@ collections_link
 export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
 export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
-# kubectl for the scenarios' own checks: the one hack/build-tools.sh built, else PATH's.
+# kubectl for the scenarios' own checks: the one hack/build/tools.sh built, else PATH's.
 if [[ -z "${KPS_KUBECTL:-}" ]]; then
   if [[ -x "${TOOLS_BIN}/kubectl" ]]; then KPS_KUBECTL="${TOOLS_BIN}/kubectl"; else KPS_KUBECTL="$(command -v kubectl || echo kubectl)"; fi
 fi

@@ -3,7 +3,7 @@
 // zero-filled memory), summed per package. Build the binary without -s -w
 // (stripped binaries have no symbol table).
 //
-//	go run ./hack/binsize [-top 15] BINARY
+//	go run ./hack/build/binsize [-top 15] BINARY
 package main
 
 import (

@@ -11,7 +11,7 @@
 # suggests on such a host. The tarball carries amd64 and arm64 (galaxy.yml),
 # so it is built only when both are.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 arches="${DIST_ARCHES:-amd64 arm64}"

@@ -5,9 +5,9 @@
 # ansible_collections/NAMESPACE/NAME/, outside any git checkout (it lists
 # files with git), so the tarball `make dist` built is unpacked under
 # .cache/sanity with a git repository of its own.
-#   hack/sanity.sh [TOOLCHAIN...]
+#   hack/verify/sanity.sh [TOOLCHAIN...]
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 # shellcheck disable=SC2206 # word splitting of the toolchain list is wanted
@@ -37,7 +37,7 @@ for toolchain in "${toolchains[@]}"; do
       mkdir -p "$(dirname "${bootstrap}")"
       python3 -m pip download --quiet --no-deps --dest "$(dirname "${bootstrap}")" "pip==${pip_version}"
       cat > "${bootstrap}" <<PY
-# Offline stand-in for pip's get-pip.py (written by hack/sanity.sh): pip from its wheel, as "pip install ARGS".
+# Offline stand-in for pip's get-pip.py (written by hack/verify/sanity.sh): pip from its wheel, as "pip install ARGS".
 import sys
 sys.path.insert(0, "$(ls "$(dirname "${bootstrap}")"/pip-"${pip_version}"-*.whl)")
 from pip._internal.cli.main import main

@@ -3,8 +3,8 @@
 # linux build (what Ansible copies to the target host on every task run),
 # and the 15 packages that take the most room.
 #
-#   hack/size.sh          print the figures
-#   hack/size.sh --check  also fail when a build exceeds the budget (make test,
+#   hack/build/size.sh          print the figures
+#   hack/build/size.sh --check  also fail when a build exceeds the budget (make test,
 #                         make release)
 #
 # Every release architecture (RELEASE_ARCHES, hack/lib.sh) is measured: with
@@ -14,7 +14,7 @@
 # decimal MB) can be overridden for an experiment with SIZE_MAX_STRIPPED /
 # SIZE_MAX_GZIP.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 # The budget is 20 MB stripped and 7 MB gzipped (issue 14); the binary is
@@ -48,10 +48,10 @@ done
 # the same build with its symbol table, to see where the bytes go
 printf '\ntop packages, linux/amd64 (symbol bytes):\n'
 build_static amd64 "${out}/kube-proxy-sync-symbols" nostrip
-go run ./hack/binsize -top 15 "${out}/kube-proxy-sync-symbols"
+go run ./hack/build/binsize -top 15 "${out}/kube-proxy-sync-symbols"
 
 if [[ "${check}" == true && ${#over[@]} -gt 0 ]]; then
-  die "over the size budget: ${over[*]} (see the top packages above, and the imports named at the top of hack/size.sh)"
+  die "over the size budget: ${over[*]} (see the top packages above, and the imports named at the top of hack/build/size.sh)"
 fi
 if [[ "${check}" == true ]]; then
   log "size within budget: ${max_stripped} bytes stripped, ${max_gzip} gzipped"

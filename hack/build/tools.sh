@@ -9,14 +9,14 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build-tools.sh [--force] [control-plane|kind]
-#   control-plane (default): what hack/cluster-up.sh needs
+# Usage: hack/build/tools.sh [--force] [control-plane|kind]
+#   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
 #         KUBE_PROXY_OLD_VERSION, and a static pause
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 TOOLS_DIR="${REPO_ROOT}/hack/tools"
 FORCE=0 GROUP=control-plane
@@ -24,7 +24,7 @@ for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
     control-plane | kind) GROUP="${arg}" ;;
-    *) die "usage: hack/build-tools.sh [--force] [control-plane|kind]" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind]" ;;
   esac
 done
 

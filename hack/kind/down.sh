@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Deletes the kind cluster (hack/kind-up.sh), reports the packets that tried
+# Deletes the kind cluster (hack/kind/up.sh), reports the packets that tried
 # to leave its docker network (hack/kind/egress.sh; exit 1 if any did), and
 # stops the project-owned Docker engine if this checkout started one. Built
 # images stay in the engine's data root under .cache for the next kind-up.
 # Safe to run twice or when nothing runs.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 KIND_CLUSTER="${KIND_CLUSTER:-kps}"
 docker_env
@@ -26,6 +26,6 @@ if docker info >/dev/null 2>&1; then
   fi
 fi
 rm -f "${CACHE_DIR}/kind/kubeconfig"
-"${REPO_ROOT}/hack/docker.sh" down
+"${REPO_ROOT}/hack/kind/docker.sh" down
 log "packets that tried to leave the kind network: ${egress}"
 ((egress == 0)) || die "${egress} packets tried to leave the kind cluster's docker network (dropped): something in the cluster talks to an address outside it"

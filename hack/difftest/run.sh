@@ -16,11 +16,11 @@
 # of what it proved (hack/difftest/digest.sh). `make test` runs every minor
 # only when the digest no longer matches, else the sentinel minors.
 #
-# Usage: hack/difftest.sh [--gates] [1.NN ...]   (default: every minor)
+# Usage: hack/difftest/run.sh [--gates] [1.NN ...]   (default: every minor)
 #   --gates  regenerate internal/kpvalidate/zz_generated_gates.go from the
 #            gates every minor knows (needs every minor)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}/hack/difftest"
 
 FUZZTIME="${FUZZTIME:-20s}"
@@ -80,5 +80,5 @@ if ((GATES)); then
   cd "${REPO_ROOT}"
   go run ./hack/difftest/gengates "${gates_dir}" >internal/kpvalidate/zz_generated_gates.go.tmp
   mv internal/kpvalidate/zz_generated_gates.go.tmp internal/kpvalidate/zz_generated_gates.go
-  log "wrote internal/kpvalidate/zz_generated_gates.go; run hack/difftest.sh again to check everything"
+  log "wrote internal/kpvalidate/zz_generated_gates.go; run hack/difftest/run.sh again to check everything"
 fi

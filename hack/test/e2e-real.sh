@@ -3,7 +3,7 @@
 # kube-proxy, against $KUBECONFIG, else the kind cluster (make kind-up).
 # E2E_REQUIRED=1 (set by make test and CI) turns "no cluster" into a failure.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 # the tests that stop a node's kubelet reach the kind nodes through the
 # project's Docker engine (tests needing it skip elsewhere)

@@ -4,7 +4,7 @@
 #   2. the same again     -> nothing changes, no pod restarted
 #   3. the probe fix      -> /livez for kube-proxy 1.33, one rollout
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 kubectl=("${TOOLS_BIN}/kubectl" --kubeconfig "${KUBECONFIG_PATH}" -n kube-system)

@@ -15,10 +15,10 @@
 #
 # The version is the Makefile's (git describe); kubespray's keys drop its
 # leading v, as they do for every other project. The size budget is checked
-# on every release arch first (hack/size.sh --check), so an over-budget build
+# on every release arch first (hack/build/size.sh --check), so an over-budget build
 # is never written.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 VERSION="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
@@ -31,7 +31,7 @@ if ! git describe --tags --exact-match >/dev/null 2>&1 || [[ "${VERSION}" == *-d
   log "warning: ${VERSION} is not a clean tagged commit; publish only builds of a tag (git tag vX.Y.Z)"
 fi
 
-SIZE_ARCHES="${RELEASE_ARCHES}" hack/size.sh --check
+SIZE_ARCHES="${RELEASE_ARCHES}" hack/build/size.sh --check
 
 out=dist/release
 rm -rf "${out}"
@@ -54,7 +54,7 @@ yaml_key="${key}"
 
 {
   printf -- '---\n'
-  printf '# kube-proxy-sync %s for kubespray (make release, hack/release.sh).\n' "${VERSION}"
+  printf '# kube-proxy-sync %s for kubespray (make release, hack/build/release.sh).\n' "${VERSION}"
   printf '#\n'
   printf '# roles/kubespray_defaults/vars/main/checksums.yml: per arch (kubespray'"'"'s\n'
   printf '# image_arch; arm is armv7l), newest version first.\n'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: kube-proxy-sync against kubectl on the local control plane
-# (hack/cluster-up.sh), at each node count of BENCH_NODES (10 and 1000). Prints markdown
+# (hack/cluster/up.sh), at each node count of BENCH_NODES (10 and 1000). Prints markdown
 # tables and writes bench/results/<date>.json. See bench/README.md for the
 # method. Never fails on a time: only on real breakage (a command failing,
 # an unchanged run that restarts a pod).
@@ -21,19 +21,19 @@
 #   BENCH_MAX_UNAVAILABLE=10%   the DaemonSet's maxUnavailable in the restart phase
 #   BENCH_ANSIBLE=1             time the Ansible task with the small build and
 #                               48 MB ones (small: 0); needs the kubespray venv
-#                               (made here, hack/venv.sh)
+#                               (made here, hack/build/venv.sh)
 #   BENCH_OLD_COMMIT=3d17aa1    the 48 MB build of the Ansible phase: the last
 #                               commit with client-go's full clientset
-#   DISABLE_QPS_LIMITS=1        passed to hack/cluster-up.sh (small: what the running cluster has)
-#   BENCH_HEARTBEAT_FACTOR=20   HEARTBEAT_FACTOR for hack/cluster-up.sh (small:
+#   DISABLE_QPS_LIMITS=1        passed to hack/cluster/up.sh (small: what the running cluster has)
+#   BENCH_HEARTBEAT_FACTOR=20   HEARTBEAT_FACTOR for hack/cluster/up.sh (small:
 #                               what the running cluster has): kwok's node
 #                               leases and status 20x less often than a kubelet's
 #   BENCH_BINARY=bin/kube-proxy-sync  the build under test
 #   KUBECONFIG                  when set, that cluster is used as it is (no scaling)
-#   CACHE_DIR, CLUSTER_NAME     as for hack/cluster-up.sh
+#   CACHE_DIR, CLUSTER_NAME     as for hack/cluster/up.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 BENCH_SMALL="${BENCH_SMALL:-0}"
@@ -91,12 +91,12 @@ else
   kubeconfig="${KUBECONFIG_PATH}"
 fi
 kubectl=("${TOOLS_BIN}/kubectl" --kubeconfig "${kubeconfig}")
-[[ -x "${TOOLS_BIN}/kubectl" ]] || "${REPO_ROOT}/hack/build-tools.sh"
+[[ -x "${TOOLS_BIN}/kubectl" ]] || "${REPO_ROOT}/hack/build/tools.sh"
 
 # cluster_at N: the local cluster with N kwok nodes.
 cluster_at() {
   log "local cluster '${CLUSTER_NAME}' at $1 nodes (DISABLE_QPS_LIMITS=${qps}, HEARTBEAT_FACTOR=${heartbeat:-kwokctl default})"
-  NODES="$1" DISABLE_QPS_LIMITS="${qps}" HEARTBEAT_FACTOR="${heartbeat}" "${REPO_ROOT}/hack/cluster-up.sh"
+  NODES="$1" DISABLE_QPS_LIMITS="${qps}" HEARTBEAT_FACTOR="${heartbeat}" "${REPO_ROOT}/hack/cluster/up.sh"
 }
 
 original_nodes=""
@@ -107,13 +107,13 @@ if ((BENCH_SMALL && !external)) && [[ -f "${KUBECONFIG_PATH}" ]]; then
   fi
 fi
 
-# The Ansible phase's builds: the release build (hack/dist.sh), the same
+# The Ansible phase's builds: the release build (hack/build/dist.sh), the same
 # padded with random bytes to the size of the old one (the copy alone), and
 # the old one itself (the copy and its start: it registers every API group).
 ansible_builds=""
 if ((ansible)); then
-  hack/venv.sh kubespray
-  hack/dist.sh
+  hack/build/venv.sh kubespray
+  hack/build/dist.sh
   small_build="${REPO_ROOT}/dist/kube-proxy-sync-linux-amd64"
   old_commit="${BENCH_OLD_COMMIT:-3d17aa1}"
   old_dir="${CACHE_DIR}/bench/old-${old_commit}"
@@ -174,8 +174,8 @@ else
 fi
 
 if ((!BENCH_SMALL && !ansible)); then
-  log "stripped linux/amd64 and arm64 builds (hack/dist.sh)"
-  hack/dist.sh
+  log "stripped linux/amd64 and arm64 builds (hack/build/dist.sh)"
+  hack/build/dist.sh
 fi
 if [[ -f dist/kube-proxy-sync-linux-amd64 && -f dist/kube-proxy-sync-linux-arm64 ]]; then
   "${helper[@]}" size --dir "${work}" --dist dist

@@ -10,7 +10,7 @@
 #   FUZZMINIMIZETIME=5s  time spent shrinking each new interesting input
 #                  (go's default, 60s, can eat most of a short FUZZTIME)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 FUZZTIME="${FUZZTIME:-30s}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A Docker engine for the kind cluster (hack/kind-up.sh).
+# A Docker engine for the kind cluster (hack/kind/up.sh).
 #
-#   hack/docker.sh up     use a working engine, else start a project-owned one
-#   hack/docker.sh down   stop the project-owned engine (if this checkout started it)
-#   hack/docker.sh env    print the DOCKER_HOST to use (empty: docker's default)
+#   hack/kind/docker.sh up     use a working engine, else start a project-owned one
+#   hack/kind/docker.sh down   stop the project-owned engine (if this checkout started it)
+#   hack/kind/docker.sh env    print the DOCKER_HOST to use (empty: docker's default)
 #
 # "Working" means `docker info` answers and a --privileged container runs
 # (kind's nodes are privileged). When the machine's engine fails that, or
@@ -14,11 +14,11 @@
 # /etc/docker is not read or changed). The wrapper drops CAP_SYS_RESOURCE,
 # which this kind of VM cannot grant, from each container's capabilities.
 #
-# The test image is our own static pause binary (hack/build-tools.sh kind),
+# The test image is our own static pause binary (hack/build/tools.sh kind),
 # imported without a registry.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 DOCKER_DIR="${CACHE_DIR}/docker"
 OWN_SOCK="${DOCKER_DIR}/docker.sock"
@@ -33,7 +33,7 @@ privileged_ok() {
   if ! docker image inspect "${PROBE_IMAGE}" >/dev/null 2>&1; then
     local tmp
     tmp="$(mktemp -d)"
-    [[ -x "${TOOLS_BIN}/pause" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/pause for the test container: run hack/build-tools.sh kind first"
+    [[ -x "${TOOLS_BIN}/pause" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/pause for the test container: run hack/build/tools.sh kind first"
     install -m 0755 "${TOOLS_BIN}/pause" "${tmp}/pause"
     tar --numeric-owner -C "${tmp}" -c pause | docker import - "${PROBE_IMAGE}" >/dev/null
     rm -rf "${tmp}"
@@ -121,5 +121,5 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   env) [[ -f "${ENV_FILE}" ]] && cat "${ENV_FILE}" ;;
-  *) die "usage: hack/docker.sh up|down|env" ;;
+  *) die "usage: hack/kind/docker.sh up|down|env" ;;
 esac

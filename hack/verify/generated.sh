@@ -4,9 +4,9 @@
 # docs, the role's argument specs, defaults and pass-through, and the
 # README's flag table; here it writes them into a temporary directory, and
 # each one must be byte for byte what is in the checkout.
-#   hack/verify.sh
+#   hack/verify/generated.sh
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 out="$(mktemp -d)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gofmt and go vet, over every build tag the project uses.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 unformatted="$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))"

@@ -3,11 +3,11 @@
 # requirements/, at .venv/<name>:
 #   kubespray  kubespray's own pins (ansible 11.x, ansible-core 2.18)
 #   newest     the newest ansible-core that runs on this Python
-#   hack/venv.sh [NAME...]   (default: every toolchain in ANSIBLE_TOOLCHAINS, else all)
+#   hack/build/venv.sh [NAME...]   (default: every toolchain in ANSIBLE_TOOLCHAINS, else all)
 # Idempotent: a stamp holding the hash of the requirements file and of the
 # Python version skips the install when nothing changed. Non-interactive.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 python="${PYTHON:-python3}"

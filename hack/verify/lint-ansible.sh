@@ -5,9 +5,9 @@
 # plugins/, meta/), playbooks/ and molecule/. That the role's argument specs,
 # defaults and pass-through and the two modules' docs agree is make verify's
 # (they are generated from one table, hack/gen-options).
-#   hack/lint-ansible.sh [TOOLCHAIN...]
+#   hack/verify/lint-ansible.sh [TOOLCHAIN...]
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
 # shellcheck disable=SC2206 # word splitting of the toolchain list is wanted

@@ -3,7 +3,7 @@
 # and a small benchmark against a real local control plane, which is brought
 # down at the end even when something failed.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 export E2E_REQUIRED=1
 
@@ -19,7 +19,7 @@ fi
 # disk-bound: made in the background, in a session of their own, beside the
 # CPU-bound Go builds below. The kind step waits for them (and the node
 # image build takes the same lock). The Docker engine is not started here:
-# hack/docker.sh checks it with the pause binary the kind tools build.
+# hack/kind/docker.sh checks it with the pause binary the kind tools build.
 bg_pid=""
 bg_log="${CACHE_DIR}/kind/logs/prepare-background.log"
 bg_stop() {
@@ -35,9 +35,9 @@ if [[ -z "${KUBECONFIG:-}" ]]; then
 fi
 
 step "go lint"
-hack/lint-go.sh
+hack/verify/lint-go.sh
 step "generated files up to date (make verify)"
-hack/verify.sh
+hack/verify/generated.sh
 step "unit tests"
 go test -short -count=1 ./...
 # the crash tests' pause hook exists only in a testhooks build
@@ -60,21 +60,21 @@ else
   step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS})"
 fi
 # shellcheck disable=SC2086
-DIFFTEST_REALBINARY=0 hack/difftest.sh ${DIFFTEST_MINORS:-}
+DIFFTEST_REALBINARY=0 hack/difftest/run.sh ${DIFFTEST_MINORS:-}
 step "which modes read each field: the effect table against kube-proxy's source"
 # downloads only (go/parser, no build): every minor, always
 hack/difftest/effectsrc.sh
 step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
-hack/venv.sh
+hack/build/venv.sh
 step "build the binary, the collection's modules and its tarball"
 make --no-print-directory build
-hack/dist.sh
+hack/build/dist.sh
 step "binary size budget"
-hack/size.sh --check
+hack/build/size.sh --check
 step "ansible lint"
-hack/lint-ansible.sh
+hack/verify/lint-ansible.sh
 step "ansible-test sanity on the collection"
-hack/sanity.sh
+hack/verify/sanity.sh
 
 # The kwok tier: scale and API behaviour, on a local control plane whose
 # nodes are fake (kwok marks every pod Ready whatever its probe or config).
@@ -83,17 +83,17 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
   # writes made-up server addresses and refuses real nodes).
   kubectl_bin="${TOOLS_BIN}/kubectl"
   [[ -x "${kubectl_bin}" ]] || kubectl_bin="kubectl"
-  step "kube-proxy binaries for the real-binary check (hack/build-tools.sh kind)"
-  hack/build-tools.sh kind
+  step "kube-proxy binaries for the real-binary check (hack/build/tools.sh kind)"
+  hack/build/tools.sh kind
   step "differential test against the real kube-proxy binaries"
   REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
   if [[ -n "$("${kubectl_bin}" get nodes -l 'type!=kwok' -o name)" ]]; then
     step "real-node e2e tests against KUBECONFIG"
-    hack/e2e-real.sh
+    hack/test/e2e-real.sh
     skipped="the kwok tier (test/e2e), the molecule scenarios, the benchmark"
   else
     step "e2e tests against KUBECONFIG"
-    hack/e2e.sh
+    hack/test/e2e.sh
     skipped="the real-node tier (test/realnode), the molecule scenarios, the benchmark"
   fi
   step "green on KUBECONFIG's cluster; NOT run: ${skipped} (unset KUBECONFIG for everything)"
@@ -101,27 +101,27 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
 fi
 # kubeadm rewrites kube-proxy's objects in the kubespray upgrade e2e test; it
 # is built with the kind tier's binaries, which that tier needs anyway.
-step "kubeadm and the kind tier's binaries (hack/build-tools.sh kind)"
-hack/build-tools.sh kind
+step "kubeadm and the kind tier's binaries (hack/build/tools.sh kind)"
+hack/build/tools.sh kind
 # the refusals checked against the real kube-proxy binaries just built
 step "differential test against the real kube-proxy binaries"
 REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
 step "local control plane"
-trap 'bg_stop; step "cluster down"; hack/cluster-down.sh' EXIT
-hack/cluster-up.sh
+trap 'bg_stop; step "cluster down"; hack/cluster/down.sh' EXIT
+hack/cluster/up.sh
 step "e2e tests"
-hack/e2e.sh
-if [[ -x hack/bench.sh ]]; then
+hack/test/e2e.sh
+if [[ -x hack/test/bench.sh ]]; then
   step "benchmark, small"
-  BENCH_SMALL=1 hack/bench.sh
+  BENCH_SMALL=1 hack/test/bench.sh
 fi
 step "molecule default scenario (${ANSIBLE_TOOLCHAINS})"
-hack/molecule.sh default
+hack/test/molecule.sh default
 # kubespray's variable combinations on kubespray's own toolchain: what its
 # users run (make molecule-kubespray runs it on every toolchain).
 step "molecule kubespray scenario (kubespray)"
-ANSIBLE_TOOLCHAINS=kubespray hack/molecule.sh kubespray
-hack/cluster-down.sh
+ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray
+hack/cluster/down.sh
 
 # The real tier: real kubelets and a real kube-proxy in a kind cluster,
 # built offline. Everything promised about kube-proxy itself is shown here.
@@ -134,15 +134,15 @@ if [[ -n "${bg_pid}" ]]; then
   fi
   bg_pid=""
 fi
-trap 'step "kind down"; hack/kind-down.sh' EXIT
-hack/kind-up.sh
+trap 'step "kind down"; hack/kind/down.sh' EXIT
+hack/kind/up.sh
 step "real-node e2e tests"
-KUBECONFIG="${CACHE_DIR}/kind/kubeconfig" hack/e2e-real.sh
+KUBECONFIG="${CACHE_DIR}/kind/kubeconfig" hack/test/e2e-real.sh
 # On the newest toolchain only (the default scenario covers both): each kind
 # run rolls real kube-proxies, CI time is counted.
 step "molecule kind scenario (newest)"
-ANSIBLE_TOOLCHAINS=newest hack/molecule.sh kind
+ANSIBLE_TOOLCHAINS=newest hack/test/molecule.sh kind
 trap - EXIT
 step "kind down"
-hack/kind-down.sh
+hack/kind/down.sh
 step "all green"

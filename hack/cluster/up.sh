@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the local control plane: real etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler built from source
-# (hack/build-tools.sh), plus kwok faking NODES kubelets; then applies the
+# (hack/build/tools.sh), plus kwok faking NODES kubelets; then applies the
 # seed objects from test/manifests and waits until the kube-proxy DaemonSet
 # has NODES Ready pods.
 #
@@ -25,7 +25,7 @@
 # The admin kubeconfig is written to .cache/cluster/kubeconfig.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 NODES="${NODES:-3}"
 CLUSTER_NAME="${CLUSTER_NAME:-kps}"
@@ -108,7 +108,7 @@ if ! flock -n 9; then
   log "another cluster-up or cluster-down is running; waiting for it"
   flock 9
 fi
-"${REPO_ROOT}/hack/build-tools.sh"
+"${REPO_ROOT}/hack/build/tools.sh"
 
 # The options a running cluster was created with; a change recreates it.
 # bump harness= when the cluster configuration below changes: running clusters get recreated

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Stops every local cluster hack/cluster-up.sh started (kwokctl delete
+# Stops every local cluster hack/cluster/up.sh started (kwokctl delete
 # cluster), then checks that no etcd, kube-* or kwok process started from
 # .cache/bin is left, and ends any that is. Safe to run twice or when
 # nothing runs. The built binaries in .cache/bin are kept.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 KWOK_WORKDIR="${CLUSTER_DIR}/kwok"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)

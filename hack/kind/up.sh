@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the kind cluster with real kubelets and a real kube-proxy, offline:
-# a Docker engine (hack/docker.sh), the node image and every image in it
+# a Docker engine (hack/kind/docker.sh), the node image and every image in it
 # built here (hack/kind/build.sh), then `kind create cluster` with one
 # control plane and two workers, kube-proxy as kubeadm's DaemonSet, and the
 # project's small pod network (hack/kind/cni) in place of kindnetd.
@@ -14,7 +14,7 @@
 # Environment: KIND_CLUSTER (default kps), KIND_WORKERS (default 2).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 KIND_CLUSTER="${KIND_CLUSTER:-kps}"
 KIND_WORKERS="${KIND_WORKERS:-2}"
@@ -24,8 +24,8 @@ KIND_KUBECONFIG="${KIND_DIR}/kubeconfig"
 mkdir -p "${KIND_DIR}/logs"
 
 start=${SECONDS}
-"${REPO_ROOT}/hack/build-tools.sh" kind
-"${REPO_ROOT}/hack/docker.sh" up
+"${REPO_ROOT}/hack/build/tools.sh" kind
+"${REPO_ROOT}/hack/kind/docker.sh" up
 docker_env
 image="$("${REPO_ROOT}/hack/kind/build.sh")"
 image_id="$(docker image inspect -f '{{.Id}}' "${image}")"
