@@ -62,6 +62,9 @@ type Facts struct {
 	// Connectivity is what the checks before and after each node's restart
 	// saw (--verify-health), nil when they were off.
 	Connectivity *verify.Report `json:"connectivity,omitempty"`
+	// Migration is the plan of a change of the proxy mode (see
+	// migration.go), nil when the mode stays.
+	Migration *Migration `json:"migration,omitempty"`
 }
 
 // Diff is Ansible's diff: the ConfigMap data before and after, redacted.

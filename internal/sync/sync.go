@@ -171,6 +171,9 @@ func New(o Options, d Deps) *Syncer {
 // as far as the run got, also when it returns an error.
 func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 	err := s.run(ctx)
+	if m := s.res.Facts.Migration; m != nil && len(s.res.Facts.Rollout.CanaryNodes) > 0 {
+		m.CanaryNodes = s.res.Facts.Rollout.CanaryNodes // the ones the rollout picked
+	}
 	// also when the run failed half-way: what it wrote is a change Ansible must show
 	s.Partial()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -246,6 +249,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
 	f.ChangedKeysEffect = p.effects
 	s.diff(p.before.Data, p.desired, p.effects)
+	if err := s.previewMigration(ctx, p); err != nil {
+		return err
+	}
 
 	// 3. the config the pods are to run, captured again
 	after, afterName, err := s.apply(ctx, &p)
@@ -521,6 +527,9 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect, s.mountsCopyOf(p.ds, p.volume, p.target))
 	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.ds, p); err != nil {
+		return p, err
+	}
+	if err := s.planMigration(ctx, &p); err != nil {
 		return p, err
 	}
 	s.warnInsecureTLS(p.desired)

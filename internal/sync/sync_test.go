@@ -37,6 +37,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
 const seedConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -122,6 +123,9 @@ type fixture struct {
 	clock  *clocktesting.FakeClock
 	audit  string
 	step   func(ctx context.Context, step string) // Deps.Step
+	// prober answers kube-proxy's /healthz for --verify-health (nil:
+	// healthy on every node, as a kube-proxy older than 1.33 answers)
+	prober verify.Prober
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -163,7 +167,12 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	}
 	o.LockTimeout = time.Second
 	f.client.ClearActions()
-	return New(o, Deps{Kube: kubefake.Wrap(f.client), Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}, Step: f.step}).Run(context.Background())
+	prober := f.prober
+	if prober == nil {
+		prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+	}
+	nodeProxy := func(int) (verify.Prober, error) { return prober, nil }
+	return New(o, Deps{Kube: kubefake.Wrap(f.client), Clock: f.clock, Log: logrus.NewEntry(log), Audit: audit.Log{Path: f.audit}, Step: f.step, NodeProxy: nodeProxy}).Run(context.Background())
 }
 
 // writes returns the mutating actions, as "verb resource", leaving out the

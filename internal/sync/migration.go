@@ -1,0 +1,254 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// A change of kube-proxy's proxy mode is the riskiest change its config
+// has: the old mode's rules must go, and Services must work through the
+// new ones. So it is not rolled like any other change: the run goes canary
+// first whatever --strategy says (zonal stays zonal, with a canary in each
+// zone), checks each migrated node's kube-proxy (--verify-health, auto
+// when off; --verify-traffic if given) before its slot goes to another
+// node, and refuses, before any write, a switch kube-proxy does not clean
+// up after. All of it is decided with the plan, before the first write.
+
+// Migration is the plan of a proxy-mode change (the result's migration).
+type Migration struct {
+	// From is the mode the fleet runs, To the mode of the new config.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// KubeProxyVersion is the kube-proxy whose start-up the plan relies on.
+	KubeProxyVersion string `json:"kube_proxy_version"`
+	// Strategy is how the run rolls it (canary, or zonal);
+	// StrategyAsked what --strategy said.
+	Strategy      string `json:"strategy"`
+	StrategyAsked string `json:"strategy_asked"`
+	// CanaryNodes restart first, alone; then Batches batches of at most
+	// BatchSize nodes (zonal: each zone's canary, then the rest of it, in
+	// the order of Zones). Check mode: the nodes a run would pick now.
+	CanaryNodes []string `json:"canary_nodes"`
+	BatchSize   int      `json:"batch_size"`
+	Batches     int      `json:"batches"`
+	Zones       []string `json:"zones,omitempty"`
+	// VerifyHealth and VerifyTraffic are the checks each migrated node
+	// passes before the rollout goes on.
+	VerifyHealth  string `json:"verify_health"`
+	VerifyTraffic string `json:"verify_traffic"`
+	// Cleanup says what removes the old mode's rules on each node.
+	Cleanup string `json:"cleanup"`
+	// Warnings: settings whose meaning changes in the new mode, and rules
+	// that stay behind (also in the result's warnings).
+	Warnings []string `json:"warnings"`
+}
+
+// planMigration finds a change of the proxy mode, refuses one kube-proxy
+// does not switch cleanly, and sets the run's strategy and checks for it.
+// It runs with every plan (twice for a run that writes: before and under
+// the Lease); its settings only ever tighten the options.
+func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
+	f := &s.res.Facts
+	asked := s.o.Strategy
+	if s.o.ZoneLabel != "" {
+		asked = StrategyZonal
+	}
+	if f.Migration != nil {
+		asked = f.Migration.StrategyAsked // the first plan's, before it tightened them
+	}
+	f.Migration = nil
+	if len(p.keys) == 0 && p.reason == "" {
+		return nil
+	}
+	newText, ok := p.desired[configmap.ConfigKey]
+	if !ok || s.targetsWindows(p) {
+		return nil
+	}
+	running, err := s.runningConfig(ctx, p)
+	if err != nil || running == "" {
+		return err
+	}
+	from, err := kpvalidate.ModeOf(running)
+	if err != nil {
+		return nil // the fleet's config does not decode: nothing to migrate from (validation judges the new one)
+	}
+	to, err := kpvalidate.ModeOf(newText)
+	if err != nil || from == to {
+		return err
+	}
+	obj := fmt.Sprintf("configmap %s/%s", s.o.Namespace, s.o.ConfigMap)
+	v, verr := version.ParseGeneric(s.validationVersion(p.ds))
+	if verr != nil || v.Major() != 1 {
+		return fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
+			obj, from, to, s.o.Namespace, s.o.DaemonSet)
+	}
+	minor := int(v.Minor())
+	m := &Migration{From: from, To: to, KubeProxyVersion: v.String(), StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
+	if m.Cleanup, err = modeCleanup(minor, from, to, newText); err != nil {
+		return fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
+	}
+	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
+		m.Warnings = append(m.Warnings, leftoverWarning(minor, from, to))
+	}
+	notes, err := kpvalidate.ModeChangeNotes(newText, minor, from, to)
+	if err != nil {
+		return fmt.Errorf("%s: %w", obj, err)
+	}
+	m.Warnings = append(m.Warnings, notes...)
+	for _, w := range m.Warnings {
+		s.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
+	}
+	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, s.o.Connectivity.Health, s.o.Connectivity.Traffic
+	f.Migration = m
+	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
+		// not a switch kube-proxy cleans up after: rolled as asked, with
+		// the warning (see leftoverWarning)
+		return nil
+	}
+	if s.o.Restart != RestartNever {
+		// canary first whatever the strategy; zonal stays zonal
+		s.o.Strategy, s.o.CanaryNodes = StrategyCanary, max(s.o.CanaryNodes, 1)
+		if s.o.Connectivity.Health == "" || s.o.Connectivity.Health == verify.Off {
+			s.o.Connectivity.Health = verify.Auto
+		}
+		if s.o.Connectivity.HealthTimeout <= 0 {
+			s.o.Connectivity.HealthTimeout = time.Minute
+		}
+	}
+	m.Strategy = StrategyCanary
+	if s.o.ZoneLabel != "" {
+		m.Strategy = StrategyZonal
+	}
+	m.VerifyHealth = s.o.Connectivity.Health
+	s.d.Log.Infof("proxy mode %s -> %s: %s rollout with %d canary node(s) first, each node's kube-proxy checked (--verify-health %s) before the rollout goes on (--strategy %s asked)",
+		from, to, m.Strategy, s.o.CanaryNodes, m.VerifyHealth, asked)
+	return nil
+}
+
+// modeCleanup says what removes the old mode's rules when kube-proxy
+// 1.minor starts in mode to with the config newText, or why nothing does
+// (an error: the switch is refused). From 1.29 kube-proxy's start-up
+// (platformCleanup in cmd/kube-proxy/app) removes the iptables and IPVS
+// rules when it runs in nftables mode, and its nftables tables when it
+// runs in iptables or ipvs mode, the latter up to 1.32 only with the
+// NFTablesProxyMode feature gate on; between iptables and ipvs it removes
+// nothing, in any version.
+func modeCleanup(minor int, from, to, newText string) (string, error) {
+	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
+		return "none: kube-proxy removes neither mode's rules when switching between iptables and ipvs", nil
+	}
+	if minor < 29 {
+		return "", fmt.Errorf("kube-proxy 1.%d has no nftables mode (from 1.29 on): upgrade kube-proxy first", minor)
+	}
+	if minor <= 32 {
+		on, err := kpvalidate.GateEnabled(newText, minor, "NFTablesProxyMode")
+		if err != nil {
+			return "", err
+		}
+		if !on {
+			return "", fmt.Errorf("kube-proxy 1.%d removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on, and the new config turns it off (it is off by default before 1.31): keep featureGates.NFTablesProxyMode: true in the new config (it changes nothing in %s mode), or the nftables rules stay on every node", minor, to)
+		}
+	}
+	if to == kpvalidate.ModeNFTables {
+		return fmt.Sprintf("kube-proxy 1.%d removes the iptables and IPVS rules of kube-proxy when it starts in nftables mode", minor), nil
+	}
+	return fmt.Sprintf("kube-proxy 1.%d removes its nftables tables (ip and ip6 kube-proxy) when it starts in %s mode", minor, to), nil
+}
+
+// leftoverWarning says what a switch between iptables and ipvs leaves on
+// every node: kube-proxy cleans up neither.
+func leftoverWarning(minor int, from, to string) string {
+	left := "the iptables mode's chains: KUBE-SVC-*, KUBE-SEP-* and the filter table's KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, whose REJECT rules for Services without endpoints at the switch stay in force"
+	if from == kpvalidate.ModeIPVS {
+		left = "the kube-ipvs0 interface holding every Service IP, the IPVS virtual servers and kube-proxy's ipsets"
+	}
+	msg := fmt.Sprintf("kube-proxy 1.%d does not remove the %s rules when it starts in %s mode (no version does between iptables and ipvs): %s stay on every node until it reboots", minor, from, to, left)
+	if minor >= 29 {
+		msg += fmt.Sprintf("; a clean way is through nftables, in two runs (mode=nftables, then mode=%s): kube-proxy cleans up after both", to)
+	}
+	return msg
+}
+
+// runningConfig is config.conf as the fleet runs it: the data the pods
+// were restarted for, which is the plan's base unless a restart is owed
+// onto a copy (then the template still mounts the older data).
+func (s *Syncer) runningConfig(ctx context.Context, p *plan) (string, error) {
+	if p.mounted == "" || p.mounted == p.base.Name {
+		return p.before.Data[configmap.ConfigKey], nil
+	}
+	if p.mounted == s.o.ConfigMap {
+		return p.cm.Data[configmap.ConfigKey], nil
+	}
+	cm, err := s.copies.Get(ctx, p.mounted)
+	if err != nil {
+		return "", fmt.Errorf("read configmap %s/%s, which daemonset %s/%s mounts, for the proxy mode its pods run: %w", s.o.Namespace, p.mounted, s.o.Namespace, s.o.DaemonSet, err)
+	}
+	return cm.Data[configmap.ConfigKey], nil
+}
+
+// targetsWindows: the DaemonSet's pods run on Windows, which has one mode.
+func (s *Syncer) targetsWindows(p *plan) bool {
+	spec := p.ds.Spec.Template.Spec
+	return spec.NodeSelector[corev1.LabelOSStable] == "windows" || (spec.OS != nil && spec.OS.Name == corev1.Windows)
+}
+
+// previewMigration fills the migration's canary nodes and batches from
+// the nodes and pods as they are now: the ones the canary would pick.
+func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
+	m := s.res.Facts.Migration
+	if m == nil || s.o.Restart == RestartNever || s.o.Strategy != StrategyCanary {
+		return nil
+	}
+	skipped, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes)
+	if err != nil {
+		return err
+	}
+	fleet, err := s.dss.Observe(ctx, p.ds, skipped)
+	if err != nil {
+		return err
+	}
+	unready := map[string]bool{}
+	for _, n := range fleet.UnreadyLive() {
+		unready[n] = true
+	}
+	live := fleet.Live()
+	var todo []string
+	for _, n := range live {
+		if !unready[n] { // left out of the batches, as the rollout does
+			todo = append(todo, n)
+		}
+	}
+	if m.BatchSize, err = batchSize(s.o.BatchSize, p.ds, len(live)); err != nil {
+		return err
+	}
+	rounds := func(n int) int { return (n + m.BatchSize - 1) / m.BatchSize }
+	if s.o.ZoneLabel == "" {
+		m.CanaryNodes = todo[:min(s.o.CanaryNodes, len(todo))]
+		m.Batches = rounds(len(todo) - len(m.CanaryNodes))
+		return nil
+	}
+	zoneOf, err := nodes.Labels(ctx, s.d.Kube.Nodes(), s.o.ZoneLabel)
+	if err != nil {
+		return err
+	}
+	z := rollout.NewZonal(todo, zoneOf, unready, s.o.CanaryNodes, m.BatchSize)
+	m.CanaryNodes, m.Batches = append([]string{}, z.CanaryNodes()...), 0
+	for i, zone := range z.Zones {
+		m.Zones = append(m.Zones, zone.Name)
+		if i > 0 && len(zone.Canary) > 0 {
+			m.Batches++ // the zone's own canary
+		}
+		m.Batches += rounds(len(zone.Nodes) - len(zone.Canary))
+	}
+	return nil
+}

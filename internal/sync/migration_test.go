@@ -1,0 +1,209 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+func setMode(mode string, more ...kpconfig.Setting) configmap.Spec {
+	return configmap.Spec{Settings: append([]kpconfig.Setting{{Path: "mode", Value: mode}}, more...)}
+}
+
+// --check says the plan of a mode change: from and to, the canary node and
+// the batches after it, the checks, and the settings whose meaning changes;
+// the rolling strategy asked for becomes a canary. Nothing is written.
+func TestModeChangeCheckSaysThePlan(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), BatchSize: "2"})
+	require.NoError(t, err)
+	assert.Empty(t, f.writes())
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Equal(t, "iptables", m.From)
+	assert.Equal(t, "nftables", m.To)
+	assert.Equal(t, "1.33.6", m.KubeProxyVersion)
+	assert.Equal(t, StrategyRolling, m.StrategyAsked)
+	assert.Equal(t, StrategyCanary, m.Strategy)
+	assert.Equal(t, []string{"node-0"}, m.CanaryNodes)
+	assert.Equal(t, 2, m.BatchSize)
+	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
+	assert.Equal(t, verify.Auto, m.VerifyHealth, "each migrated node is checked though no check was asked")
+	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
+	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
+	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
+	assert.Contains(t, m.Warnings[1], "iptables.localhostNodePorts is not set")
+	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
+}
+
+// zonal stays zonal, with a canary in each zone.
+func TestModeChangeZonalStaysZonal(t *testing.T) {
+	f := newRollingFixture(t, 4)
+	for i, zone := range []string{"b", "a", "b", "a"} {
+		f.label(t, fmt.Sprintf("node-%d", i), "zone", zone)
+	}
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), Strategy: StrategyCanary, ZoneLabel: "zone", CanaryNodes: 0})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Equal(t, StrategyZonal, m.StrategyAsked)
+	assert.Equal(t, StrategyZonal, m.Strategy)
+	assert.Equal(t, []string{"a", "b"}, m.Zones)
+	assert.Equal(t, []string{"node-1"}, m.CanaryNodes, "a canary of at least one node, though --canary-nodes 0")
+	assert.Equal(t, 3, m.Batches, "after zone a's canary, one at a time: zone a's other node, zone b's canary, zone b's other node")
+}
+
+// A real run: the canary node first, each node's kube-proxy checked
+// before the next one's pod goes, then the DaemonSet's own strategy back.
+func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	var mu gosync.Mutex
+	var order []string
+	asked := map[string]int{}
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if asked[node]++; asked[node] > 1 { // the first is the baseline
+			order = append(order, "check "+node)
+		}
+		return verify.Health{Code: 200}, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod {
+		mu.Lock()
+		order = append(order, "replace "+node)
+		mu.Unlock()
+		return kubeProxyPod(node, gen, true)
+	})
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, StrategyCanary, res.Facts.Rollout.Strategy)
+	assert.Equal(t, []string{"node-0"}, res.Facts.Rollout.CanaryNodes)
+	assert.Equal(t, []string{"node-0"}, res.Facts.Migration.CanaryNodes)
+	assert.Equal(t, []string{"replace node-0", "check node-0", "replace node-1", "check node-1", "replace node-2", "check node-2"}, order)
+	require.NotNil(t, res.Facts.Connectivity)
+	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+	assert.Contains(t, f.configMap(t).Data["config.conf"], "mode: nftables")
+}
+
+// A canary whose kube-proxy does not come healthy in the new mode stops
+// the migration there: rolled back, every other node untouched.
+func TestModeChangeFailedCanaryStopsThere(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	asked := map[string]int{}
+	var mu gosync.Mutex
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if asked[node]++; asked[node] > 1 && node == "node-0" {
+			f.clock.Step(2 * time.Minute) // past --verify-health-timeout
+			return verify.Health{Code: 503}, nil
+		}
+		return verify.Health{Code: 200}, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node node-0")
+	assert.True(t, res.Facts.RolledBack)
+	for _, n := range []string{"node-1", "node-2"} {
+		assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s never migrated", n)
+	}
+	assert.Equal(t, 1, asked["node-1"], "node-1: its baseline only")
+}
+
+// A switch kube-proxy would not clean up after is refused before any write.
+func TestModeChangeKubeProxyWouldNotCleanIsRefused(t *testing.T) {
+	nft := func(gate string) *corev1.ConfigMap {
+		cm := seedConfigMap()
+		cm.Data["config.conf"] = seedConfig + "featureGates:\n  NFTablesProxyMode: " + gate + "\n"
+		cm.Data["config.conf"] = replaceMode(cm.Data["config.conf"], "nftables")
+		return cm
+	}
+	cases := []struct {
+		name  string
+		cm    *corev1.ConfigMap
+		image string
+		spec  configmap.Spec
+		want  string
+	}{
+		{"leaving nftables on 1.30 with the gate turned off", nft("true"), "registry.k8s.io/kube-proxy:v1.30.14",
+			setMode("iptables", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "false"}),
+			"mode nftables -> iptables refused: kube-proxy 1.30 removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on"},
+		{"leaving nftables on 1.32 with the beta gate turned off", nft("true"), "registry.k8s.io/kube-proxy:v1.32.13",
+			setMode("ipvs", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "false"}),
+			"keep featureGates.NFTablesProxyMode: true in the new config"},
+		{"an image without a version", seedConfigMap(), "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+			setMode("nftables"), "pass --kube-proxy-version"},
+		{"nftables on 1.28", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15", setMode("nftables"), "nftables from 1.29 on"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.cm, seedDaemonSet(tc.image))
+			_, err := f.run(t, Options{Spec: tc.spec, ProbePath: "none"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "nothing was written")
+			assert.Empty(t, f.writes())
+		})
+	}
+}
+
+// Between iptables and ipvs kube-proxy cleans up neither mode: rolled as
+// asked, with a warning naming what stays.
+func TestModeChangeIPTablesToIPVSWarns(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, Options{Check: true, Spec: setMode("ipvs")})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Equal(t, StrategyRolling, m.Strategy, "rolled as asked")
+	assert.Contains(t, m.Cleanup, "none")
+	require.NotEmpty(t, m.Warnings)
+	assert.Contains(t, m.Warnings[0], "kube-proxy 1.33 does not remove the iptables rules when it starts in ipvs mode")
+	assert.Contains(t, m.Warnings[0], "a clean way is through nftables")
+}
+
+// The mode the fleet runs is that of the ConfigMap its template mounts,
+// not that of a restart owed (--restart never wrote the copy).
+func TestModeChangeOwedFromTheMountedMode(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Restart: RestartNever})
+	require.NoError(t, err)
+	res, err := f.run(t, Options{Check: true})
+	require.NoError(t, err)
+	assert.Equal(t, ReasonPending, res.Facts.RestartReason)
+	require.NotNil(t, res.Facts.Migration, "the owed restart is the migration")
+	assert.Equal(t, "iptables", res.Facts.Migration.From)
+	assert.Equal(t, StrategyCanary, res.Facts.Migration.Strategy)
+}
+
+func replaceMode(conf, mode string) string {
+	return strings.Replace(conf, "mode: iptables", "mode: "+mode, 1)
+}
+
+func (f *rollingFixture) label(t *testing.T, node, key, value string) {
+	t.Helper()
+	n, err := f.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[key] = value
+	_, err = f.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
