@@ -1,0 +1,197 @@
+//go:build e2e
+
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// kubeletChains are the KUBE-* iptables chains the kubelet keeps, whatever
+// kube-proxy's mode (pkg/kubelet/kubelet_network_linux.go).
+var kubeletChains = map[string]bool{"KUBE-IPTABLES-HINT": true, "KUBE-KUBELET-CANARY": true, "KUBE-FIREWALL": true}
+
+// A proxy-mode change on real kube-proxies, iptables -> nftables -> iptables,
+// asked with the default rolling strategy: the run goes canary first and
+// checks every migrated node's kube-proxy (its /healthz, turned on when no
+// check was asked; on the way back also a TCP connection to the API
+// server's Service from the node) before the rollout goes on. Inside each node, after each switch: kube-proxy
+// runs the new mode (its /configz), the old mode's rules are gone
+// (iptables-save, ip6tables-save, nft list tables) and a ClusterIP answers
+// from the node.
+func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
+	e := connect(t)
+	d := e.dockerOrSkip(t)
+	cp, workers := e.nodeNames(t)
+	all := append([]string{cp}, workers...)
+	for _, n := range all {
+		r := d.proxyRules(t, n)
+		t.Logf("node %s before, in iptables mode: KUBE-* iptables chains %v, nftables tables %v", n, r.kubeChains, r.nftTables)
+		require.Contains(t, r.kubeProxyChains(), "KUBE-SERVICES", "node %s: this test starts from kube-proxy in iptables mode", n)
+		require.False(t, r.hasNFTable(), "node %s: this test starts with no nftables table of kube-proxy: %v", n, r.nftTables)
+	}
+	// whatever happens, the cluster ends in iptables mode: by this run if
+	// the test stopped in nftables mode, then by connect's restore
+	t.Cleanup(func() {
+		if d.proxyRules(t, cp).hasNFTable() {
+			r := e.sync(t, "--set", "mode=iptables", "--timeout", "8m")
+			assert.Equal(t, 0, r.code, "cleanup: back to iptables mode: %s", r)
+		}
+	})
+	service, err := e.client.CoreV1().Services("default").Get(ctxFor(t, 30*time.Second), "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	clusterIP := service.Spec.ClusterIP
+
+	// there with no checks asked (the migration turns on --verify-health
+	// auto), back with both checks
+	for _, step := range []struct {
+		from, to string
+		checks   []string
+	}{
+		{"iptables", "nftables", nil},
+		{"nftables", "iptables", []string{"--verify-health", "required", "--verify-traffic", "default/kubernetes"}},
+	} {
+		before := e.podUIDs(t)
+		tl := e.watchTimeline(t, before)
+		r := e.sync(t, append([]string{"--set", "mode=" + step.to, "--set", "metricsBindAddress=0.0.0.0:10249", "--timeout", "8m"}, step.checks...)...)
+		require.Equal(t, 0, r.code, "%s -> %s: %s", step.from, step.to, r)
+		assert.Equal(t, step.from, r.field("migration.from"), "%s", r)
+		assert.Equal(t, step.to, r.field("migration.to"), "%s", r)
+		assert.Equal(t, "rolling", r.field("migration.strategy_asked"), "%s", r)
+		assert.Equal(t, "canary", r.field("migration.strategy"), "%s", r)
+		assert.Equal(t, "canary", r.field("rollout.strategy"), "the migration goes canary first: %s", r)
+		canary, _ := r.field("rollout.canary_nodes").([]any)
+		require.Len(t, canary, 1, "%s", r)
+		// in the watch's order: the canary node ran a Ready kube-proxy in
+		// the new mode before any other node's old pod went
+		events := tl.stop()
+		first := fmt.Sprint(canary[0])
+		readyAt, ok := events.readyAt[first]
+		require.True(t, ok, "canary node %s never ran a Ready new pod", first)
+		for n := range before {
+			if n != first {
+				assert.Greater(t, events.goneAt[n], readyAt, "node %s lost its old pod before the canary %s was Ready in %s mode", n, first, step.to)
+			}
+		}
+		assert.LessOrEqual(t, events.maxDown, 1, "at most the batch size (maxUnavailable 1) without a Ready kube-proxy at once")
+		assert.EqualValues(t, len(all), r.field("connectivity.checked"), "every migrated node checked: %s", r)
+		assert.EqualValues(t, len(all), r.field("connectivity.passed"), "%s", r)
+		if step.checks == nil {
+			assert.Equal(t, "auto", r.field("migration.verify_health"), "%s", r)
+			assert.Equal(t, "auto", r.field("connectivity.mode"), "%s", r)
+		} else {
+			assert.Equal(t, "default/kubernetes", r.field("connectivity.traffic"), "%s", r)
+		}
+		after := e.podUIDs(t)
+		for n, uid := range before {
+			assert.NotEqual(t, uid, after[n], "node %s: its kube-proxy restarted in the new mode", n)
+		}
+		seconds, _ := r.field("rollout.duration_seconds").(float64)
+		checks, _ := r.field("connectivity.seconds").(float64)
+		requests, _ := r.field("connectivity.api_requests").(float64)
+		t.Logf("%s -> %s: %d nodes in %.1fs (%.1fs per node; the checks %.1fs of it, %.0f API requests, %.1f per node)",
+			step.from, step.to, len(all), seconds, seconds/float64(len(all)), checks, requests, requests/float64(len(all)))
+
+		for _, n := range all {
+			mode, _ := runningValue(e.configz(t, n), "mode")
+			assert.Equal(t, step.to, mode, "node %s: kube-proxy's own /configz", n)
+			rules := d.proxyRules(t, n)
+			t.Logf("node %s in %s mode: KUBE-* iptables chains %v, nftables tables %v", n, step.to, rules.kubeChains, rules.nftTables)
+			if step.to == "nftables" {
+				assert.Empty(t, rules.kubeProxyChains(), "node %s: kube-proxy's iptables chains are gone", n)
+				assert.Contains(t, rules.nftTables, "ip kube-proxy", "node %s: kube-proxy's nftables table", n)
+			} else {
+				assert.False(t, rules.hasNFTable(), "node %s: kube-proxy's nftables tables are gone: %v", n, rules.nftTables)
+				assert.Contains(t, rules.kubeProxyChains(), "KUBE-SERVICES", "node %s", n)
+			}
+			d.connect(t, n, clusterIP, 443)
+		}
+	}
+}
+
+// rules are a node's firewall state as kube-proxy's modes leave it.
+type rules struct {
+	// kubeChains are the KUBE-* chains of iptables-save and
+	// ip6tables-save, as "table/chain" (IPv6: "ip6:table/chain").
+	kubeChains []string
+	// nftTables are `nft list tables`, as "family name".
+	nftTables []string
+}
+
+// kubeProxyChains are the KUBE-* chain names that are not the kubelet's.
+func (r rules) kubeProxyChains() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range r.kubeChains {
+		_, chain, _ := strings.Cut(c, "/")
+		if !kubeletChains[chain] && !seen[chain] {
+			seen[chain] = true
+			out = append(out, chain)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r rules) hasNFTable() bool {
+	for _, t := range r.nftTables {
+		if strings.HasSuffix(t, " kube-proxy") {
+			return true
+		}
+	}
+	return false
+}
+
+// proxyRules reads the node's iptables (both families) and nftables tables.
+func (d docker) proxyRules(t *testing.T, node string) rules {
+	t.Helper()
+	var r rules
+	for _, fam := range []struct{ cmd, prefix string }{{"iptables-save", ""}, {"ip6tables-save", "ip6:"}} {
+		out, err := exec.Command("docker", "exec", node, fam.cmd).CombinedOutput()
+		require.NoError(t, err, "%s on %s: %s", fam.cmd, node, out)
+		table := ""
+		for _, line := range strings.Split(string(out), "\n") {
+			switch {
+			case strings.HasPrefix(line, "*"):
+				table = strings.TrimPrefix(line, "*")
+			case strings.HasPrefix(line, ":KUBE-"):
+				chain, _, _ := strings.Cut(strings.TrimPrefix(line, ":"), " ")
+				r.kubeChains = append(r.kubeChains, fam.prefix+table+"/"+chain)
+			}
+		}
+	}
+	out, err := exec.Command("docker", "exec", node, "nft", "list", "tables").CombinedOutput()
+	require.NoError(t, err, "nft list tables on %s: %s", node, out)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if t, ok := strings.CutPrefix(line, "table "); ok {
+			r.nftTables = append(r.nftTables, t)
+		}
+	}
+	sort.Strings(r.kubeChains)
+	return r
+}
+
+// connect opens a TCP connection (and TLS) from the node's own network
+// namespace to ip:port, through the rules kube-proxy programmed, within
+// a deadline: curl's HTTP code 000 is no connection.
+func (d docker) connect(t *testing.T, node, ip string, port int) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, _ := exec.CommandContext(ctx, "docker", "exec", node, "curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}",
+			"--max-time", "5", fmt.Sprintf("https://%s:%d/livez", ip, port)).CombinedOutput()
+		last = strings.TrimSpace(string(out))
+		return last != "" && last != "000", nil
+	})
+	assert.NoError(t, err, "node %s: a connection to the Service %s:%d from the node (curl's last answer: %q)", node, ip, port, last)
+}
