@@ -119,6 +119,42 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 	}
 }
 
+// A migration whose canary cannot pass stops there and goes back: the
+// traffic check connects, from the canary node, to a Service whose only
+// endpoint is a closed port, a failure made for real on that node. The
+// run rolls the canary back to iptables mode (kube-proxy in iptables mode
+// removes its nftables table at start-up), and every other node kept its
+// pod (UIDs) and its iptables rules throughout.
+func TestProxyModeMigrationFailedCanaryRollsBack(t *testing.T) {
+	e := connect(t)
+	d := e.dockerOrSkip(t)
+	svc := e.closedService(t, e.controlPlaneAddressServer(t), 6444)
+	before := e.podUIDs(t)
+	r := e.sync(t, "--set", "mode=nftables", "--verify-health", "auto", "--verify-traffic", namespace+"/"+svc,
+		"--verify-traffic-timeout", "15s", "--timeout", "8m")
+	require.Equal(t, 1, r.code, "the canary fails the traffic check: %s", r)
+	assert.Equal(t, true, r.field("rolled_back"), "%s", r)
+	failed, _ := r.field("connectivity.failed").([]any)
+	require.Len(t, failed, 1, "the canary node failed the check: %s", r)
+	canary := fmt.Sprint(failed[0].(map[string]any)["node"])
+	assert.EqualValues(t, 1, r.field("connectivity.checked"), "only the canary was checked: %s", r)
+	assert.Equal(t, "nftables", r.field("migration.to"), "%s", r)
+	assert.Equal(t, []any{canary}, r.field("rollout.canary_nodes"), "the failed node is the canary: %s", r)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	after := e.podUIDs(t)
+	for n, uid := range before {
+		if n == canary {
+			assert.NotEqual(t, uid, after[n], "canary %s: replaced, then rolled back", n)
+		} else {
+			assert.Equal(t, uid, after[n], "node %s: never reached", n)
+		}
+		rules := d.proxyRules(t, n)
+		t.Logf("node %s after the rollback: KUBE-* iptables chains %v, nftables tables %v", n, rules.kubeChains, rules.nftTables)
+		assert.Contains(t, rules.kubeProxyChains(), "KUBE-SERVICES", "node %s: in iptables mode", n)
+		assert.False(t, rules.hasNFTable(), "node %s: no nftables table of kube-proxy left: %v", n, rules.nftTables)
+	}
+}
+
 // rules are a node's firewall state as kube-proxy's modes leave it.
 type rules struct {
 	// kubeChains are the KUBE-* chains of iptables-save and
