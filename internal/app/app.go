@@ -301,7 +301,11 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s\n", orUnknown(f.KubeProxyVersion), probeLine(o, f))
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	if m := f.Migration; m != nil {
-		fmt.Fprintf(w, "  proxy mode %s -> %s (kube-proxy %s): %s rollout (--strategy %s asked), canary %v, then %d batch(es) of at most %d; each node checked: --verify-health %s", m.From, m.To, m.KubeProxyVersion, m.Strategy, m.StrategyAsked, m.CanaryNodes, m.Batches, m.BatchSize, m.VerifyHealth)
+		fmt.Fprintf(w, "  proxy mode %s -> %s (kube-proxy %s): %s rollout (--strategy %s asked)", m.From, m.To, m.KubeProxyVersion, m.Strategy, m.StrategyAsked)
+		if m.Strategy != sync.StrategyRolling {
+			fmt.Fprintf(w, ", canary %v, then %d batch(es) of at most %d", m.CanaryNodes, m.Batches, m.BatchSize)
+		}
+		fmt.Fprintf(w, "; checks: --verify-health %s", m.VerifyHealth)
 		if m.VerifyTraffic != "" {
 			fmt.Fprintf(w, ", --verify-traffic %s", m.VerifyTraffic)
 		}

@@ -261,6 +261,36 @@ func TestTextOutputShowsEachKeysEffect(t *testing.T) {
 	assert.Contains(t, out.String(), "  changed config.conf:ipvs.scheduler: no-effect\n  changed config.conf:mode: restart\n")
 }
 
+// A mode change's plan is in the text output: the strategy used and
+// asked, the canary and batches (not for a rolling one), checks, warnings.
+func TestTextOutputShowsTheMigrationPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    sync.Migration
+		want []string
+		not  []string
+	}{
+		{"canary", sync.Migration{From: "iptables", To: "nftables", KubeProxyVersion: "1.34.4", Strategy: "canary", StrategyAsked: "rolling",
+			CanaryNodes: []string{"a"}, BatchSize: 2, Batches: 3, VerifyHealth: "auto", VerifyTraffic: "default/kubernetes", Cleanup: "kube-proxy 1.34 removes", Warnings: []string{"nodePortAddresses is not set"}},
+			[]string{"proxy mode iptables -> nftables (kube-proxy 1.34.4): canary rollout (--strategy rolling asked), canary [a], then 3 batch(es) of at most 2; checks: --verify-health auto, --verify-traffic default/kubernetes",
+				"old mode's rules: kube-proxy 1.34 removes", "warning: nodePortAddresses is not set"}, nil},
+		{"rolling", sync.Migration{From: "iptables", To: "ipvs", Strategy: "rolling", StrategyAsked: "rolling", VerifyHealth: "off"},
+			[]string{"iptables -> ipvs", "rolling rollout (--strategy rolling asked); checks: --verify-health off"}, []string{"batch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			m := tc.m
+			printResult(&out, &Options{Output: "text"}, &sync.Result{Facts: sync.Facts{Migration: &m}}, nil)
+			for _, w := range tc.want {
+				assert.Contains(t, out.String(), w)
+			}
+			for _, w := range tc.not {
+				assert.NotContains(t, out.String(), w)
+			}
+		})
+	}
+}
+
 func TestMemoryLimit(t *testing.T) {
 	assert.Equal(t, int64(SoftMemoryLimit), memoryLimit(""), "the binary's own limit by default")
 	assert.Equal(t, int64(-1), memoryLimit("64MiB"), "GOMEMLIMIT wins")

@@ -168,11 +168,11 @@ func modeCleanup(minor int, from, to, newText string) (string, error) {
 // leftoverWarning says what a switch between iptables and ipvs leaves on
 // every node: kube-proxy cleans up neither.
 func leftoverWarning(minor int, from, to string) string {
-	left := "the iptables mode's chains: KUBE-SVC-*, KUBE-SEP-* and the filter table's KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, whose REJECT rules for Services without endpoints at the switch stay in force"
+	left := "its chains, among them KUBE-SVC-*, KUBE-SEP-* and the filter table's KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, whose REJECT rules for Services without endpoints at the switch stay in force"
 	if from == kpvalidate.ModeIPVS {
 		left = "the kube-ipvs0 interface holding every Service IP, the IPVS virtual servers and kube-proxy's ipsets"
 	}
-	msg := fmt.Sprintf("kube-proxy 1.%d does not remove the %s rules when it starts in %s mode (no version does between iptables and ipvs): %s stay on every node until it reboots", minor, from, to, left)
+	msg := fmt.Sprintf("kube-proxy 1.%d does not remove the %s mode's rules when it starts in %s mode (no version does between iptables and ipvs), so these stay on every node until it reboots: %s", minor, from, to, left)
 	if minor >= 29 {
 		msg += fmt.Sprintf("; a clean way is through nftables, in two runs (mode=nftables, then mode=%s): kube-proxy cleans up after both", to)
 	}

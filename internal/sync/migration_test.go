@@ -174,7 +174,7 @@ func TestModeChangeIPTablesToIPVSWarns(t *testing.T) {
 	assert.Equal(t, StrategyRolling, m.Strategy, "rolled as asked")
 	assert.Contains(t, m.Cleanup, "none")
 	require.NotEmpty(t, m.Warnings)
-	assert.Contains(t, m.Warnings[0], "kube-proxy 1.33 does not remove the iptables rules when it starts in ipvs mode")
+	assert.Contains(t, m.Warnings[0], "kube-proxy 1.33 does not remove the iptables mode's rules when it starts in ipvs mode")
 	assert.Contains(t, m.Warnings[0], "a clean way is through nftables")
 }
 
