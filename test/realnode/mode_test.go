@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -108,7 +110,12 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 			rules := d.proxyRules(t, n)
 			t.Logf("node %s in %s mode: KUBE-* iptables chains %v, nftables tables %v", n, step.to, rules.kubeChains, rules.nftTables)
 			if step.to == "nftables" {
-				assert.Empty(t, rules.kubeProxyChains(), "node %s: kube-proxy's iptables chains are gone", n)
+				left := rules.kubeProxyChains()
+				if minor := e.kubeProxyMinor(t); minor >= 29 && minor <= 33 {
+					// its iptables cleanup deletes KUBE-PROXY-CANARY from 1.34 on only
+					left = slices.DeleteFunc(left, func(c string) bool { return c == "KUBE-PROXY-CANARY" })
+				}
+				assert.Empty(t, left, "node %s: kube-proxy's iptables chains are gone", n)
 				assert.Contains(t, rules.nftTables, "ip kube-proxy", "node %s: kube-proxy's nftables table", n)
 			} else {
 				assert.False(t, rules.hasNFTable(), "node %s: kube-proxy's nftables tables are gone: %v", n, rules.nftTables)
@@ -153,6 +160,23 @@ func TestProxyModeMigrationFailedCanaryRollsBack(t *testing.T) {
 		assert.Contains(t, rules.kubeProxyChains(), "KUBE-SERVICES", "node %s: in iptables mode", n)
 		assert.False(t, rules.hasNFTable(), "node %s: no nftables table of kube-proxy left: %v", n, rules.nftTables)
 	}
+}
+
+// kubeProxyMinor is the minor of the kube-proxy image the tier found (0:
+// its tag is not a version).
+func (e *env) kubeProxyMinor(t *testing.T) int {
+	t.Helper()
+	for _, c := range e.origDS.Spec.Template.Spec.Containers {
+		if c.Name != name {
+			continue
+		}
+		if i := strings.LastIndex(c.Image, ":"); i > strings.LastIndex(c.Image, "/") {
+			if v, err := version.ParseGeneric(c.Image[i+1:]); err == nil {
+				return int(v.Minor())
+			}
+		}
+	}
+	return 0
 }
 
 // rules are a node's firewall state as kube-proxy's modes leave it.
