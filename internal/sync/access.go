@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	gosync "sync"
 
@@ -127,7 +128,11 @@ func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml); checked before any write, nothing was changed", strings.Join(denied, ", "), s.o.Namespace)
+		why := ""
+		if m := s.res.Facts.Migration; m != nil && m.VerifyHealth != verify.Off && slices.Contains(denied, "get on nodes/proxy") {
+			why = fmt.Sprintf("; get on nodes/proxy because the proxy-mode change %s -> %s checks each migrated node's kube-proxy through the API server's node proxy", m.From, m.To)
+		}
+		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), s.o.Namespace, why)
 	}
 	return nil
 }

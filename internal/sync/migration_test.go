@@ -11,12 +11,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -206,4 +210,42 @@ func (f *rollingFixture) label(t *testing.T, node, key, value string) {
 	n.Labels[key] = value
 	_, err = f.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
+}
+
+// The check of each migrated node needs get on nodes/proxy, asked for
+// before any write; the message says why the run wants it.
+func TestModeChangeNeedsNodeProxyBeforeAnyWrite(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		ra := r.Spec.ResourceAttributes
+		r.Status.Allowed = !(ra.Resource == "nodes" && ra.Subresource == "proxy")
+		return true, r, nil
+	})
+	_, err := f.run(t, Options{Spec: setMode("nftables")})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "get on nodes/proxy because the proxy-mode change iptables -> nftables checks each migrated node's kube-proxy")
+	assert.Empty(t, f.writes())
+}
+
+// IPVS -> nftables (kubespray's default mode to the GA one): migrated, with
+// the ipvs settings that stop applying named.
+func TestModeChangeFromIPVS(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["config.conf"] = strings.Replace(replaceMode(seedConfig, "ipvs"), "strictARP: false", "strictARP: true\n  scheduler: lc", 1)
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.34.4")
+	ds.Annotations[rollout.HashAnnotation] = configmap.Hash(cm.Data, nil)
+	f := newFixture(t, cm, ds)
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), Strategy: StrategyCanary, CanaryNodes: 2})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Equal(t, "ipvs", m.From)
+	assert.Equal(t, StrategyCanary, m.StrategyAsked)
+	assert.Contains(t, m.Cleanup, "removes the iptables and IPVS rules")
+	require.NotEmpty(t, m.Warnings)
+	assert.Contains(t, m.Warnings[0], `ipvs.scheduler: "lc"; ipvs.strictARP: true, which kube-proxy 1.34 reads in ipvs mode only`)
+	for _, w := range m.Warnings {
+		assert.NotContains(t, w, "localhostNodePorts", "ipvs mode had no localhost NodePorts to lose")
+	}
 }
