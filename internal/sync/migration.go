@@ -87,18 +87,26 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 		return err
 	}
 	obj := fmt.Sprintf("configmap %s/%s", s.o.Namespace, s.o.ConfigMap)
-	v, verr := version.ParseGeneric(s.validationVersion(p.ds))
-	if verr != nil || v.Major() != 1 {
+	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables
+	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
+	minor, _ := kpvalidate.Rules(s.validationVersion(p.ds))
+	if v, verr := version.ParseGeneric(s.validationVersion(p.ds)); verr == nil && v.Major() == 1 {
+		m.KubeProxyVersion = v.String()
+	} else if nft {
+		// between iptables and ipvs no version cleans up: the warning
+		// holds whatever the version
 		return fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
 			obj, from, to, s.o.Namespace, s.o.DaemonSet)
 	}
-	minor := int(v.Minor())
-	m := &Migration{From: from, To: to, KubeProxyVersion: v.String(), StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
 	if m.Cleanup, err = modeCleanup(minor, from, to, newText); err != nil {
 		return fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
 	}
-	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
-		m.Warnings = append(m.Warnings, leftoverWarning(minor, from, to))
+	if !nft {
+		known := minor
+		if m.KubeProxyVersion == "" {
+			known = 0
+		}
+		m.Warnings = append(m.Warnings, leftoverWarning(known, from, to))
 	}
 	notes, err := kpvalidate.ModeChangeNotes(newText, minor, from, to)
 	if err != nil {
@@ -110,7 +118,7 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 	}
 	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, s.o.Connectivity.Health, s.o.Connectivity.Traffic
 	f.Migration = m
-	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
+	if !nft {
 		// not a switch kube-proxy cleans up after: rolled as asked, with
 		// the warning (see leftoverWarning)
 		return nil
@@ -166,15 +174,22 @@ func modeCleanup(minor int, from, to, newText string) (string, error) {
 }
 
 // leftoverWarning says what a switch between iptables and ipvs leaves on
-// every node: kube-proxy cleans up neither.
+// every node: kube-proxy cleans up neither (minor 0: version unknown).
 func leftoverWarning(minor int, from, to string) string {
 	left := "its chains, among them KUBE-SVC-*, KUBE-SEP-* and the filter table's KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, whose REJECT rules for Services without endpoints at the switch stay in force"
 	if from == kpvalidate.ModeIPVS {
 		left = "the kube-ipvs0 interface holding every Service IP, the IPVS virtual servers and kube-proxy's ipsets"
 	}
-	msg := fmt.Sprintf("kube-proxy 1.%d does not remove the %s mode's rules when it starts in %s mode (no version does between iptables and ipvs), so these stay on every node until it reboots: %s", minor, from, to, left)
-	if minor >= 29 {
+	who := "kube-proxy"
+	if minor > 0 {
+		who = fmt.Sprintf("kube-proxy 1.%d", minor)
+	}
+	msg := fmt.Sprintf("%s does not remove the %s mode's rules when it starts in %s mode (no version does between iptables and ipvs), so these stay on every node until it reboots: %s", who, from, to, left)
+	switch {
+	case minor >= 29:
 		msg += fmt.Sprintf("; a clean way is through nftables, in two runs (mode=nftables, then mode=%s): kube-proxy cleans up after both", to)
+	case minor == 0:
+		msg += fmt.Sprintf("; from kube-proxy 1.29 a clean way is through nftables, in two runs (mode=nftables, then mode=%s)", to)
 	}
 	return msg
 }

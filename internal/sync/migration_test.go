@@ -182,6 +182,18 @@ func TestModeChangeIPTablesToIPVSWarns(t *testing.T) {
 	assert.Contains(t, m.Warnings[0], "a clean way is through nftables")
 }
 
+// Between iptables and ipvs no kube-proxy cleans up, so an unknown version
+// changes nothing: warned, not refused (to nftables it is refused).
+func TestModeChangeIPTablesToIPVSUnknownVersion(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:latest"))
+	res, err := f.run(t, Options{Check: true, Spec: setMode("ipvs"), ProbePath: "none"})
+	require.NoError(t, err)
+	require.NotNil(t, res.Facts.Migration)
+	assert.Empty(t, res.Facts.Migration.KubeProxyVersion)
+	assert.Contains(t, res.Facts.Migration.Warnings[0], "kube-proxy does not remove the iptables mode's rules")
+	assert.Contains(t, res.Facts.Migration.Warnings[0], "from kube-proxy 1.29 a clean way is through nftables")
+}
+
 // The mode the fleet runs is that of the ConfigMap its template mounts,
 // not that of a restart owed (--restart never wrote the copy).
 func TestModeChangeOwedFromTheMountedMode(t *testing.T) {
