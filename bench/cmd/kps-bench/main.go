@@ -1,8 +1,10 @@
 // Command kps-bench measures kube-proxy-sync against kubectl on a live
-// cluster (the local control plane of hack/cluster/up.sh). hack/test/bench.sh
-// brings the cluster to each node count and calls one phase at a time; every
-// phase writes one JSON file into --dir, and `report` turns the files into a
-// markdown table and the results JSON.
+// cluster (the local control plane of hack/cluster/up.sh). `kps-bench run`
+// (what hack/test/bench.sh execs) is the whole benchmark: it brings the
+// cluster to each node count, runs the phases that count gets (plan.go),
+// builds what the Ansible and size phases compare, and reports. Every phase
+// writes one JSON file into --dir, and `report` turns the files into a
+// markdown table and the results JSON; each phase also runs on its own.
 //
 // Phases (all talk to --kubeconfig, and to the kube-system/kube-proxy
 // ConfigMap and DaemonSet unless --namespace/--name say otherwise):
@@ -27,17 +29,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "kps-bench: %v\n", err)
 		stop()
 		os.Exit(1)
@@ -46,14 +51,23 @@ func main() {
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kps-bench nochange|needless|kubespray|restart|rss|ansible|size|report [flags]")
+		return fmt.Errorf("usage: kps-bench run|nochange|needless|kubespray|restart|rss|ansible|size|report [flags] (--help for each)")
 	}
 	phase, args := args[0], args[1:]
+	if phase == "run" {
+		return benchRun(ctx, args, out, errOut)
+	}
 	o := newOptions(phase)
 	if err := o.parse(args, errOut); err != nil {
 		return err
 	}
-	switch phase {
+	return runPhase(ctx, o, out, errOut)
+}
+
+// runPhase runs one phase with its options: from the command line, or from
+// `run`'s plan.
+func runPhase(ctx context.Context, o *options, out, errOut io.Writer) error {
+	switch o.phase {
 	case "size":
 		return o.size(ctx)
 	case "report":
@@ -63,7 +77,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	switch phase {
+	switch o.phase {
 	case "nochange":
 		return b.noChange(ctx)
 	case "needless":
@@ -77,5 +91,5 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case "ansible":
 		return b.ansibleTask(ctx)
 	}
-	return fmt.Errorf("unknown phase %q", phase)
+	return fmt.Errorf("unknown phase %q", o.phase)
 }
