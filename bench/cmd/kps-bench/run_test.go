@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -228,4 +229,26 @@ func TestBenchScriptMatchesFlags(t *testing.T) {
 	for _, name := range []string{"KUBECONFIG", "CACHE_DIR"} {
 		assert.Contains(t, script, name, "bench.sh passes %s on", name)
 	}
+}
+
+func TestPad(t *testing.T) {
+	dir := t.TempDir()
+	small, old, out := filepath.Join(dir, "small"), filepath.Join(dir, "old"), filepath.Join(dir, "padded")
+	require.NoError(t, os.WriteFile(small, []byte("0123456789"), 0o755))
+	require.NoError(t, os.WriteFile(old, make([]byte, 1000), 0o755))
+
+	require.NoError(t, pad(small, old, out))
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Len(t, got, 1000, "the old build's size")
+	assert.Equal(t, "0123456789", string(got[:10]), "the small build first")
+	assert.NotEqual(t, make([]byte, 990), got[10:], "random bytes after it, not zeros")
+	assert.True(t, executable(out))
+
+	// an old build no bigger than the small one: the small build as it is
+	require.NoError(t, os.WriteFile(old, []byte("01"), 0o755))
+	require.NoError(t, pad(small, old, out))
+	got, err = os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789", string(got))
 }
