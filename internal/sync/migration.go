@@ -204,6 +204,11 @@ func (s *Syncer) runningConfig(ctx context.Context, p *plan) (string, error) {
 	if p.mounted == s.o.ConfigMap {
 		return p.cm.Data[configmap.ConfigKey], nil
 	}
+	if p.mounted == configmap.CopyName(s.o.ConfigMap, configmap.Hash(p.before.Data, nil)) {
+		// a copy is named by its data (Copies.Ensure refuses one that is
+		// not): the template mounts the data the plan holds
+		return p.before.Data[configmap.ConfigKey], nil
+	}
 	cm, err := s.copies.Get(ctx, p.mounted)
 	if err != nil {
 		return "", fmt.Errorf("read configmap %s/%s, which daemonset %s/%s mounts, for the proxy mode its pods run: %w", s.o.Namespace, p.mounted, s.o.Namespace, s.o.DaemonSet, err)
