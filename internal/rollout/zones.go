@@ -33,7 +33,8 @@ type Zone struct {
 // canary nodes alone, then the rest in batches; the next zone starts only
 // once every node of the current one is done. So at most one zone, and at
 // most batch nodes, are ever in flight. It only decides: the caller deletes
-// the pods it names and tells it which nodes are done.
+// the pods it names and tells it which nodes are done. The canary strategy
+// without zones is its one-zone case (OneZone).
 type Zonal struct {
 	Zones []Zone
 	batch int
@@ -43,6 +44,8 @@ type Zonal struct {
 	queue    []string
 	inflight map[string]bool
 	started  time.Time
+	// passed: the run's canary (the first zone's) is done
+	passed bool
 }
 
 // NewZonal groups the nodes to restart by their zone (zoneOf: node ->
@@ -92,6 +95,25 @@ func NewZonal(todo []string, zoneOf map[string]string, unready map[string]bool, 
 	return z
 }
 
+// OneZone schedules a canary rollout without zones: the nodes to restart
+// as one zone, in their order, whose canary is the first canaries of them
+// not in unready. More canary nodes than batch are deleted batch at a time:
+// a larger canary takes longer, it never takes more nodes down at once.
+func OneZone(todo []string, unready map[string]bool, canaries, batch int) *Zonal {
+	z := &Zonal{batch: max(batch, 1), inflight: map[string]bool{}}
+	if len(todo) == 0 {
+		return z
+	}
+	zone := Zone{Nodes: todo, Canary: []string{}}
+	for _, n := range todo {
+		if len(zone.Canary) < canaries && !unready[n] {
+			zone.Canary = append(zone.Canary, n)
+		}
+	}
+	z.Zones = []Zone{zone}
+	return z
+}
+
 // CanaryNodes are the first zone's canary nodes: the run's canary.
 func (z *Zonal) CanaryNodes() []string {
 	if len(z.Zones) == 0 {
@@ -99,6 +121,12 @@ func (z *Zonal) CanaryNodes() []string {
 	}
 	return z.Zones[0].Canary
 }
+
+// CanaryPassed reports whether the run's canary (the first zone's canary
+// nodes, maybe none) is done. The call of Next that finds it so returns
+// right then, before it names any other node: the caller may look at the
+// fleet as the canary left it, then calls Next again.
+func (z *Zonal) CanaryPassed() bool { return z.passed }
 
 // Current is the zone in flight, nil once all are done.
 func (z *Zonal) Current() *Zone {
@@ -111,12 +139,13 @@ func (z *Zonal) Current() *Zone {
 // Next returns the nodes whose old pod is to be deleted now (each node
 // once), given which nodes are done and which to leave out (gone, or
 // otherwise not to wait for), and whether the whole rollout is finished.
+// It returns early once, when the run's canary is done (see CanaryPassed).
 func (z *Zonal) Next(now time.Time, done, skip func(node string) bool) (replace []string, finished bool) {
 	for z.cur < len(z.Zones) {
 		zone := &z.Zones[z.cur]
 		if z.started.IsZero() {
 			z.started = now
-			z.canaryOK = len(zone.Canary) == 0
+			z.canaryOK = false
 			z.queue = nil
 			for _, n := range zone.Nodes {
 				if !slices.Contains(zone.Canary, n) {
@@ -136,7 +165,8 @@ func (z *Zonal) Next(now time.Time, done, skip func(node string) bool) (replace 
 					continue
 				}
 				pending = true
-				if !z.inflight[n] {
+				// more canary nodes than the batch go a batch at a time
+				if !z.inflight[n] && len(z.inflight) < z.batch {
 					z.inflight[n] = true
 					replace = append(replace, n)
 				}
@@ -146,6 +176,12 @@ func (z *Zonal) Next(now time.Time, done, skip func(node string) bool) (replace 
 				return replace, false
 			}
 			z.canaryOK = true
+			if z.cur == 0 {
+				// the run's canary is done: nothing else in this call
+				z.passed = true
+				zone.Duration = now.Sub(z.started).Seconds() // so far
+				return replace, false
+			}
 		}
 		for len(z.inflight) < z.batch && len(z.queue) > 0 {
 			n := z.queue[0]

@@ -192,3 +192,46 @@ func TestZonalNoNodes(t *testing.T) {
 	assert.True(t, finished)
 	assert.Empty(t, z.CanaryNodes())
 }
+
+// The canary without zones is one zone: its canary nodes first, as many
+// as asked even beyond the batch, but never more than the batch in flight.
+func TestOneZoneCanaryLargerThanTheBatch(t *testing.T) {
+	nodes := []string{"n-0", "n-1", "n-2", "n-3", "n-4", "n-5"}
+	z := OneZone(nodes, map[string]bool{"n-1": true}, 3, 1)
+	s := &sim{t: t, z: z, zoneOf: map[string]string{}, batch: 1, lag: 1,
+		never: map[string]bool{}, skip: map[string]bool{}, deleted: map[string]int{}}
+	require.True(t, s.run(1000), "finished")
+	assert.Equal(t, []string{"n-0", "n-2", "n-3"}, z.CanaryNodes(), "the first nodes Ready before the restart")
+	assert.Equal(t, []string{"n-0", "n-2", "n-3", "n-1", "n-4", "n-5"}, s.order, "the canary first, then the rest in order")
+	assert.Equal(t, 1, s.maxBatch)
+	assert.True(t, z.Zones[0].Done)
+}
+
+// The call of Next that finds the run's canary done names no other node:
+// the caller sees the fleet as the canary left it before anything else
+// is deleted.
+func TestCanaryPassedBeforeAnyOtherNode(t *testing.T) {
+	nodes, zoneOf := fleetOf3Zones()
+	now := time.Unix(0, 0)
+	noSkip := func(string) bool { return false }
+	for name, z := range map[string]*Zonal{"zonal": NewZonal(nodes, zoneOf, nil, 1, 3), "one zone": OneZone(nodes, nil, 2, 3)} {
+		t.Run(name, func(t *testing.T) {
+			done := map[string]bool{}
+			isDone := func(n string) bool { return done[n] }
+			replace, _ := z.Next(now, isDone, noSkip)
+			assert.Equal(t, z.CanaryNodes(), replace)
+			assert.False(t, z.CanaryPassed())
+			replace, _ = z.Next(now, isDone, noSkip)
+			assert.Empty(t, replace, "the canary is not done yet")
+			for _, n := range z.CanaryNodes() {
+				done[n] = true
+			}
+			replace, finished := z.Next(now, isDone, noSkip)
+			assert.Empty(t, replace, "nothing else in the call that finds the canary done")
+			assert.False(t, finished)
+			assert.True(t, z.CanaryPassed())
+			replace, _ = z.Next(now, isDone, noSkip)
+			assert.Len(t, replace, 3, "then the rest, a batch at a time")
+		})
+	}
+}

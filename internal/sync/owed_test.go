@@ -223,6 +223,65 @@ func TestCanaryLargerThanTheBudgetKeepsTheBudget(t *testing.T) {
 	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
 }
 
+// The zonal strategy passes the same step once the run's canary (the
+// first zone's) runs the new template, before any other node's pod is
+// deleted, its own zone's included.
+func TestZonalCanaryStepComesBeforeAnyOtherNode(t *testing.T) {
+	f := newRollingFixture(t, 4)
+	gvr := corev1.SchemeGroupVersion.WithResource("nodes")
+	for i, zone := range []string{"zone-b", "zone-b", "zone-a", "zone-a"} {
+		obj, err := f.client.Tracker().Get(gvr, "", fmt.Sprintf("node-%d", i))
+		require.NoError(t, err)
+		n := obj.(*corev1.Node)
+		n.Labels = map[string]string{rollout.DefaultZoneLabel: zone}
+		require.NoError(t, f.client.Tracker().Update(gvr, n, ""))
+	}
+	withResourceVersions(t, f.fixture)
+	deleted := make(chan string, 10)
+	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
+			deleted <- obj.(*corev1.Pod).Spec.NodeName
+		}
+		return false, nil, nil
+	})
+	replayDeletions(f.fixture, f.podWatches)
+	go func() {
+		<-f.podWatches
+		for i := range f.n {
+			p := kubeProxyPod(<-deleted, "2", true)
+			p.ResourceVersion = fmt.Sprint(100 + i)
+			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
+		}
+	}()
+	var atCanary, oldAtCanary []string
+	f.step = func(_ context.Context, step string) {
+		if step != StepCanaryDone {
+			return
+		}
+		pods, err := f.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "kube-system")
+		if !assert.NoError(t, err) {
+			return
+		}
+		for _, p := range pods.(*corev1.PodList).Items {
+			if p.Labels["pod-template-generation"] == "2" {
+				atCanary = append(atCanary, p.Spec.NodeName)
+			} else {
+				oldAtCanary = append(oldAtCanary, p.Spec.NodeName)
+			}
+		}
+	}
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, ZoneLabel: rollout.DefaultZoneLabel, CanaryNodes: 1, RollbackOnFailure: true})
+	require.NoError(t, err)
+	assert.Equal(t, StrategyZonal, res.Facts.Rollout.Strategy)
+	assert.Equal(t, []string{"node-2"}, res.Facts.Rollout.CanaryNodes, "the first node of the first zone by name")
+	require.Len(t, res.Facts.Rollout.Zones, 2)
+	assert.Equal(t, "zone-a", res.Facts.Rollout.Zones[0].Name)
+	assert.True(t, res.Facts.Rollout.Zones[1].Done)
+	assert.Equal(t, []string{"node-2"}, atCanary, "the step comes once the canary runs the new template")
+	assert.ElementsMatch(t, []string{"node-0", "node-1", "node-3"}, oldAtCanary, "no other pod deleted before the step")
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+}
+
 // withResourceVersions gives the fixture's pods a resourceVersion, which
 // the pod watch (a RetryWatcher) needs on every event, deletions included.
 func withResourceVersions(t *testing.T, f *fixture) {
