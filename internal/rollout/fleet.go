@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,8 @@ type podState struct {
 	// problem says why the pod cannot run (a container waiting in
 	// CrashLoopBackOff, restarted twice...), empty when nothing says so
 	problem string
+	// configMaps are the ConfigMaps the pod mounts (configMap volumes)
+	configMaps []string
 }
 
 // brokenReasons are container waiting reasons that mean the pod will not
@@ -115,6 +118,9 @@ type Fleet struct {
 	// not at every pod after every watch event (5000 nodes: 10000 pods
 	// mid-rollout, tens of thousands of events)
 	problems map[types.UID]bool
+	// names interns the ConfigMap names pods mount: one string for
+	// thousands of pods mounting the same one
+	names map[string]string
 	// expected are the nodes that had a pod when the fleet was observed.
 	expected        map[string]bool
 	resourceVersion string
@@ -139,6 +145,21 @@ func (c Client) Observe(ctx context.Context, ds *appsv1.DaemonSet, skipped map[s
 		return nil, err
 	}
 	f.SetGeneration(TemplateGeneration(ds))
+	return f, nil
+}
+
+// Mounts lists the DaemonSet's pods page by page for what they mount
+// (Fleet.MountedBy, Fleet.ConfigMaps), without a rollout to follow.
+func (c Client) Mounts(ctx context.Context, ds *appsv1.DaemonSet) (*Fleet, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("daemonset %s/%s selector: %w", c.Namespace, c.Name, err)
+	}
+	f := emptyFleet(sel.String(), ds.UID, map[string]string{})
+	f.expected, f.exempt = map[string]bool{}, map[string]bool{}
+	if err := c.list(ctx, f, false); err != nil {
+		return nil, fmt.Errorf("%w, to see which ConfigMaps they mount", err)
+	}
 	return f, nil
 }
 
@@ -254,6 +275,11 @@ func (f *Fleet) upsert(p *corev1.Pod) string {
 	}
 	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
 	st := podState{name: p.Name, node: node, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
+	for _, v := range p.Spec.Volumes {
+		if v.ConfigMap != nil {
+			st.configMaps = append(st.configMaps, f.intern(v.ConfigMap.Name))
+		}
+	}
 	if old, ok := f.pods[p.UID]; ok && old.node != node {
 		f.remove(p.UID)
 	}
@@ -294,6 +320,54 @@ func nodeOf(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+func (f *Fleet) intern(name string) string {
+	if f.names == nil {
+		f.names = map[string]string{}
+	}
+	if n, ok := f.names[name]; ok {
+		return n
+	}
+	f.names[name] = name
+	return name
+}
+
+// MountedBy lists the pods that mount the ConfigMap name ("node/pod",
+// sorted), as the fleet last saw them. current is false when one of them
+// was being deleted then: it may be gone since, and only the API server
+// knows whether it still is.
+func (f *Fleet) MountedBy(name string) (by []string, current bool) {
+	current = true
+	for _, p := range f.pods {
+		if slices.Contains(p.configMaps, name) {
+			by = append(by, p.node+"/"+p.name)
+			current = current && !p.deleting
+		}
+	}
+	sort.Strings(by)
+	return by, current
+}
+
+// Newest is the newest template generation of a pod of the fleet, as
+// last seen (0 with no pod).
+func (f *Fleet) Newest() int64 {
+	var n int64
+	for _, p := range f.pods {
+		n = max(n, p.gen)
+	}
+	return n
+}
+
+// ConfigMaps are the ConfigMaps some pod of the fleet mounts, as last seen.
+func (f *Fleet) ConfigMaps() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range f.pods {
+		for _, name := range p.configMaps {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 func (f *Fleet) remove(uid types.UID) {

@@ -265,3 +265,37 @@ func TestChangePatchReplacesProbeHandler(t *testing.T) {
 		"readinessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null},
 		"livenessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null}}]}}}}`, string(b))
 }
+
+// mounting is p mounting the ConfigMaps names.
+func mounting(p *corev1.Pod, names ...string) *corev1.Pod {
+	for _, n := range names {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: n, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}})
+	}
+	return p
+}
+
+// The fleet knows which ConfigMaps its pods mount, as it last saw them:
+// what the record write after a rollout needs, without listing the pods.
+func TestFleetMounts(t *testing.T) {
+	old := mounting(pod("c1", "c", "1", false), "kube-proxy")
+	f := newFleet(map[string]string{"c": nodes.ToBeDeleted},
+		mounting(pod("a2", "a", "2", true), "kube-proxy-0123456789"), mounting(pod("b2", "b", "2", true), "kube-proxy-0123456789", "extra"), old)
+	by, current := f.MountedBy("kube-proxy")
+	assert.Equal(t, []string{"c/kube-proxy-c1"}, by)
+	assert.True(t, current)
+	assert.Equal(t, map[string]bool{"kube-proxy": true, "kube-proxy-0123456789": true, "extra": true}, f.ConfigMaps())
+	assert.Equal(t, int64(2), f.Newest())
+
+	old.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)}
+	f.upsert(old)
+	by, current = f.MountedBy("kube-proxy")
+	assert.Equal(t, []string{"c/kube-proxy-c1"}, by)
+	assert.False(t, current, "a terminating pod may be gone by now")
+
+	f.remove(old.UID)
+	by, current = f.MountedBy("kube-proxy")
+	assert.Empty(t, by)
+	assert.True(t, current)
+	assert.Equal(t, map[string]bool{"kube-proxy-0123456789": true, "extra": true}, f.ConfigMaps())
+}

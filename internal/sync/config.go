@@ -114,72 +114,107 @@ func (s *Syncer) ensureCopy(ctx context.Context, p *plan, data map[string]string
 	return nil
 }
 
-// mountedBy lists the pods of the DaemonSet that mount the ConfigMap name
-// ("node/pod" each), and every ConfigMap a pod of it mounts.
-func (s *Syncer) mountedBy(ctx context.Context, ds *appsv1.DaemonSet, name string) (by []string, inUse map[string]bool, err error) {
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if err != nil {
-		return nil, nil, fmt.Errorf("daemonset %s/%s: selector: %w", s.o.Namespace, s.o.DaemonSet, err)
-	}
-	pods, err := s.d.Kube.Pods(s.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list the pods of daemonset %s/%s, to see which ConfigMaps they mount: %w", s.o.Namespace, s.o.DaemonSet, err)
-	}
-	inUse = map[string]bool{}
-	for _, pod := range pods.Items {
-		if !ownedBy(&pod, ds) {
-			continue
-		}
-		for _, v := range pod.Spec.Volumes {
-			if v.ConfigMap == nil {
-				continue
-			}
-			inUse[v.ConfigMap.Name] = true
-			if v.ConfigMap.Name == name {
-				by = append(by, pod.Spec.NodeName+"/"+pod.Name)
-			}
-		}
-	}
-	sort.Strings(by)
-	return by, inUse, nil
-}
-
-func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.UID == ds.UID
-}
-
 // settle makes the record hold the config the template mounts, once no
 // pod of the DaemonSet mounts the record, and collects the copies beyond
 // the history that nothing uses. A record some pod still mounts is left
 // for a later run, which finds it lagging (see base) and writes it then.
 //
-// known is a ConfigMap this run has read already (name and snapshot), so
-// that it is not read again.
-func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known configmap.Snapshot) error {
-	f := &s.res.Facts
-	ds, err := s.dss.Get(ctx)
+// ds is the DaemonSet as this run last read or wrote it; known is a
+// ConfigMap this run has read already (name and snapshot), so that it is
+// not read again; fleet, when this run rolled the DaemonSet, says which
+// pods mount what (see recordUse). A record that someone else wrote
+// meanwhile makes the write conflict: then the DaemonSet, the record and
+// the pods are read again.
+func (s *Syncer) settle(ctx context.Context, p plan, ds *appsv1.DaemonSet, knownName string, known configmap.Snapshot, fleet *rollout.Fleet) error {
+	u, err := s.recordUse(ctx, ds, p.cm, fleet)
 	if err != nil {
 		return err
 	}
-	_, mounted := configVolume(ds, s.o.Container, s.o.ConfigMap)
+	err = s.settleOn(ctx, p, &u, knownName, known)
+	if u.known && apierrors.IsConflict(err) {
+		s.d.Log.Infof("configmap %s/%s changed since this run read it (another writer): reading it, daemonset %s/%s and its pods again", s.o.Namespace, s.o.ConfigMap, s.o.Namespace, s.o.DaemonSet)
+		if u, err = s.recordUse(ctx, nil, nil, nil); err != nil {
+			return err
+		}
+		err = s.settleOn(ctx, p, &u, knownName, known)
+	}
+	return err
+}
+
+// recordUse is what settle decides on: the DaemonSet (the ConfigMap its
+// template mounts, its stamp, the configs it names), the record, and
+// which pods mount what.
+type recordUse struct {
+	ds     *appsv1.DaemonSet
+	record *corev1.ConfigMap
+	// pods are the DaemonSet's pods with the ConfigMaps they mount: the
+	// fleet the rollout followed, or (nil until needed) a list of them
+	pods *rollout.Fleet
+	// known: the DaemonSet and the record as this run last read or
+	// wrote them, not read again
+	known bool
+}
+
+// recordUse starts from the DaemonSet as this run last read or wrote it
+// (the restart PATCH's answer, or the capture under the lease) and the
+// record as captured under the lease or written by this run: under the
+// lease no other run writes them, and a record written by another hand
+// makes the record write conflict. A nil ds reads both.
+//
+// When this run rolled the DaemonSet, the fleet answers which pods mount
+// what: it followed each pod up to the end of the rollout, with the
+// ConfigMaps it mounts. A pod it last saw terminating may be gone since:
+// the pods are listed then. A pod of a template newer than the one this
+// run knows means someone else moved the template: everything is read
+// again.
+func (s *Syncer) recordUse(ctx context.Context, ds *appsv1.DaemonSet, record *corev1.ConfigMap, fleet *rollout.Fleet) (recordUse, error) {
+	if ds != nil && fleet != nil && fleet.Newest() > rollout.TemplateGeneration(ds) {
+		ds = nil
+	}
+	if ds == nil {
+		var err error
+		if ds, err = s.dss.Get(ctx); err != nil {
+			return recordUse{}, err
+		}
+		if record, err = s.cms.Get(ctx); err != nil {
+			return recordUse{}, err
+		}
+		return recordUse{ds: ds, record: record}, nil
+	}
+	u := recordUse{ds: ds, record: record, known: true}
+	if fleet != nil {
+		if _, current := fleet.MountedBy(s.o.ConfigMap); current {
+			u.pods = fleet
+		}
+	}
+	return u, nil
+}
+
+// mounts are the pods with the ConfigMaps they mount, listed unless known.
+func (u *recordUse) mounts(ctx context.Context, dss rollout.Client) (*rollout.Fleet, error) {
+	if u.pods == nil {
+		pods, err := dss.Mounts(ctx, u.ds)
+		if err != nil {
+			return nil, err
+		}
+		u.pods = pods
+	}
+	return u.pods, nil
+}
+
+// settleOn writes the record and collects the copies, given u.
+func (s *Syncer) settleOn(ctx context.Context, p plan, u *recordUse, knownName string, known configmap.Snapshot) error {
+	f := &s.res.Facts
+	_, mounted := configVolume(u.ds, s.o.Container, s.o.ConfigMap)
 	if mounted == "" || mounted == s.o.ConfigMap {
 		return nil // kubeadm's layout: the record is what the pods mount
 	}
 	f.ConfigMapName = mounted
-	record, err := s.cms.Get(ctx)
-	if err != nil {
-		return err
-	}
-	by, inUse, err := s.mountedBy(ctx, ds, s.o.ConfigMap)
-	if err != nil {
-		return err
-	}
 	// the record holds the mounted copy's data, or data the pods run as
 	// well (a change with no effect, see markNoEffect)
-	hash := configmap.Hash(record.Data, record.BinaryData)
-	stamp := ds.Annotations[rollout.HashAnnotation]
-	runsAsWell := len(stamp) >= configmap.CopyHashLen && mounted == configmap.CopyName(s.o.ConfigMap, stamp) && rollout.Runs(ds, hash)
+	hash := configmap.Hash(u.record.Data, u.record.BinaryData)
+	stamp := u.ds.Annotations[rollout.HashAnnotation]
+	runsAsWell := len(stamp) >= configmap.CopyHashLen && mounted == configmap.CopyName(s.o.ConfigMap, stamp) && rollout.Runs(u.ds, hash)
 	if mounted != configmap.CopyName(s.o.ConfigMap, hash) && !runsAsWell {
 		data := known.Data
 		if mounted != knownName {
@@ -189,6 +224,11 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 			}
 			data = cp.Data
 		}
+		pods, err := u.mounts(ctx, s.dss)
+		if err != nil {
+			return err
+		}
+		by, _ := pods.MountedBy(s.o.ConfigMap)
 		switch {
 		case len(by) > 0:
 			s.warn(fmt.Sprintf("configmap %s/%s is not written yet: pod(s) %s still mount it (a node going away, or a rollout not finished); a later run writes it once no pod does",
@@ -197,7 +237,7 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 			f.RecordChanged = true
 		default:
 			s.step(ctx, StepRecordWrite)
-			written, err := s.cms.Update(ctx, record, data)
+			written, err := s.cms.Update(ctx, u.record, data)
 			if err != nil {
 				return fmt.Errorf("%w; the fleet runs configmap %s/%s: the next run writes %s again", err, s.o.Namespace, mounted, s.o.ConfigMap)
 			}
@@ -206,11 +246,18 @@ func (s *Syncer) settle(ctx context.Context, p plan, knownName string, known con
 			f.ResourceVersionChanged = written.ResourceVersion != f.ResourceVersionBefore
 		}
 	}
-	if s.o.Check {
+	if s.o.Check || p.copy == "" {
+		// the history grows only by the copies a run makes: one that made
+		// none leaves collecting to the next that does
 		return nil
 	}
+	pods, err := u.mounts(ctx, s.dss)
+	if err != nil {
+		return err
+	}
+	inUse := pods.ConfigMaps()
 	inUse[mounted], inUse[s.o.ConfigMap] = true, true
-	for _, name := range []string{p.mounted, ds.Annotations[rollout.PendingConfigAnnotation], ds.Annotations[rollout.PreviousConfigAnnotation]} {
+	for _, name := range []string{p.mounted, u.ds.Annotations[rollout.PendingConfigAnnotation], u.ds.Annotations[rollout.PreviousConfigAnnotation]} {
 		if name != "" {
 			inUse[name] = true // what an undo restores, what a restart is owed onto
 		}

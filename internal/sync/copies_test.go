@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,11 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -113,6 +116,94 @@ func TestRecordWaitsForThePodsThatMountIt(t *testing.T) {
 	assert.True(t, res.Facts.RecordChanged)
 	assert.True(t, res.Changed)
 	assert.False(t, res.Facts.Restarted)
+}
+
+// kubeadm's layout and one node going away, whose old pod mounts the
+// record; the rest of the fleet runs no pod (its rollout is done at once).
+func leavingNodeMountsTheRecord(terminating bool) []runtime.Object {
+	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")
+	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-leaving"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: nodes.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}}}
+	stale := kubeProxyPod("node-leaving", "1", true)
+	stale.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}
+	if terminating {
+		stale.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC)}
+		stale.Finalizers = []string{"example.com/hold"}
+	}
+	return []runtime.Object{seedConfigMap(), ds, node, stale}
+}
+
+// After its rollout the run knows which pods mount the record from the
+// pods it followed: a pod on a node going away still does, so the record
+// is not written, and nothing is read again to find that out.
+func TestRecordUseIsKnownFromTheRollout(t *testing.T) {
+	f := newFixture(t, leavingNodeMountsTheRecord(false)...)
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	counts := map[string]int{}
+	for _, a := range f.client.Actions() {
+		counts[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	assert.Equal(t, 1, counts["list pods"], "listed once, before the restart")
+	assert.Equal(t, 2, counts["get daemonsets"], "the plan, and the plan under the lease")
+	assert.Equal(t, 3, counts["get configmaps"], "the plan, the plan under the lease, the copy after its create")
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "a pod mounts it: not written")
+	assert.False(t, res.Facts.RecordChanged)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "node-leaving/kube-proxy-node-leaving-1 still mount it")
+}
+
+// A pod the rollout last saw terminating may be gone since: the pods are
+// listed again before the record is written or left.
+func TestRecordUseOfATerminatingPodIsLookedAtAgain(t *testing.T) {
+	f := newFixture(t, leavingNodeMountsTheRecord(true)...)
+	f.step = func(_ context.Context, step string) {
+		if step == StepDaemonSetPatched {
+			// its finalizer is removed, and it is gone, while the rollout runs
+			assert.NoError(t, f.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", "kube-proxy-node-leaving-1"))
+		}
+	}
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	assert.Equal(t, 2, f.count("list", "pods"), "before the restart, and before the record write")
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	assert.Equal(t, f.getConfigMap(t, mounted).Data, f.configMap(t).Data, "no pod mounts the record any more: it holds what the fleet runs")
+	assert.True(t, res.Facts.RecordChanged)
+}
+
+// The record written by someone else during the rollout (kubeadm,
+// kubectl): its write is not lost. The record write conflicts, and the
+// record and the pods are read again before it is written.
+func TestRecordWrittenDuringTheRolloutIsReadAgain(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	// an update on another resourceVersion conflicts, as on the API server
+	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		stored, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), cm.Name)
+		if err == nil && stored.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), cm.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	f.step = func(_ context.Context, step string) {
+		if step != StepDaemonSetPatched {
+			return
+		}
+		cm := seedConfigMap()
+		cm.Labels = map[string]string{"written-by": "someone-else"}
+		cm.ResourceVersion = "150"
+		assert.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), cm, "kube-system"))
+	}
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	record := f.configMap(t)
+	assert.Equal(t, "someone-else", record.Labels["written-by"], "the other write is kept")
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	assert.Equal(t, f.getConfigMap(t, mounted).Data, record.Data, "the record holds what the fleet runs")
+	assert.True(t, res.Facts.RecordChanged)
 }
 
 // The copies beyond the history are deleted, newest kept, and never the

@@ -307,3 +307,27 @@ func TestKeyEffects(t *testing.T) {
 		})
 	}
 }
+
+// The API requests of a no-effect change while the template mounts a copy:
+// the budget is this list; a new request is a deliberate change of it.
+func TestNoEffectRequests(t *testing.T) {
+	f := newFixture(t, onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))...)
+	res, err := f.run(t, set("ipvs.scheduler", "lc"))
+	require.NoError(t, err)
+	require.Equal(t, ReasonNoEffect, res.Facts.RestartReason)
+	got := map[string]int{}
+	for _, a := range f.client.Actions() {
+		got[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	assert.Equal(t, map[string]int{
+		"get configmaps":                  3,  // plan, plan under the lease, the record after its write
+		"update configmaps":               1,  // the record: no pod mounts it
+		"get daemonsets":                  2,  // plan, plan under the lease
+		"patch daemonsets":                1,  // the record of the no-effect change, before the write
+		"create selfsubjectaccessreviews": 11, // every verb the run may use (no pod or node verbs: nothing rolls)
+		"get leases":                      1,
+		"create leases":                   1,
+		"update leases":                   1, // the release
+		"create events":                   1,
+	}, got, "no pod listed, the DaemonSet and the record not read again, no history to collect (no copy made)")
+}

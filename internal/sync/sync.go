@@ -265,7 +265,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	fleet, err := s.restart(ctx, p, target)
+	fleet, latest, err := s.restart(ctx, p, target)
 	if err != nil {
 		return err
 	}
@@ -291,13 +291,10 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		}
 		return s.rollback(ctx, p, fleet, err)
 	}
-	f.UndoConfigMap = p.ds.Annotations[rollout.PreviousConfigAnnotation]
-	if s.restarted != nil {
-		f.UndoConfigMap = s.restarted.Annotations[rollout.PreviousConfigAnnotation]
-	}
+	f.UndoConfigMap = latest.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
 	if p.writes() || p.recordLags || f.Restarted {
-		if err := s.settle(ctx, p, afterName, after); err != nil {
+		if err := s.settle(ctx, p, latest, afterName, after, fleet); err != nil {
 			return err
 		}
 	}
@@ -337,6 +334,7 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 			return after, afterName, err
 		}
 		after = configmap.NewSnapshot(cm)
+		p.cm = cm // the record as this run wrote it
 		f.ResourceVersionAfter = cm.ResourceVersion
 	case len(p.keys) > 0:
 		if err := s.ensureCopy(ctx, p, p.desired); err != nil {
@@ -673,13 +671,14 @@ func (s *Syncer) changedUnder(p plan, after configmap.Snapshot, name string) err
 }
 
 // restart decides and sends the one PATCH (hash, restart, probe, and for a
-// canary the switch to OnDelete). When pods are to roll it returns the fleet
-// as observed just before the PATCH.
-func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, error) {
+// canary the switch to OnDelete). It returns the DaemonSet as last read or
+// written and, when pods are to roll, the fleet as observed just before
+// the PATCH.
+func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, *appsv1.DaemonSet, error) {
 	if ctx.Err() != nil {
 		// interrupted, or the lease was lost: never restart then (the
 		// restart is owed, and the next run does it)
-		return nil, context.Cause(ctx)
+		return nil, p.ds, context.Cause(ctx)
 	}
 	f := &s.res.Facts
 	ds := p.ds
@@ -812,11 +811,11 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		return nil
 	})
 	if err != nil || !f.Restarted {
-		return nil, err
+		return nil, ds, err
 	}
 	fleet.SetGeneration(rollout.TemplateGeneration(ds))
 	s.restarted = ds
-	return fleet, nil
+	return fleet, ds, nil
 }
 
 // observe surveys the nodes and lists the pods, before the restart. Live
