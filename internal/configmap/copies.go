@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,6 +33,12 @@ const (
 	// CopyHashLen is how many hex characters of the data hash name a copy:
 	// 40 bits, so two configs of one cluster's history never share one.
 	CopyHashLen = 10
+	// CopyGenerationAnnotation on a copy is the DaemonSet's template
+	// generation whose pods mount it (for the copy of the config the fleet
+	// ran before a change, kubeadm's layout: the template generation then):
+	// the order of the history, newest first, whenever and in whatever
+	// order the copies were created.
+	CopyGenerationAnnotation = "kube-proxy-sync.io/template-generation"
 )
 
 var copySuffix = regexp.MustCompile(`^[0-9a-f]{10}$`)
@@ -49,18 +56,23 @@ func IsCopyName(record, name string) bool {
 
 // NewCopy is the immutable copy of the record (its labels, its data),
 // owned by the DaemonSet that mounts it, so that deleting the DaemonSet
-// deletes its history too.
-func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.DaemonSet) *corev1.ConfigMap {
+// deletes its history too; generation is the DaemonSet's template
+// generation whose pods mount it (CopyGenerationAnnotation; 0: none).
+func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.DaemonSet, generation int64) *corev1.ConfigMap {
 	hash := Hash(data, nil)
 	l := map[string]string{}
 	for k, v := range record.Labels {
 		l[k] = v
 	}
 	l[CopyOfLabel] = record.Name
+	annotations := map[string]string{CopyHashAnnotation: hash}
+	if generation > 0 {
+		annotations[CopyGenerationAnnotation] = strconv.FormatInt(generation, 10)
+	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: CopyName(record.Name, hash), Namespace: record.Namespace, Labels: l,
-			Annotations: map[string]string{CopyHashAnnotation: hash},
+			Annotations: annotations,
 		},
 		Data:      data,
 		Immutable: ptr.To(true),
@@ -111,7 +123,10 @@ func (c Copies) Get(ctx context.Context, name string) (*corev1.ConfigMap, error)
 	return cm, nil
 }
 
-// List lists the copies of the record, newest first.
+// List lists the copies of the record, newest first: by the template
+// generation that mounts them (CopyGenerationAnnotation). Copies of the
+// same generation (a restart owed onto one, then made onto another), or
+// without one, go by creation time, then name.
 func (c Copies) List(ctx context.Context) ([]corev1.ConfigMap, error) {
 	list, err := c.ConfigMaps.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{CopyOfLabel: c.Record}.String()})
 	if err != nil {
@@ -123,14 +138,29 @@ func (c Copies) List(ctx context.Context) ([]corev1.ConfigMap, error) {
 			out = append(out, cm)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		ti, tj := out[i].CreationTimestamp, out[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return tj.Before(&ti)
-		}
-		return out[i].Name > out[j].Name
-	})
+	sort.SliceStable(out, func(i, j int) bool { return Newer(&out[i], &out[j]) })
 	return out, nil
+}
+
+// Newer reports whether copy a comes before copy b in the history.
+func Newer(a, b *corev1.ConfigMap) bool {
+	if ga, gb := copyGeneration(a), copyGeneration(b); ga != gb {
+		return ga > gb
+	}
+	ta, tb := a.CreationTimestamp, b.CreationTimestamp
+	if !ta.Equal(&tb) {
+		return tb.Before(&ta)
+	}
+	return a.Name > b.Name
+}
+
+// copyGeneration is a copy's CopyGenerationAnnotation, 0 without one.
+func copyGeneration(cm *corev1.ConfigMap) int64 {
+	g, err := strconv.ParseInt(cm.Annotations[CopyGenerationAnnotation], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return g
 }
 
 // Collect deletes the copies beyond the newest keep that nothing in use

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -103,9 +101,8 @@ func (s *Syncer) ensureCopy(ctx context.Context, p *plan, data map[string]string
 	if p.volume == "" || p.mounted == name || p.copy == name {
 		return nil
 	}
-	cp := configmap.NewCopy(p.cm, data, p.ds)
-	// the API server sets its own; a fake clientset keeps this one
-	cp.CreationTimestamp = metav1.NewTime(s.d.Clock.Now())
+	// the template generation the restart moves to mounts it
+	cp := configmap.NewCopy(p.cm, data, p.ds, rollout.TemplateGeneration(p.ds)+1)
 	if _, err := s.copies.Ensure(ctx, cp); err != nil {
 		return fmt.Errorf("%w; nothing restarted", err)
 	}
@@ -320,8 +317,9 @@ func (s *Syncer) keepPrevious(ctx context.Context, p *plan) error {
 	if name == p.copy {
 		return nil // a restart onto the same data: nothing to undo to
 	}
-	cp := configmap.NewCopy(p.cm, p.before.Data, p.ds)
-	cp.CreationTimestamp = metav1.NewTime(s.d.Clock.Now().Add(-time.Second)) // older than the new copy
+	// what the template generation the fleet runs now mounts (the record):
+	// older in the history than the copy the restart moves to
+	cp := configmap.NewCopy(p.cm, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
 	if _, err := s.copies.Ensure(ctx, cp); err != nil {
 		return fmt.Errorf("keep the config the fleet runs now, for an undo: %w; nothing restarted", err)
 	}

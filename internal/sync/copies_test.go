@@ -224,6 +224,27 @@ func TestHistoryKeepsTheNewestCopies(t *testing.T) {
 	assert.Equal(t, names[5], rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
 }
 
+// The history does not hang on when the copies were created: on the API
+// server a creationTimestamp has a resolution of a second, and runs of an
+// Ansible loop (and a change's two copies on kubeadm's layout, the new
+// config and the one the fleet ran) come within one. Here every copy is
+// made at the same instant: the newest three are still the ones kept,
+// and the copy of kubeadm's data, the oldest, goes.
+func TestHistoryDoesNotHangOnCreationTimes(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	var names []string
+	for i := range 5 {
+		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
+		o.History = 3
+		res, err := f.run(t, o)
+		require.NoError(t, err)
+		require.True(t, res.Facts.Restarted)
+		names = append(names, res.Facts.ConfigMapName)
+	}
+	assert.ElementsMatch(t, names[2:], f.copyNames(t), "the newest three")
+	assert.Equal(t, names[3], f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation])
+}
+
 // A no-effect change while the template mounts the record itself (kubeadm's
 // layout) writes nothing: no ConfigMap a pod mounts is written, and no
 // restart is made for it. It is reported, and the next run that restarts

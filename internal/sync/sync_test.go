@@ -113,7 +113,7 @@ func seedDaemonSet(image string) *appsv1.DaemonSet {
 // onCopy is the cluster as a run of this version leaves it: the record,
 // and the template mounting the immutable copy of its data.
 func onCopy(cm *corev1.ConfigMap, ds *appsv1.DaemonSet) []runtime.Object {
-	cp := configmap.NewCopy(cm, cm.Data, nil)
+	cp := configmap.NewCopy(cm, cm.Data, nil, 1)
 	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = cp.Name
 	return []runtime.Object{cm, cp, ds}
 }
