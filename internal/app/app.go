@@ -169,7 +169,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 	if err := o.Complete(); err != nil {
 		return fail(streams, o, nil, err)
 	}
-	if err := o.Validate(); err != nil {
+	if err := o.Validate(ctx); err != nil {
 		return fail(streams, o, nil, err)
 	}
 	log := newLogger(streams.ErrOut, o)

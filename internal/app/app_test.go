@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -421,6 +423,43 @@ func TestPanicAfterAWriteReportsTheChange(t *testing.T) {
 	live, err := api.ConfigMaps("kube-system").Get(context.Background(), pending, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Contains(t, live.Data["kubeconfig.conf"], "https://10.0.0.9:6443")
+}
+
+// An interrupt while kubeadm renders --kubeadm-config stops kubeadm and
+// the run: kubeadm runs under the run's context, not a background one.
+func TestKubeadmConfigStopsOnInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	require.NoError(t, syscall.Mkfifo(started, 0o600))
+	fake := filepath.Join(dir, "kubeadm")
+	// says it started, then hangs as a kubeadm stuck on a network call would
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho started >"+started+"\nexec sleep 600\n"), 0o755))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cm, ds := seed()
+	client, api := kubefake.New(cm, ds)
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, Streams{Out: &out, ErrOut: &errOut}, []string{"--output", "json", "--kubeadm", fake, "--kubeadm-config", filepath.Join(dir, "kubeadm.yaml")},
+			Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api})
+	}()
+	fifo, err := os.Open(started) // blocks until kubeadm runs
+	require.NoError(t, err)
+	_, err = io.ReadAll(fifo)
+	require.NoError(t, err)
+	require.NoError(t, fifo.Close())
+	cancel() // SIGINT
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitFailed, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not stop on the interrupt while kubeadm ran")
+	}
+	var res moduleResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "stdout holds one result: %q", out.String())
+	assert.Contains(t, res.Msg, "interrupted")
+	assert.Zero(t, writes(client), "nothing written")
 }
 
 // --kubeadm-config: the ConfigMap kubeadm renders from the file is applied

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func TestSidecarDefaultsAreTheBinarys(t *testing.T) {
 				o := NewOptions()
 				require.NoError(t, ParseArgs(raw, o))
 				require.NoError(t, o.Complete())
-				assert.NoError(t, o.Validate(), "documented choice %v", choice)
+				assert.NoError(t, o.Validate(context.Background()), "documented choice %v", choice)
 			}
 		})
 	}

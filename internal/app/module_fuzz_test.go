@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func FuzzParseArgs(f *testing.F) {
 		// what the parser accepted, the validator must judge without panicking
 		o.Manifest = "" // a fuzzed path could name a device that never ends
 		if err := o.Complete(); err == nil {
-			_ = o.Validate()
+			_ = o.Validate(context.Background())
 		}
 	})
 }

@@ -36,8 +36,10 @@ func (o *Options) Complete() error {
 	return nil
 }
 
-// Validate rejects bad input before anything touches the cluster.
-func (o *Options) Validate() error {
+// Validate rejects bad input before anything touches the cluster. ctx is
+// the run's: rendering --kubeadm-config runs kubeadm, and an interrupt
+// stops it.
+func (o *Options) Validate(ctx context.Context) error {
 	for flag, name := range map[string]string{"namespace": o.Namespace, "configmap": o.ConfigMap, "daemonset": o.DaemonSet} {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return fmt.Errorf("--%s %q: %s", flag, name, strings.Join(errs, "; "))
@@ -60,7 +62,7 @@ func (o *Options) Validate() error {
 		if o.Manifest != "" {
 			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
 		}
-		m, err := kubeadm.Render(context.Background(), o.Kubeadm, o.KubeadmConfig, o.Namespace, o.ConfigMap)
+		m, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig, o.Namespace, o.ConfigMap)
 		if err != nil {
 			return err
 		}

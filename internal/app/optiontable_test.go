@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"reflect"
 	"regexp"
 	"strings"
@@ -58,7 +59,7 @@ func TestOptionTable(t *testing.T) {
 				o.AddFlags(fs)
 				require.NoError(t, fs.Parse([]string{"--" + opt.Flag + "=" + choice}))
 				require.NoError(t, o.Complete())
-				assert.NoError(t, o.Validate(), "choice %q", choice)
+				assert.NoError(t, o.Validate(context.Background()), "choice %q", choice)
 			}
 		})
 	}

@@ -35,9 +35,9 @@ func Render(ctx context.Context, binary, config, namespace, name string) (*corev
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm %q: %w: kube-proxy-sync runs the host's kubeadm to render kube-proxy's config from --kubeadm-config; install it or pass --kubeadm PATH", binary, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	run, cancel := context.WithTimeoutCause(ctx, time.Minute, errors.New("kubeadm took longer than a minute"))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "init", "phase", "addon", "kube-proxy", "--config", config, "--print-manifest")
+	cmd := exec.CommandContext(run, path, "init", "phase", "addon", "kube-proxy", "--config", config, "--print-manifest")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -49,6 +49,13 @@ func Render(ctx context.Context, binary, config, namespace, name string) (*corev
 	}
 	out, readErr := io.ReadAll(io.LimitReader(stdout, maxOutput+1))
 	waitErr := cmd.Wait()
+	if run.Err() != nil {
+		why := context.Cause(run) // the minute's, or the run's
+		if ctx.Err() != nil {
+			why = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("%s init phase addon kube-proxy --config %s --print-manifest stopped: %w; nothing was changed", path, config, why)
+	}
 	if waitErr != nil {
 		return nil, fmt.Errorf("%s init phase addon kube-proxy --config %s --print-manifest: %w: %s; nothing was changed: fix the kubeadm configuration", path, config, waitErr, strings.TrimSpace(stderr.String()))
 	}
