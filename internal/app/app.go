@@ -308,6 +308,9 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 		fmt.Fprintf(w, "; checks: --verify-health %s", m.VerifyHealth)
 		if m.VerifyTraffic != "" {
 			fmt.Fprintf(w, ", --verify-traffic %s", m.VerifyTraffic)
+			if len(m.VerifyTrafficPaths) > 0 {
+				fmt.Fprintf(w, " (paths %s)", strings.Join(m.VerifyTrafficPaths, ","))
+			}
 		}
 		fmt.Fprintf(w, "\n  old mode's rules: %s\n", m.Cleanup)
 		for _, warn := range m.Warnings {

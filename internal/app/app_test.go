@@ -273,8 +273,8 @@ func TestTextOutputShowsTheMigrationPlan(t *testing.T) {
 		not  []string
 	}{
 		{"canary", sync.Migration{From: "iptables", To: "nftables", KubeProxyVersion: "1.34.4", Strategy: "canary", StrategyAsked: "rolling",
-			CanaryNodes: []string{"a"}, BatchSize: 2, Batches: 3, VerifyHealth: "auto", VerifyTraffic: "default/kubernetes", Cleanup: "kube-proxy 1.34 removes", Warnings: []string{"nodePortAddresses is not set"}},
-			[]string{"proxy mode iptables -> nftables (kube-proxy 1.34.4): canary rollout (--strategy rolling asked), canary [a], then 3 batch(es) of at most 2; checks: --verify-health auto, --verify-traffic default/kubernetes",
+			CanaryNodes: []string{"a"}, BatchSize: 2, Batches: 3, VerifyHealth: "auto", VerifyTraffic: "default/kubernetes", VerifyTrafficPaths: []string{"node", "pod"}, Cleanup: "kube-proxy 1.34 removes", Warnings: []string{"nodePortAddresses is not set"}},
+			[]string{"proxy mode iptables -> nftables (kube-proxy 1.34.4): canary rollout (--strategy rolling asked), canary [a], then 3 batch(es) of at most 2; checks: --verify-health auto, --verify-traffic default/kubernetes (paths node,pod)",
 				"old mode's rules: kube-proxy 1.34 removes", "warning: nodePortAddresses is not set"}, nil},
 		{"rolling", sync.Migration{From: "iptables", To: "ipvs", Strategy: "rolling", StrategyAsked: "rolling", VerifyHealth: "off"},
 			[]string{"iptables -> ipvs", "rolling rollout (--strategy rolling asked); checks: --verify-health off"}, []string{"batch"}},

@@ -162,7 +162,8 @@ func (o *Options) syncOptions() sync.Options {
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory, Undo: o.Undo,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,
 		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
-			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait},
+			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait,
+			TrafficPaths: trafficPaths(o.VerifyTrafficPaths), TrafficPodImage: o.VerifyTrafficPodImg},
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},
 	}
 }
@@ -201,5 +202,28 @@ func (o *Options) validateConnectivity() error {
 	if strings.TrimSpace(o.VerifyTrafficImg) == "" {
 		return fmt.Errorf("--verify-traffic-image must not be empty")
 	}
+	paths := trafficPaths(o.VerifyTrafficPaths)
+	if len(paths) == 0 {
+		return fmt.Errorf("--verify-traffic-paths %q: want one or more of %s, comma-separated", o.VerifyTrafficPaths, strings.Join(verify.AllPaths, ","))
+	}
+	for i, p := range paths {
+		if !slices.Contains(verify.AllPaths, p) || slices.Contains(paths[:i], p) {
+			return fmt.Errorf("--verify-traffic-paths %q: %q is not one of %s, or is named twice", o.VerifyTrafficPaths, p, strings.Join(verify.AllPaths, ","))
+		}
+	}
+	if slices.Contains(paths, verify.PathPod) && strings.TrimSpace(o.VerifyTrafficPodImg) == "" {
+		return fmt.Errorf("--verify-traffic-paths pod needs --verify-traffic-pod-image: an image on every node with sh and bash or nc (the pause image has no shell)")
+	}
 	return nil
+}
+
+// trafficPaths splits --verify-traffic-paths (the empty string: none).
+func trafficPaths(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

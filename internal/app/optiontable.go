@@ -68,6 +68,8 @@ type Options struct {
 	VerifyHealthWait    time.Duration
 	VerifyTraffic       string
 	VerifyTrafficImg    string
+	VerifyTrafficPaths  string
+	VerifyTrafficPodImg string
 	VerifyTrafficWait   time.Duration
 	RollbackOnFailure   bool
 	NoRollback          bool
@@ -405,6 +407,28 @@ func OptionTable() []Option {
 				"connection); use one every node has, like the kubelet's pause image.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyTrafficImg },
+		},
+		{
+			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kube_proxy_sync_verify_traffic_paths", Since: "1.0.0",
+			Default: verify.PathNode,
+			Help: "With O(verify_traffic), where each node's connections to the Service start, comma-separated: V(node), its " +
+				"ClusterIP from the node itself (the host's OUTPUT hook); V(pod), its ClusterIP from a pod on the node, in the pod " +
+				"network (the PREROUTING hook; needs O(verify_traffic_pod_image)); V(nodeport), its NodePort on the node's " +
+				"InternalIP, from the node (the Service must have a node port). One probe pod per path and node, all paths at once.\n\n" +
+				"A proxy-mode change reprograms all three: check V(node,pod,nodeport) when changing it.",
+			See:         "Changing the proxy mode",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTrafficPaths },
+		},
+		{
+			Flag: "verify-traffic-pod-image", Arg: "verify_traffic_pod_image", Role: "kube_proxy_sync_verify_traffic_pod_image", Since: "1.0.0",
+			DefaultText: "none",
+			Help: "With the V(pod) path of O(verify_traffic_paths), the image of the pod that connects from the pod network: it runs " +
+				"C(/bin/sh) and connects with C(bash) (its C(/dev/tcp)) or C(nc), so it must have C(sh) and one of them, and be on " +
+				"every node already (nothing is pulled from a registry you do not have). The pause image and upstream's " +
+				"distroless kube-proxy image have neither; a CNI's agent image usually has bash.",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTrafficPodImg },
 		},
 		{
 			Flag: "verify-traffic-timeout", Arg: "verify_traffic_timeout", Role: "kube_proxy_sync_verify_traffic_timeout", Since: "1.0.0",

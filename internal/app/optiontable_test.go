@@ -125,7 +125,7 @@ func TestOptionTableKeepsTheOptions(t *testing.T) {
 		"progress-deadline duration", "request-timeout duration", "restart string", "retries int", "rollback-on-failure bool",
 		"server string", "set stringArray", "skip-unschedulable bool", "strategy string", "timeout duration", "undo bool",
 		"verify bool", "verify-endpoints int", "verify-health string", "verify-health-timeout duration", "verify-traffic string",
-		"verify-traffic-image string", "verify-traffic-timeout duration", "version bool", "zone-label string",
+		"verify-traffic-image string", "verify-traffic-paths string", "verify-traffic-pod-image string", "verify-traffic-timeout duration", "version bool", "zone-label string",
 	})
 
 	assert.Subset(t, ModuleArgNames(), []string{
@@ -159,4 +159,35 @@ func TestRenderHelp(t *testing.T) {
 	assert.Equal(t, `<a|> <b|c> V:off C:{"x": 1} RV:k fooO(x)`, out)
 	_, err = RenderHelp("see M(some.module)", ref, lit)
 	assert.ErrorContains(t, err, "M(some.module)")
+}
+
+// --verify-traffic-paths: known paths once each; pod needs its image.
+func TestVerifyTrafficPathsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"default node", nil, ""},
+		{"all three", []string{"--verify-traffic-paths", "node,pod,nodeport", "--verify-traffic-pod-image", "example.test/agent:1"}, ""},
+		{"nodeport alone", []string{"--verify-traffic-paths", "nodeport"}, ""},
+		{"unknown", []string{"--verify-traffic-paths", "node,external"}, `"external" is not one of node,pod,nodeport`},
+		{"twice", []string{"--verify-traffic-paths", "node,node"}, "named twice"},
+		{"empty", []string{"--verify-traffic-paths", ","}, "want one or more of node,pod,nodeport"},
+		{"pod without its image", []string{"--verify-traffic-paths", "pod"}, "--verify-traffic-paths pod needs --verify-traffic-pod-image"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o := NewOptions()
+			o.AddFlags(fs)
+			require.NoError(t, fs.Parse(append([]string{"--verify-health", "auto", "--verify-traffic", "default/kubernetes"}, tc.args...)))
+			require.NoError(t, o.Complete())
+			err := o.Validate(context.Background())
+			if tc.err == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tc.err)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,9 +25,13 @@ type ConnectivityOptions struct {
 	HealthTimeout time.Duration
 	// Traffic is "namespace/name" of a Service to connect to from each
 	// node after its restart ("" for none).
-	Traffic        string
-	TrafficImage   string
-	TrafficTimeout time.Duration
+	Traffic      string
+	TrafficImage string
+	// TrafficPaths are verify.PathNode, PathPod, PathNodePort (none: node);
+	// TrafficPodImage runs the pod path's connection.
+	TrafficPaths    []string
+	TrafficPodImage string
+	TrafficTimeout  time.Duration
 }
 
 // healthPollInterval is how often a restarted node's /healthz is asked.
@@ -95,11 +100,34 @@ func (s *Syncer) trafficTarget(ctx context.Context) (*verify.Traffic, error) {
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			if p.NodePort == 0 && slices.Contains(o.TrafficPaths, verify.PathNodePort) {
+				return nil, fmt.Errorf("--verify-traffic-paths nodeport: service %s (type %s) has no node port on its TCP port %d: pick a NodePort or LoadBalancer Service, or leave nodeport out", o.Traffic, svc.Spec.Type, p.Port)
+			}
 			return &verify.Traffic{Pods: s.d.Kube.Pods(s.o.Namespace), Namespace: s.o.Namespace, Image: o.TrafficImage,
+				PodImage: o.TrafficPodImage, Paths: o.TrafficPaths, NodePort: p.NodePort, NodeIP: s.nodeIP(ip),
 				Service: o.Traffic, Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Timeout: o.TrafficTimeout}, nil
 		}
 	}
 	return nil, fmt.Errorf("--verify-traffic: service %s has no TCP port", o.Traffic)
+}
+
+// nodeIP returns a node's InternalIP of the ClusterIP's family (what
+// kube-proxy takes as the node's primary IP, the NodePort address every
+// mode serves by default).
+func (s *Syncer) nodeIP(clusterIP string) func(ctx context.Context, node string) (string, error) {
+	v6 := strings.Contains(clusterIP, ":")
+	return func(ctx context.Context, node string) (string, error) {
+		n, err := s.d.Kube.Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("get node %s for its address: %w (the kubeconfig user needs get on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", node, err)
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && strings.Contains(a.Address, ":") == v6 {
+				return a.Address, nil
+			}
+		}
+		return "", fmt.Errorf("node %s has no InternalIP of the Service's IP family to connect to its NodePort on: leave nodeport out of --verify-traffic-paths", node)
+	}
 }
 
 // markRestart records when the restart was sent: each node's kube-proxy

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,8 @@ type Migration struct {
 	// passes before the rollout goes on.
 	VerifyHealth  string `json:"verify_health"`
 	VerifyTraffic string `json:"verify_traffic"`
+	// VerifyTrafficPaths are the paths the traffic check connects along.
+	VerifyTrafficPaths []string `json:"verify_traffic_paths,omitempty"`
 	// Cleanup says what removes the old mode's rules on each node.
 	Cleanup string `json:"cleanup"`
 	// Warnings: settings whose meaning changes in the new mode, and rules
@@ -117,6 +120,15 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 		s.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 	}
 	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, s.o.Connectivity.Health, s.o.Connectivity.Traffic
+	if m.VerifyTraffic != "" {
+		m.VerifyTrafficPaths = trafficPaths(s.o.Connectivity.TrafficPaths)
+		if len(m.VerifyTrafficPaths) < len(verify.AllPaths) {
+			w := fmt.Sprintf("--verify-traffic checks only the path(s) %s: the new mode reprograms the pod (PREROUTING) and NodePort paths as well; add --verify-traffic-paths %s",
+				strings.Join(m.VerifyTrafficPaths, ","), strings.Join(verify.AllPaths, ","))
+			m.Warnings = append(m.Warnings, w)
+			s.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
+		}
+	}
 	f.Migration = m
 	if !nft {
 		// not a switch kube-proxy cleans up after: rolled as asked, with
@@ -271,4 +283,12 @@ func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
 		m.Batches += rounds(len(zone.Nodes) - len(zone.Canary))
 	}
 	return nil
+}
+
+// trafficPaths are the paths the traffic check takes (none asked: node).
+func trafficPaths(asked []string) []string {
+	if len(asked) == 0 {
+		return []string{verify.PathNode}
+	}
+	return asked
 }

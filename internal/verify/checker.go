@@ -54,6 +54,8 @@ type Report struct {
 	Failed []NodeResult `json:"failed"`
 	// Traffic is the Service whose ClusterIP was connected to from each node, if any.
 	Traffic string `json:"traffic,omitempty"`
+	// TrafficPaths are the paths its connections took (node, pod, nodeport).
+	TrafficPaths []string `json:"traffic_paths,omitempty"`
 	// Requests are the API requests the checks made (node proxy GETs,
 	// probe pods' create, watch and delete).
 	Requests int64 `json:"api_requests"`
@@ -298,6 +300,7 @@ func (c *Checker) Report() Report {
 	r.Requests = c.gets.Load()
 	if c.Traffic != nil {
 		r.Traffic = c.Traffic.Service
+		r.TrafficPaths = c.Traffic.PathsChecked()
 		r.Requests += c.Traffic.Requests.Load()
 	}
 	return r

@@ -2,9 +2,12 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,22 +35,67 @@ const ProbeLabel = "app.kubernetes.io/name"
 // ProbeLabelValue is ProbeLabel's value on the probe pods.
 const ProbeLabelValue = "kube-proxy-sync-verify"
 
-// Traffic connects to a Service's ClusterIP from a node: a short-lived pod
-// bound to the node (no scheduler), whose container only sleeps (the pause
-// image, already on every node) and whose readiness probe is a TCP
-// connection to ClusterIP:port. The kubelet runs that probe from the
-// node's own network namespace, so the connection goes through the Service
-// rules kube-proxy programmed on that node (the host's OUTPUT path). The
-// pod is Ready exactly when the connection succeeded.
+// Paths of the traffic check (--verify-traffic-paths): where the
+// connection to the Service starts, each a path through kube-proxy's rules
+// that a proxy-mode change reprograms on its own. All three modes DNAT in
+// two places: in nat OUTPUT for the host's own processes and in nat
+// PREROUTING for packets that arrive from an interface (a pod's veth, another
+// host). iptables and ipvs jump to KUBE-SERVICES from both chains
+// (iptablesJumpChain in pkg/proxy/iptables and pkg/proxy/ipvs); nftables has a
+// base chain per hook (nat-output, nat-prerouting, "type nat ... priority
+// dstnat", pkg/proxy/nftables/README.md). One can be broken while the other
+// works, so each is checked on its own.
+const (
+	// PathNode connects to the ClusterIP from the node's own network
+	// namespace: the OUTPUT hook.
+	PathNode = "node"
+	// PathPod connects to the ClusterIP from a pod on the node, in the pod
+	// network: its packets enter through the PREROUTING hook.
+	PathPod = "pod"
+	// PathNodePort connects to the Service's NodePort on the node's
+	// InternalIP (kube-proxy's primary IP), from the node: the address a
+	// mode change gives another meaning (nodePortAddresses unset is every
+	// local address in iptables and ipvs mode, the primary IPs in nftables
+	// mode; 127.0.0.1 only in iptables mode), and the NodePort rules
+	// (KUBE-NODEPORTS, nftables' @nodeport-ips and service-nodeports).
+	PathNodePort = "nodeport"
+)
+
+// AllPaths lists the paths in the order they are reported.
+var AllPaths = []string{PathNode, PathPod, PathNodePort}
+
+// PathLabel on a probe pod names its path.
+const PathLabel = "kube-proxy-sync.io/verify-path"
+
+// Traffic connects to a Service from each node, along each of Paths, with
+// one short-lived pod per path bound to the node (no scheduler):
+//   - node and nodeport: a host-network pod whose container only sleeps
+//     (Image: the pause image, already on every node) and whose readiness
+//     probe is a TCP connection to the target. The kubelet runs that probe
+//     from the node's own network namespace, so the connection goes
+//     through the rules kube-proxy programmed on that node; the pod is
+//     Ready exactly when the connection succeeded.
+//   - pod: a pod in the pod network (PodImage) whose container connects to
+//     the ClusterIP itself and exits 0 once it has: the kubelet's probes
+//     cannot do this, they always start in the node's network namespace.
 type Traffic struct {
 	Pods      PodAPI
 	Namespace string
 	Image     string
+	// PodImage runs the pod path's connection: it needs bash or nc.
+	PodImage string
 	// Service is "namespace/name", for messages; Target its ClusterIP and port.
 	Service string
 	Target  string
+	// NodePort is the Service's node port for the nodeport path; NodeIP
+	// returns a node's address to connect to it on.
+	NodePort int32
+	NodeIP   func(ctx context.Context, node string) (string, error)
+	// Paths to check; none is PathNode alone.
+	Paths   []string
 	Timeout time.Duration
-	// Requests counts the API requests made (create, watch, delete per node).
+	// Requests counts the API requests made (create, watch, delete per
+	// node and path).
 	Requests atomic.Int64
 }
 
@@ -69,34 +117,89 @@ func (t *Traffic) Cleanup(ctx context.Context) error {
 	return nil
 }
 
-// Check runs the probe pod on node and waits for its verdict.
+// PathsChecked are the paths Check takes.
+func (t *Traffic) PathsChecked() []string {
+	if len(t.Paths) == 0 {
+		return []string{PathNode}
+	}
+	return t.Paths
+}
+
+// Check connects along every path from node, at once, and returns an
+// error naming each path that failed.
 func (t *Traffic) Check(ctx context.Context, node string) error {
-	host, port, err := net.SplitHostPort(t.Target)
+	paths := t.PathsChecked()
+	errs := make([]error, len(paths))
+	var wg sync.WaitGroup
+	for i, path := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.check(ctx, node, path); err != nil {
+				errs[i] = fmt.Errorf("path %s: %w", path, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// check runs the probe pod of one path on node and waits for its verdict.
+func (t *Traffic) check(ctx context.Context, node, path string) error {
+	target, from := t.Target, "from node "+node
+	if path == PathNodePort {
+		if t.NodePort == 0 || t.NodeIP == nil {
+			return fmt.Errorf("service %s has no node port: pick a NodePort or LoadBalancer Service, or leave nodeport out of --verify-traffic-paths", t.Service)
+		}
+		t.Requests.Add(1)
+		ip, err := t.NodeIP(ctx, node)
+		if err != nil {
+			return err
+		}
+		target = net.JoinHostPort(ip, strconv.Itoa(int(t.NodePort)))
+	} else if path == PathPod {
+		from = "from a pod on node " + node
+	}
+	host, port, err := net.SplitHostPort(target)
 	if err != nil {
-		return fmt.Errorf("traffic check target %q: %w", t.Target, err)
+		return fmt.Errorf("traffic check target %q: %w", target, err)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil {
-		return fmt.Errorf("traffic check target %q: %w", t.Target, err)
+		return fmt.Errorf("traffic check target %q: %w", target, err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "kube-proxy-sync-verify-", Namespace: t.Namespace,
-			Labels: map[string]string{ProbeLabel: ProbeLabelValue}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "kube-proxy-sync-verify-" + path + "-", Namespace: t.Namespace,
+			Labels: map[string]string{ProbeLabel: ProbeLabelValue, PathLabel: path}},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
-			HostNetwork:                   true,
+			HostNetwork:                   path != PathPod,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To(int64(0)),
 			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{
-				Name: "connect", Image: t.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: host, Port: intstr.FromInt32(int32(p))}},
-					PeriodSeconds: 1, TimeoutSeconds: 2, SuccessThreshold: 1, FailureThreshold: 1,
-				},
-			}},
 		},
+	}
+	image := t.Image
+	if path == PathPod {
+		image = t.PodImage
+		pod.Spec.Containers = []corev1.Container{{
+			Name: "connect", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"/bin/sh", "-c", connectScript, "connect", host, port},
+		}}
+	} else {
+		pod.Spec.Containers = []corev1.Container{{
+			Name: "connect", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: host, Port: intstr.FromInt32(int32(p))}},
+				PeriodSeconds: 1, TimeoutSeconds: 2, SuccessThreshold: 1, FailureThreshold: 1,
+			},
+		}}
+	}
+	imageFlag := "--verify-traffic-image"
+	if path == PathPod {
+		imageFlag = "--verify-traffic-pod-image"
 	}
 	t.Requests.Add(1)
 	created, err := t.Pods.Create(ctx, pod, metav1.CreateOptions{})
@@ -128,22 +231,41 @@ func (t *Traffic) Check(ctx context.Context, node string) error {
 		if ev.Type == watch.Deleted {
 			return false, fmt.Errorf("probe pod %s was deleted", p.Name)
 		}
-		if why := cannotRun(p); why != "" {
-			return false, fmt.Errorf("probe pod %s cannot run (image %s): %s; pass --verify-traffic-image with an image present on the nodes", p.Name, t.Image, why)
+		if path == PathPod && p.Status.Phase == corev1.PodSucceeded {
+			return true, nil
 		}
-		return podReady(p), nil
+		if why := cannotRun(p); why != "" {
+			return false, fmt.Errorf("probe pod %s on node %s cannot run (image %s): %s; pass %s with an image present on the nodes", p.Name, node, image, why, imageFlag)
+		}
+		return path != PathPod && podReady(p), nil
 	})
 	if err == nil {
 		return nil
 	}
 	if wctx.Err() != nil && ctx.Err() == nil {
 		if running(last) {
-			return fmt.Errorf("no TCP connection to Service %s (%s) from node %s within %s (the kubelet's probe from the node never connected)", t.Service, t.Target, node, t.Timeout)
+			return fmt.Errorf("no TCP connection to Service %s (%s) %s within %s", t.Service, target, from, t.Timeout)
 		}
 		return fmt.Errorf("the traffic probe pod %s on node %s did not start within %s", created.Name, node, t.Timeout)
 	}
 	return err
 }
+
+// connectScript connects to $1:$2 until it can, with whichever client the
+// image has: bash's /dev/tcp, else nc. Without either it says so in its
+// termination message and exits 3, which the check reports as the image's
+// fault, not the path's.
+const connectScript = `h=$1 p=$2 t=
+command -v timeout >/dev/null 2>&1 && t="timeout 3"
+if command -v bash >/dev/null 2>&1; then
+  until $t bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null; do sleep 1; done
+elif command -v nc >/dev/null 2>&1; then
+  until $t nc -z -w 2 "$h" "$p" 2>/dev/null; do sleep 1; done
+else
+  echo "the image has neither bash nor nc to connect with" >/dev/termination-log
+  exit 3
+fi
+`
 
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
@@ -165,6 +287,11 @@ func running(p *corev1.Pod) bool {
 
 // cannotRun says why the probe pod will never run, or "".
 func cannotRun(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if x := cs.State.Terminated; x != nil && x.ExitCode != 0 {
+			return strings.TrimSuffix(fmt.Sprintf("its container exited %d (%s): %s", x.ExitCode, x.Reason, strings.TrimSpace(x.Message)), ": ")
+		}
+	}
 	if p.Status.Phase == corev1.PodFailed {
 		return "phase Failed: " + p.Status.Message
 	}

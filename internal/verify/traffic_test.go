@@ -97,3 +97,76 @@ func TestTrafficCleanup(t *testing.T) {
 	require.Len(t, pods.Items, 1)
 	assert.Equal(t, "kube-proxy-abc", pods.Items[0].Name)
 }
+
+func created(cs *fake.Clientset) *corev1.Pod {
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "create" {
+			return a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		}
+	}
+	return nil
+}
+
+// The pod path: a pod in the pod network that connects itself and exits 0.
+func TestTrafficPodPath(t *testing.T) {
+	cs, tr := kubelet(corev1.PodStatus{Phase: corev1.PodSucceeded})
+	tr.Paths, tr.PodImage = []string{PathPod}, "example.test/agent:1"
+	require.NoError(t, tr.Check(context.Background(), "node-1"))
+	p := created(cs)
+	require.NotNil(t, p)
+	assert.False(t, p.Spec.HostNetwork, "in the pod network: its packets enter the node through PREROUTING")
+	assert.Equal(t, "node-1", p.Spec.NodeName)
+	assert.Equal(t, PathPod, p.Labels[PathLabel])
+	assert.Equal(t, ProbeLabelValue, p.Labels[ProbeLabel])
+	c := p.Spec.Containers[0]
+	assert.Equal(t, "example.test/agent:1", c.Image)
+	assert.Equal(t, []string{"connect", "10.96.0.10", "80"}, c.Command[len(c.Command)-3:], "the ClusterIP, as the script's arguments")
+	assert.Nil(t, c.ReadinessProbe, "the kubelet's probes start in the node's namespace: not used here")
+	assert.Equal(t, int64(3), tr.Requests.Load(), "create, watch, delete")
+}
+
+// An image without bash or nc is the image's fault, said with the flag to change.
+func TestTrafficPodPathWithoutClient(t *testing.T) {
+	_, tr := kubelet(corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error",
+			Message: "the image has neither bash nor nc to connect with"}}}}})
+	tr.Paths, tr.PodImage = []string{PathPod}, "registry.k8s.io/pause:3.10.1"
+	err := tr.Check(context.Background(), "node-1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "path pod: ")
+	assert.Contains(t, err.Error(), "neither bash nor nc")
+	assert.Contains(t, err.Error(), "--verify-traffic-pod-image")
+}
+
+// A pod that never connects: the path and the node are named.
+func TestTrafficPodPathFails(t *testing.T) {
+	_, tr := kubelet(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{runningStatus()}})
+	tr.Paths, tr.PodImage = []string{PathPod}, "example.test/agent:1"
+	err := tr.Check(context.Background(), "node-1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "path pod: no TCP connection to Service default/web (10.96.0.10:80) from a pod on node node-1")
+}
+
+// The nodeport path: the kubelet connects to the node's address and the node port.
+func TestTrafficNodePortPath(t *testing.T) {
+	cs, tr := kubelet(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{runningStatus()},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
+	tr.Paths, tr.NodePort = []string{PathNodePort}, 30080
+	tr.NodeIP = func(_ context.Context, node string) (string, error) {
+		assert.Equal(t, "node-1", node)
+		return "192.0.2.7", nil
+	}
+	require.NoError(t, tr.Check(context.Background(), "node-1"))
+	p := created(cs)
+	require.NotNil(t, p)
+	assert.True(t, p.Spec.HostNetwork)
+	probe := p.Spec.Containers[0].ReadinessProbe.TCPSocket
+	assert.Equal(t, "192.0.2.7", probe.Host)
+	assert.Equal(t, int32(30080), probe.Port.IntVal)
+	assert.Equal(t, int64(4), tr.Requests.Load(), "the node's address, create, watch, delete")
+
+	tr.NodePort = 0
+	err := tr.Check(context.Background(), "node-1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "path nodeport: service default/web has no node port")
+}
