@@ -72,6 +72,15 @@ func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) e
 		}
 	}
 	live := fleet.Live()
+	if c.Traffic != nil && len(live) > 0 {
+		warning, err := c.Traffic.Preflight(ctx, live[0])
+		if err != nil {
+			return fmt.Errorf("--verify-traffic-paths pod, tried once before any restart: %w; nothing was restarted (the restart is owed to the next run)", err)
+		}
+		if warning != "" {
+			s.warn("--verify-traffic-paths pod, tried once before any restart: " + warning + ": the path fails already, so each node's check after its restart will fail too unless the restart mends it")
+		}
+	}
 	if err := c.Baseline(ctx, live); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,7 +127,7 @@ func (t *Traffic) PathsChecked() []string {
 }
 
 // Check connects along every path from node, at once, and returns an
-// error naming each path that failed.
+// error naming each path that failed ("path pod: ...; path nodeport: ...").
 func (t *Traffic) Check(ctx context.Context, node string) error {
 	paths := t.PathsChecked()
 	errs := make([]error, len(paths))
@@ -141,7 +142,40 @@ func (t *Traffic) Check(ctx context.Context, node string) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	var failed []string
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	// one line: it is a node's detail in the result
+	return errors.New(strings.Join(failed, "; "))
+}
+
+// ErrCannotRun marks a probe pod that will never run or cannot connect
+// with its image: the image's fault, not the path's.
+var ErrCannotRun = errors.New("cannot run")
+
+// Preflight runs the pod path once from node before any restart, when it
+// is asked: an image that is not on the node or has no client to connect
+// with is an error then, before the first node's restart rather than
+// failing it. A connection that does not succeed is returned as warning:
+// the path is broken already, so the check after the restart will fail too.
+func (t *Traffic) Preflight(ctx context.Context, node string) (warning string, err error) {
+	if !slices.Contains(t.PathsChecked(), PathPod) {
+		return "", nil
+	}
+	err = t.check(ctx, node, PathPod)
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.Is(err, ErrCannotRun) || ctx.Err() != nil:
+		return "", err
+	}
+	return err.Error(), nil
 }
 
 // check runs the probe pod of one path on node and waits for its verdict.
@@ -235,7 +269,7 @@ func (t *Traffic) check(ctx context.Context, node, path string) error {
 			return true, nil
 		}
 		if why := cannotRun(p); why != "" {
-			return false, fmt.Errorf("probe pod %s on node %s cannot run (image %s): %s; pass %s with an image present on the nodes", p.Name, node, image, why, imageFlag)
+			return false, fmt.Errorf("probe pod %s on node %s %w (image %s): %s; pass %s with an image present on the nodes", p.Name, node, ErrCannotRun, image, why, imageFlag)
 		}
 		return path != PathPod && podReady(p), nil
 	})

@@ -170,3 +170,27 @@ func TestTrafficNodePortPath(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "path nodeport: service default/web has no node port")
 }
+
+// The pod path is tried once before any restart: the image's fault is an
+// error then, a path that fails already only a warning; without the pod
+// path nothing is created.
+func TestTrafficPreflight(t *testing.T) {
+	cs, tr := kubelet(corev1.PodStatus{})
+	warning, err := tr.Preflight(context.Background(), "node-1")
+	require.NoError(t, err)
+	assert.Empty(t, warning)
+	assert.Empty(t, cs.Actions(), "node path only: no preflight")
+
+	_, tr = kubelet(corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "image not present"}}}}})
+	tr.Paths, tr.PodImage = []string{PathNode, PathPod}, "example.test/agent:1"
+	_, err = tr.Preflight(context.Background(), "node-1")
+	require.ErrorIs(t, err, ErrCannotRun)
+	assert.Contains(t, err.Error(), "--verify-traffic-pod-image")
+
+	_, tr = kubelet(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{runningStatus()}})
+	tr.Paths, tr.PodImage = []string{PathPod}, "example.test/agent:1"
+	warning, err = tr.Preflight(context.Background(), "node-1")
+	require.NoError(t, err)
+	assert.Contains(t, warning, "no TCP connection to Service default/web (10.96.0.10:80) from a pod on node node-1")
+}
