@@ -394,9 +394,9 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "verify-traffic", Metavar: "NS/NAME", Arg: "verify_traffic", Role: "kube_proxy_sync_verify_traffic", Since: "1.0.0",
-			Help: "With O(verify_health), NAMESPACE/NAME of a Service with ready endpoints; after each node's restart a " +
-				"short-lived probe pod on that node opens a TCP connection to its ClusterIP (needs create and delete on pods, " +
-				"get on that Service).",
+			Help: "With O(verify_health), NAMESPACE/NAME of a Service with ready endpoints; after each node's restart " +
+				"short-lived probe pods on that node open TCP connections to it along O(verify_traffic_paths) (by default to " +
+				"its ClusterIP from the node itself; needs create and delete on pods, get on that Service).",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyTraffic },
 		},
