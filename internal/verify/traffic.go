@@ -155,6 +155,14 @@ func (t *Traffic) Check(ctx context.Context, node string) error {
 	return errors.New(strings.Join(failed, "; "))
 }
 
+// pathHint says where to look when a path does not connect.
+var pathHint = map[string]string{
+	PathNode: "the node's own connections: look at kube-proxy's nat OUTPUT rules on the node and its log",
+	PathPod:  "connections from pods: look at kube-proxy's nat PREROUTING rules on the node, its log, and the CNI's rules",
+	PathNodePort: "the NodePort on the node's InternalIP: nodePortAddresses must include that address; " +
+		"look at kube-proxy's NodePort rules on the node and its log",
+}
+
 // ErrCannotRun marks a probe pod that will never run or cannot connect
 // with its image: the image's fault, not the path's.
 var ErrCannotRun = errors.New("cannot run")
@@ -278,7 +286,7 @@ func (t *Traffic) check(ctx context.Context, node, path string) error {
 	}
 	if wctx.Err() != nil && ctx.Err() == nil {
 		if running(last) {
-			return fmt.Errorf("no TCP connection to Service %s (%s) %s within %s", t.Service, target, from, t.Timeout)
+			return fmt.Errorf("no TCP connection to Service %s (%s) %s within %s (%s)", t.Service, target, from, t.Timeout, pathHint[path])
 		}
 		return fmt.Errorf("the traffic probe pod %s on node %s did not start within %s", created.Name, node, t.Timeout)
 	}
