@@ -126,6 +126,9 @@ func TestRoleAgrees(t *testing.T) {
 			want[opt.Arg] = opt.Role
 		}
 	}
+	// the role passes every argument the module takes: a row with an Arg
+	// and no Role is an option the role's users cannot reach
+	assert.Equal(t, app.ModuleArgNames(), keys(want), "module arguments with no role variable")
 	assert.Equal(t, keys(want), keys(args))
 	for arg, role := range want {
 		if arg == "set" {

@@ -217,19 +217,21 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Manifest },
 		},
 		{
-			Flag: "kubeadm-config", Metavar: "FILE", Arg: "kubeadm_config", Since: "1.0.0",
+			Flag: "kubeadm-config", Metavar: "FILE", Arg: "kubeadm_config", Role: "kube_proxy_sync_kubeadm_config", Since: "1.0.0",
 			Help: "Path of a kubeadm configuration file (kubespray's C(/etc/kubernetes/kubeadm-config.yaml), say). " +
 				"kube-proxy's ConfigMap as C(kubeadm init phase addon kube-proxy --config FILE --print-manifest) renders it " +
 				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			field: func(o *Options) any { return &o.KubeadmConfig },
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
-			Flag: "kubeadm", Arg: "kubeadm", Since: "1.0.0",
-			Default: "kubeadm",
-			Help:    "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			field:   func(o *Options) any { return &o.Kubeadm },
+			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
+			Default:     "kubeadm",
+			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Kubeadm },
 		},
 		{
 			Flag: "probe-path", Arg: "probe_path", Role: "kube_proxy_sync_probe_path", Since: "1.0.0",
@@ -357,12 +359,13 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.ZoneLabel },
 		},
 		{
-			Flag: "undo", Arg: "undo", Since: "1.0.0",
+			Flag: "undo", Arg: "undo", Role: "kube_proxy_sync_undo", Since: "1.0.0",
 			Help: "Restore the config the fleet ran before the last change (named on the DaemonSet by " +
 				"C(kube-proxy-sync.io/previous-config)) through the same rollout as a change; strategy, crash-loop detection and " +
 				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
 				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
-			field: func(o *Options) any { return &o.Undo },
+			RoleDefault: "false",
+			field:       func(o *Options) any { return &o.Undo },
 		},
 		{
 			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
@@ -462,9 +465,10 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.RollbackOnFailure },
 		},
 		{
-			Flag: "no-rollback", Arg: "no_rollback", Since: "1.0.0",
-			Help:  "Leave a failed rollout as it is (the same as O(rollback_on_failure=false)).",
-			field: func(o *Options) any { return &o.NoRollback },
+			Flag: "no-rollback", Arg: "no_rollback", Role: "kube_proxy_sync_no_rollback", Since: "1.0.0",
+			Help:        "Leave a failed rollout as it is (the same as O(rollback_on_failure=false)).",
+			RoleDefault: "false",
+			field:       func(o *Options) any { return &o.NoRollback },
 		},
 		{
 			Flag: "not-ready-tolerance", Arg: "not_ready_tolerance", Role: "kube_proxy_sync_not_ready_tolerance", Since: "1.0.0",
