@@ -181,7 +181,7 @@ func OptionTable() []Option {
 				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
 				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
 				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
-			RoleDefault: `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray else '' }}"`,
+			RoleDefault: `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
 			RolePass:    `{{ kube_proxy_sync_server | default(omit, true) }}`,
 			RoleNote:    "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
 			field:       func(o *Options) any { return &o.Server },
@@ -203,10 +203,12 @@ func OptionTable() []Option {
 				"kube-proxy's own validation before any write.",
 			See:         "Validation",
 			RoleDefault: "{}",
-			RolePass:    "{{ _kube_proxy_sync_set | default(omit, true) }}",
-			RoleNote:    "Empty changes no setting. In the kubespray entry point these are merged over the settings mapped from kubespray's variables.",
-			field:       func(o *Options) any { return &o.Set },
-			parse:       setArg,
+			RolePass:    "{{ kube_proxy_sync_settings | default(omit, true) }}",
+			RoleNote: "Empty changes no setting. In the kubespray entry point these are set over kubeadm's rendering of kubespray's " +
+				"kubeadm config, and every kubeadm upgrade drops them again (a rollout to put them back): keep kube-proxy's " +
+				"settings in kubespray's variables.",
+			field: func(o *Options) any { return &o.Set },
+			parse: setArg,
 		},
 		{
 			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kube_proxy_sync_manifest", Since: "1.0.0",
@@ -223,14 +225,20 @@ func OptionTable() []Option {
 				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			RoleDefault: `""`,
-			field:       func(o *Options) any { return &o.KubeadmConfig },
+			RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+			RolePass:    "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleNote: "Empty by default; in the kubespray entry point, the kubeadm config kubespray's control-plane role writes " +
+				"on the first control-plane host (C(kubeadm-config.yaml) in its C(kube_config_dir)), so every C(kube_proxy_*) " +
+				"variable and default of kubespray reaches kube-proxy as kubeadm renders it.",
+			field: func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
 			Default:     "kubeadm",
 			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault: `""`,
+			RoleDefault: `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
+			RolePass:    "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
+			RoleNote:    "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
 			field:       func(o *Options) any { return &o.Kubeadm },
 		},
 		{

@@ -137,8 +137,11 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			// kubeadm init's kube-proxy
 			runKubeadmProxyAddon(t, c, kubeadm, tc.installVersion, tc.installEndpoint)
 			c.WaitRolloutComplete(t, 2*time.Minute)
-			// cluster.yml: kubespray mode after kubeadm init
-			r := runKubesprayMode(t, c, tc.server, probe)
+			// cluster.yml: kubespray mode after kubeadm init, on kubespray's
+			// kubeadm-config.yaml (its controlPlaneEndpoint is the install
+			// one; kubespray-upgrade.patch renders 127.0.0.1 into a file of
+			// its own for the addon)
+			r := runKubesprayMode(t, c, kubeadm, kubesprayKubeadmConfig(t, tc.installVersion, tc.installEndpoint), tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 			assert.Equal(t, probe != "none", r.ProbeChanged, "probe changed (probe_path %s)", probe)
 
@@ -148,7 +151,8 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			runKubeadmProxyAddon(t, c, kubeadm, tc.upgradeVersion, tc.upgradeEndpoint)
 			ds := c.WaitRolloutComplete(t, 2*time.Minute)
 			require.Equal(t, "registry.k8s.io/kube-proxy:"+tc.upgradeVersion, ds.Spec.Template.Spec.Containers[0].Image)
-			r = runKubesprayMode(t, c, tc.server, probe)
+			upgraded := kubesprayKubeadmConfig(t, tc.upgradeVersion, tc.installEndpoint)
+			r = runKubesprayMode(t, c, kubeadm, upgraded, tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 			assert.Equal(t, probe != "none", r.ProbeChanged, "probe changed after kubeadm's rewrite (probe_path %s)", probe)
 			pods := history.Stop()
@@ -184,7 +188,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 
 			// a rerun writes nothing and restarts nothing
 			uids, rv := c.PodUIDs(t), c.ConfigMap(t).ResourceVersion
-			r = runKubesprayMode(t, c, tc.server, probe)
+			r = runKubesprayMode(t, c, kubeadm, upgraded, tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 			assert.False(t, r.Changed, "rerun: %s", r.Msg)
 			assert.False(t, r.Restarted, "rerun: %s", r.Msg)
@@ -256,33 +260,21 @@ func kubesprayExpected(t *testing.T, c *cluster.Cluster) map[string]any {
 	return vars.Expected
 }
 
-// kubespraySettings is what the role's kubespray entry point hands the
-// module for those variables: the expected settings less the two kubespray
-// leaves empty there (kube_proxy_client_kubeconfig, kube_proxy_port_range),
-// which the role leaves out so that kubeadm's value stays.
-func kubespraySettings(t *testing.T, c *cluster.Cluster) map[string]any {
-	t.Helper()
-	settings := kubesprayExpected(t, c)
-	for _, empty := range []string{"clientConnection.kubeconfig", "portRange"} {
-		require.Contains(t, settings, empty)
-		delete(settings, empty)
-	}
-	return settings
-}
-
 // runKubesprayMode runs the module with the arguments the role's kubespray
 // entry point passes (tasks/main.yml with _kube_proxy_sync_kubespray):
-// kubespray's settings, its server decision, the probe path (none there
-// unless kube_proxy_sync_probe_path is set).
-func runKubesprayMode(t *testing.T, c *cluster.Cluster, server, probe string) cliRun {
+// kubespray's kubeadm config and kubeadm (kube_proxy_sync_kubeadm_config,
+// kube_proxy_sync_kubeadm), its server decision, the probe path (none
+// there unless kube_proxy_sync_probe_path is set).
+func runKubesprayMode(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server, probe string) cliRun {
 	t.Helper()
 	args := map[string]any{
-		"kubeconfig": c.KubeconfigPath,
-		"namespace":  c.Namespace,
-		"probe_path": probe,
-		"restart":    "auto",
-		"set":        kubespraySettings(t, c),
-		"timeout":    "3m",
+		"kubeconfig":     c.KubeconfigPath,
+		"namespace":      c.Namespace,
+		"probe_path":     probe,
+		"restart":        "auto",
+		"kubeadm":        kubeadm,
+		"kubeadm_config": kubeadmConfig,
+		"timeout":        "3m",
 	}
 	if server != "" {
 		args["server"] = server
@@ -290,14 +282,11 @@ func runKubesprayMode(t *testing.T, c *cluster.Cluster, server, probe string) cl
 	return runModule(t, moduleArgsJSON(t, args))
 }
 
-// runKubeadmProxyAddon runs `kubeadm init phase addon kube-proxy` with a
-// kubeadm config as kubespray renders it, at the given Kubernetes version
-// and controlPlaneEndpoint. kubeadm reads nothing from the cluster for this
-// phase (its RBAC objects it creates itself); its environment is emptied so
-// that no proxy variable of this machine lands in the DaemonSet.
-func runKubeadmProxyAddon(t *testing.T, c *cluster.Cluster, kubeadm, version, endpoint string) {
+// kubesprayKubeadmConfig writes a kubeadm config as kubespray renders it,
+// at the given Kubernetes version and controlPlaneEndpoint, and returns
+// its path.
+func kubesprayKubeadmConfig(t *testing.T, version, endpoint string) string {
 	t.Helper()
-	dir := t.TempDir()
 	config := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 localAPIEndpoint:
@@ -319,8 +308,20 @@ networking:
   podSubnet: 10.233.64.0/18
 ---
 %s`, version, endpoint, kubesprayProxyConfig)
-	path := filepath.Join(dir, "kubeadm-config.yaml")
+	path := filepath.Join(t.TempDir(), "kubeadm-config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
+	return path
+}
+
+// runKubeadmProxyAddon runs `kubeadm init phase addon kube-proxy` with a
+// kubeadm config as kubespray renders it, at the given Kubernetes version
+// and controlPlaneEndpoint. kubeadm reads nothing from the cluster for this
+// phase (its RBAC objects it creates itself); its environment is emptied so
+// that no proxy variable of this machine lands in the DaemonSet.
+func runKubeadmProxyAddon(t *testing.T, c *cluster.Cluster, kubeadm, version, endpoint string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := kubesprayKubeadmConfig(t, version, endpoint)
 	cmd := exec.Command(kubeadm, "init", "phase", "addon", "kube-proxy", "--config", path, "--kubeconfig", c.KubeconfigPath)
 	cmd.Env = []string{"HOME=" + dir}
 	var out bytes.Buffer
