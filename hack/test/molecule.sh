@@ -44,6 +44,20 @@ if [[ "${scenario}" == kind ]]; then
   fi
 fi
 
+if [[ "${scenario}" == kubespray ]]; then
+  # kubespray's own roles and template, at the pinned commit, and the real
+  # kubeadm (the kind tier's build) as kubespray's bin_dir.
+  export KPS_KUBESPRAY_DIR="${KPS_KUBESPRAY_DIR:-${CACHE_DIR}/kubespray}"
+  [[ -f "${KPS_KUBESPRAY_DIR}/roles/kubespray_defaults/defaults/main/main.yml" ]] ||
+    die "no kubespray checkout at ${KPS_KUBESPRAY_DIR}: git clone https://github.com/kubernetes-sigs/kubespray ${KPS_KUBESPRAY_DIR} && git -C ${KPS_KUBESPRAY_DIR} checkout ${KUBESPRAY_COMMIT} (or set KPS_KUBESPRAY_DIR)"
+  [[ "$(git -C "${KPS_KUBESPRAY_DIR}" rev-parse HEAD 2>/dev/null)" == "${KUBESPRAY_COMMIT}" ]] ||
+    die "${KPS_KUBESPRAY_DIR} is not at KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT} (hack/versions.mk): git -C ${KPS_KUBESPRAY_DIR} checkout ${KUBESPRAY_COMMIT}"
+  [[ -x "${TOOLS_BIN}/kubeadm" ]] || die "no kubeadm in ${TOOLS_BIN}: run hack/build/tools.sh kind, which builds it"
+  # kubespray's templates need its full ansible package (ansible.utils) and netaddr
+  [[ "${ANSIBLE_TOOLCHAINS}" == kubespray ]] ||
+    die "the kubespray scenario runs on kubespray's toolchain only: ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray"
+fi
+
 # The role runs the collection's binary modules by FQCN: put this checkout,
 # which is the collection, on the collections path.
 collections_link

@@ -200,7 +200,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 
 // kubesprayProxyConfig is the KubeProxyConfiguration kubespray's
 // kubeadm-config.v1beta4.yaml.j2 renders for the variables of
-// molecule/kubespray/vars/kubespray.yml (byte for byte what its template
+// test/e2e/testdata/kubespray.yml (byte for byte what its template
 // makes of them, empty values and Python-style booleans included).
 const kubesprayProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -245,18 +245,17 @@ featureGates:
 `
 
 // kubesprayExpected is kps_expected_settings of
-// molecule/kubespray/vars/kubespray.yml: the config.conf values kubespray's
-// variables there stand for, which the molecule scenario asserts the role
-// writes. One list for both tests.
+// test/e2e/testdata/kubespray.yml: the config.conf values kubespray's
+// variables there stand for.
 func kubesprayExpected(t *testing.T, c *cluster.Cluster) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "molecule", "kubespray", "vars", "kubespray.yml"))
+	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "test", "e2e", "testdata", "kubespray.yml"))
 	require.NoError(t, err)
 	var vars struct {
 		Expected map[string]any `json:"kps_expected_settings"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &vars))
-	require.NotEmpty(t, vars.Expected, "kps_expected_settings in molecule/kubespray/vars/kubespray.yml")
+	require.NotEmpty(t, vars.Expected, "kps_expected_settings in test/e2e/testdata/kubespray.yml")
 	return vars.Expected
 }
 
