@@ -61,7 +61,8 @@ fi
 # The role runs the collection's binary modules by FQCN: put this checkout,
 # which is the collection, on the collections path.
 collections_link
-# The stub of kubespray's collection stands in for kubespray's defaults role (scenario kubespray).
+# The stub of kubespray's collection stands in for kubespray's cluster playbook and defaults role
+# (playbooks/cluster.yml); the kubespray scenario uses kubespray's own roles (KPS_KUBESPRAY_DIR).
 export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
 export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
