@@ -489,3 +489,28 @@ func TestKubeadmConfigRendersTheConfigMap(t *testing.T) {
 	assert.Contains(t, r.stdout, "bad config")
 	assert.Zero(t, writes(r.client), "nothing written")
 }
+
+// kubeadm always renders kube-system/kube-proxy; a kube-proxy kept in
+// another namespace (a test's, say) takes the same data.
+func TestKubeadmConfigAppliesToAnotherNamespace(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kubeadm")
+	rendered := "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n" +
+		"  config.conf: |-\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    mode: ipvs\n"
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\ncat <<'END'\n"+rendered+"END\n"), 0o755))
+	cm, ds := seed()
+	cm.Namespace, ds.Namespace = "kube-proxy-test", "kube-proxy-test"
+	client, api := kubefake.New(cm, ds)
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut},
+		[]string{"--output", "json", "--check", "--diff", "--namespace", "kube-proxy-test", "--kubeadm", fake, "--kubeadm-config", filepath.Join(dir, "kubeadm.yaml")},
+		Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api})
+	require.Equal(t, ExitOK, code, "stdout: %s\nstderr: %s", out.String(), errOut.String())
+	var res moduleResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.True(t, res.Changed)
+	assert.Equal(t, []string{"config.conf"}, res.ChangedKeys)
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.After, "mode: ipvs")
+	assert.Zero(t, writes(client), "check mode writes nothing")
+}

@@ -62,7 +62,7 @@ func (o *Options) Validate(ctx context.Context) error {
 		if o.Manifest != "" {
 			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
 		}
-		m, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig, o.Namespace, o.ConfigMap)
+		m, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig)
 		if err != nil {
 			return err
 		}

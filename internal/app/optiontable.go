@@ -223,7 +223,8 @@ func OptionTable() []Option {
 			Help: "Path of a kubeadm configuration file (kubespray's C(/etc/kubernetes/kubeadm-config.yaml), say). " +
 				"kube-proxy's ConfigMap as C(kubeadm init phase addon kube-proxy --config FILE --print-manifest) renders it " +
 				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
-				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping.\n\n" +
+				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
+				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
 			RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
 			RolePass:    "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",

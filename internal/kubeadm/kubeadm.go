@@ -27,10 +27,18 @@ import (
 // few KiB, a ConfigMap at most 1 MiB.
 const maxOutput = 4 << 20
 
+// kubeadm's kube-proxy ConfigMap: kubeadm always writes it under these names.
+const (
+	Namespace = "kube-system"
+	Name      = "kube-proxy"
+)
+
 // Render runs binary (a path, or a name looked up in PATH) on the kubeadm
-// configuration file config and returns the ConfigMap namespace/name it
-// would write.
-func Render(ctx context.Context, binary, config, namespace, name string) (*corev1.ConfigMap, error) {
+// configuration file config and returns the ConfigMap kubeadm would write,
+// kube-system/kube-proxy. Its data is what the caller applies, to whichever
+// ConfigMap it syncs: kubeadm's names are fixed, and a kube-proxy kept
+// elsewhere (another namespace, a test's) takes the same data.
+func Render(ctx context.Context, binary, config string) (*corev1.ConfigMap, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm %q: %w: kube-proxy-sync runs the host's kubeadm to render kube-proxy's config from --kubeadm-config; install it or pass --kubeadm PATH", binary, err)
@@ -65,7 +73,7 @@ func Render(ctx context.Context, binary, config, namespace, name string) (*corev
 	if len(out) > maxOutput {
 		return nil, fmt.Errorf("%s printed more than %d bytes: not kube-proxy's manifests", path, maxOutput)
 	}
-	return ConfigMap(out, namespace, name)
+	return ConfigMap(out, Namespace, Name)
 }
 
 // ConfigMap picks the ConfigMap namespace/name out of kubeadm's printed
@@ -96,5 +104,5 @@ func ConfigMap(manifests []byte, namespace, name string) (*corev1.ConfigMap, err
 			return &cm, nil
 		}
 	}
-	return nil, fmt.Errorf("kubeadm printed no ConfigMap %s/%s (it printed: %s); check --namespace/--configmap", namespace, name, strings.Join(kinds, ", "))
+	return nil, fmt.Errorf("kubeadm printed no ConfigMap %s/%s (it printed: %s): not the kube-proxy addon's manifests", namespace, name, strings.Join(kinds, ", "))
 }

@@ -62,15 +62,15 @@ func TestRenderRunsKubeadm(t *testing.T) {
 		"[ \"$*\" = \"init phase addon kube-proxy --config /etc/kubeadm.yaml --print-manifest\" ] || { echo \"unexpected arguments: $*\" >&2; exit 3; }\n" +
 		"cat <<'END'\n" + printed + "END\n"
 	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
-	cm, err := Render(context.Background(), fake, "/etc/kubeadm.yaml", "kube-system", "kube-proxy")
+	cm, err := Render(context.Background(), fake, "/etc/kubeadm.yaml")
 	require.NoError(t, err)
 	assert.Contains(t, cm.Data["config.conf"], "mode: ipvs")
 
-	_, err = Render(context.Background(), fake, "/other.yaml", "kube-system", "kube-proxy")
+	_, err = Render(context.Background(), fake, "/other.yaml")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unexpected arguments")
 
-	_, err = Render(context.Background(), filepath.Join(dir, "missing"), "/etc/kubeadm.yaml", "kube-system", "kube-proxy")
+	_, err = Render(context.Background(), filepath.Join(dir, "missing"), "/etc/kubeadm.yaml")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pass --kubeadm PATH")
 }
