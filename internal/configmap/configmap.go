@@ -248,6 +248,15 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 			changed = append(changed, KubeconfigKey+":"+p)
 		}
 	}
+	// kubeadm's own kubeconfig.conf whose server is already the one set
+	// (kubeadm wrote it there: kubespray's upgrade patch), against
+	// kubeadm's rendering with that server set: the two differ only in how
+	// setServer lays the text out, which is no change either
+	if spec.Server != "" {
+		if cur, ok := current[KubeconfigKey]; ok && cur != data[KubeconfigKey] && sameYAML(cur, data[KubeconfigKey]) {
+			data[KubeconfigKey] = cur
+		}
+	}
 	// a key one step changed and a later one set back (a manifest's
 	// server, then --server) is no change
 	kept := changed[:0]
@@ -295,6 +304,22 @@ func setServer(text, server string) (string, []string, error) {
 		return "", nil, err
 	}
 	return out, changed, nil
+}
+
+// sameYAML: a and b are one YAML document but for layout (indentation,
+// quoting): both read and written again the way setServer writes.
+func sameYAML(a, b string) bool {
+	da, err := yamledit.Parse(a)
+	if err != nil {
+		return false
+	}
+	db, err := yamledit.Parse(b)
+	if err != nil {
+		return false
+	}
+	sa, errA := da.String()
+	sb, errB := db.String()
+	return errA == nil && errB == nil && sa == sb
 }
 
 func dedupe(sorted []string) []string {

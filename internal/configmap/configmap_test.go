@@ -253,3 +253,30 @@ func TestDesiredKeySetBackIsNoChange(t *testing.T) {
 	assert.Empty(t, keys, "no change: no copy, no restart")
 	assert.NotNil(t, keys)
 }
+
+// kubeadm's own kubeconfig.conf, written with the server --server sets
+// (kubespray's upgrade patch renders it so), against kubeadm's rendering of
+// another server and --server: no change, and kubeadm's text stays as it is.
+// Any other difference is still one.
+func TestDesiredKubeadmsOwnServerIsNoChange(t *testing.T) {
+	kubeconfig := func(server string) string {
+		return "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: /ca.crt\n    server: " + server + "\n  name: default\n" +
+			"users:\n- name: default\n  user:\n    tokenFile: /token"
+	}
+	current := map[string]string{"kubeconfig.conf": kubeconfig("https://127.0.0.1:6443")}
+	spec := Spec{
+		Manifest: &corev1.ConfigMap{Data: map[string]string{"kubeconfig.conf": kubeconfig("https://10.0.0.10:6443")}},
+		Server:   "https://127.0.0.1:6443",
+	}
+	data, keys, err := Desired(current, spec)
+	require.NoError(t, err)
+	assert.Equal(t, current, data, "kubeadm's text kept")
+	assert.Empty(t, keys, "no change: no copy, no restart")
+
+	spec.Manifest.Data["kubeconfig.conf"] = strings.Replace(kubeconfig("https://10.0.0.10:6443"), "/token", "/other-token", 1)
+	data, keys, err = Desired(current, spec)
+	require.NoError(t, err)
+	assert.Contains(t, keys, "kubeconfig.conf")
+	assert.Contains(t, data["kubeconfig.conf"], "/other-token")
+	assert.Contains(t, data["kubeconfig.conf"], "server: https://127.0.0.1:6443")
+}
