@@ -60,7 +60,7 @@ venv: ## the pinned Ansible toolchains in .venv/NAME (requirements/NAME.txt): ku
 molecule: venv dist ## molecule default scenario against the local cluster, on every toolchain (ANSIBLE_TOOLCHAINS)
 	hack/test/molecule.sh default
 
-molecule-kubespray: venv dist ## molecule kubespray scenario: kubespray's play layout and variable combinations, on its toolchain, local cluster only
+molecule-kubespray: venv dist ## molecule kubespray scenario: kubespray's play layout, on its toolchain, local cluster only; KUBESPRAY_DIR=<kubespray checkout> checks kubespray's defaults
 	ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray
 
 molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)

@@ -10,7 +10,8 @@ KWOK_VERSION := v0.8.0
 KIND_VERSION := v0.31.0
 KUBE_PROXY_OLD_VERSION := v1.27.16
 DEBIAN_SUITE := bookworm
-# The kubespray commit the molecule scenario kubespray takes kubespray's
-# defaults roles and kubeadm-config template from (KPS_KUBESPRAY_DIR), and
-# docs/kubespray*.patch were checked against.
+# The kubespray commit the molecule scenario kubespray expects in
+# KUBESPRAY_DIR (a checkout of your own; its expected defaults are this
+# commit's; another one runs with a warning), and docs/kubespray*.patch were
+# checked against.
 KUBESPRAY_COMMIT := 46dbdd3994b32640bcd806b0097f50e8fdf1d514

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Run a molecule scenario of the kube_proxy_sync role on each pinned toolchain
 # (ANSIBLE_TOOLCHAINS, default: kubespray newest, one after the other):
-#   hack/test/molecule.sh [default|kind] [molecule test options...]
+#   hack/test/molecule.sh [default|kind|kubespray] [molecule test options...]
 # default: against the local control plane (hack/cluster/up.sh); keeps the
 #          cluster unless KUBE_PROXY_SYNC_MOLECULE_DESTROY=true.
 # kind:    against a throw-away kind cluster; skipped (exit 0, with a message)
 #          when kind or a Docker engine is not available.
+# kubespray: against the local control plane, on kubespray's toolchain only;
+#          KUBESPRAY_DIR=<a kubespray checkout> checks kubespray's own defaults
+#          (without it, says so and runs kubeadm's default config).
 # Set MOLECULE_COMMAND=converge|verify|... to run one step instead of `test`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -44,25 +47,45 @@ if [[ "${scenario}" == kind ]]; then
   fi
 fi
 
+# kubespray: with a kubespray checkout (KUBESPRAY_DIR, the user's own; this
+# project never downloads kubespray), kubespray's real kubespray_defaults and
+# control-plane defaults and kubeadm-config template; without one (CI),
+# kubeadm's own default config and a stub of kubespray_defaults
+# (molecule/resources/collections), so kubespray's defaults are not checked.
+# Either way the real kubeadm (the kind tier's build) renders, as kubespray's bin_dir.
+kubespray_mode=""
 if [[ "${scenario}" == kubespray ]]; then
-  # kubespray's own roles and template, at the pinned commit, and the real
-  # kubeadm (the kind tier's build) as kubespray's bin_dir.
-  export KPS_KUBESPRAY_DIR="${KPS_KUBESPRAY_DIR:-${CACHE_DIR}/kubespray}"
-  [[ -f "${KPS_KUBESPRAY_DIR}/roles/kubespray_defaults/defaults/main/main.yml" ]] ||
-    die "no kubespray checkout at ${KPS_KUBESPRAY_DIR}: git clone https://github.com/kubernetes-sigs/kubespray ${KPS_KUBESPRAY_DIR} && git -C ${KPS_KUBESPRAY_DIR} checkout ${KUBESPRAY_COMMIT} (or set KPS_KUBESPRAY_DIR)"
-  [[ "$(git -C "${KPS_KUBESPRAY_DIR}" rev-parse HEAD 2>/dev/null)" == "${KUBESPRAY_COMMIT}" ]] ||
-    die "${KPS_KUBESPRAY_DIR} is not at KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT} (hack/versions.mk): git -C ${KPS_KUBESPRAY_DIR} checkout ${KUBESPRAY_COMMIT}"
   [[ -x "${TOOLS_BIN}/kubeadm" ]] || die "no kubeadm in ${TOOLS_BIN}: run hack/build/tools.sh kind, which builds it"
   # kubespray's templates need its full ansible package (ansible.utils) and netaddr
   [[ "${ANSIBLE_TOOLCHAINS}" == kubespray ]] ||
     die "the kubespray scenario runs on kubespray's toolchain only: ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray"
+  if [[ -n "${KUBESPRAY_DIR:-}" ]]; then
+    KPS_KUBESPRAY_DIR="$(cd "${KUBESPRAY_DIR}" 2>/dev/null && pwd)" || die "KUBESPRAY_DIR=${KUBESPRAY_DIR}: no such directory"
+    for f in roles/kubespray_defaults/defaults/main/main.yml roles/kubernetes/control-plane/templates/kubeadm-config.v1beta4.yaml.j2; do
+      [[ -f "${KPS_KUBESPRAY_DIR}/${f}" ]] || die "KUBESPRAY_DIR=${KUBESPRAY_DIR} is not a kubespray checkout: no ${f}"
+    done
+    commit="$(git -C "${KPS_KUBESPRAY_DIR}" rev-parse HEAD 2>/dev/null || echo "an unknown commit (not a git checkout)")"
+    if [[ "${commit}" == "${KUBESPRAY_COMMIT}" ]]; then
+      kubespray_mode="kubespray's defaults and kubeadm-config template checked, from KUBESPRAY_DIR at KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT:0:12}"
+    else
+      log "WARNING: KUBESPRAY_DIR is at ${commit}, not KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT} (hack/versions.mk): the expected defaults (molecule/kubespray/vars/defaults.yml) are KUBESPRAY_COMMIT's, so a default kubespray has changed since fails here"
+      kubespray_mode="kubespray's defaults and kubeadm-config template checked, from KUBESPRAY_DIR at ${commit}, NOT KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT:0:12}"
+    fi
+    KPS_KUBESPRAY_ROLES="${KPS_KUBESPRAY_DIR}/roles"
+  else
+    KPS_KUBESPRAY_DIR=""
+    KPS_KUBESPRAY_ROLES="${REPO_ROOT}/molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles"
+    kubespray_mode="kubespray's defaults: NOT checked, no KUBESPRAY_DIR (kubespray's play layout with kubeadm's own default config; for kubespray's: make molecule-kubespray KUBESPRAY_DIR=<a kubespray checkout at ${KUBESPRAY_COMMIT:0:12}>)"
+  fi
+  export KPS_KUBESPRAY_DIR KPS_KUBESPRAY_ROLES
+  log "kubespray scenario: ${kubespray_mode}"
 fi
 
 # The role runs the collection's binary modules by FQCN: put this checkout,
 # which is the collection, on the collections path.
 collections_link
 # The stub of kubespray's collection stands in for kubespray's cluster playbook and defaults role
-# (playbooks/cluster.yml); the kubespray scenario uses kubespray's own roles (KPS_KUBESPRAY_DIR).
+# (playbooks/cluster.yml).
 export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-$([[ -t 1 ]] && echo 1 || echo 0)}"
 export PY_COLORS="${ANSIBLE_FORCE_COLOR}"
@@ -79,6 +102,6 @@ for toolchain in ${ANSIBLE_TOOLCHAINS}; do
     log "[${toolchain}] molecule ${command} -s ${scenario} ($(ansible --version | sed -n 1p))"
     start="${SECONDS}"
     molecule "${command}" -s "${scenario}" "$@"
-    log "[${toolchain}] molecule ${command} -s ${scenario}: $((SECONDS - start))s"
+    log "[${toolchain}] molecule ${command} -s ${scenario}: $((SECONDS - start))s${kubespray_mode:+; ${kubespray_mode}}"
   )
 done
