@@ -36,9 +36,11 @@ type Migration struct {
 	// StrategyAsked what --strategy said.
 	Strategy      string `json:"strategy"`
 	StrategyAsked string `json:"strategy_asked"`
-	// CanaryNodes restart first, alone; then Batches batches of at most
-	// BatchSize nodes (zonal: each zone's canary, then the rest of it, in
-	// the order of Zones). Check mode: the nodes a run would pick now.
+	// CanaryNodes restart first, a batch at a time when there are more of
+	// them than BatchSize; Batches counts the rounds after the first one,
+	// of at most BatchSize nodes each (zonal: each zone's canary, then the
+	// rest of it, in the order of Zones). Check mode: the nodes a run
+	// would pick now.
 	CanaryNodes []string `json:"canary_nodes"`
 	BatchSize   int      `json:"batch_size"`
 	Batches     int      `json:"batches"`
@@ -101,7 +103,7 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 		return fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
 			obj, from, to, s.o.Namespace, s.o.DaemonSet)
 	}
-	if m.Cleanup, err = modeCleanup(minor, from, to, newText); err != nil {
+	if m.Cleanup, err = modeCleanup(minor, from, to, newText, running); err != nil {
 		return fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
 	}
 	if !nft {
@@ -162,8 +164,11 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 // rules when it runs in nftables mode, and its nftables tables when it
 // runs in iptables or ipvs mode, the latter up to 1.32 only with the
 // NFTablesProxyMode feature gate on; between iptables and ipvs it removes
-// nothing, in any version.
-func modeCleanup(minor int, from, to, newText string) (string, error) {
+// nothing, in any version. A failed canary or batch is rolled back to the
+// running config (runningText), so a switch to nftables up to 1.32 needs
+// the gate on in that config too: the rolled-back kube-proxy must remove
+// the nftables tables its nftables run made.
+func modeCleanup(minor int, from, to, newText, runningText string) (string, error) {
 	if from != kpvalidate.ModeNFTables && to != kpvalidate.ModeNFTables {
 		return "none: kube-proxy removes neither mode's rules when switching between iptables and ipvs", nil
 	}
@@ -177,6 +182,15 @@ func modeCleanup(minor int, from, to, newText string) (string, error) {
 		}
 		if !on {
 			return "", fmt.Errorf("kube-proxy 1.%d removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on, and the new config turns it off (it is off by default before 1.31): keep featureGates.NFTablesProxyMode: true in the new config (it changes nothing in %s mode), or the nftables rules stay on every node", minor, to)
+		}
+		if to == kpvalidate.ModeNFTables {
+			back, err := kpvalidate.GateEnabled(runningText, minor, "NFTablesProxyMode")
+			if err != nil {
+				return "", err
+			}
+			if !back {
+				return "", fmt.Errorf("a failed canary or batch is rolled back to the running config, and kube-proxy 1.%d removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on, which the running %s config leaves off (off by default before 1.31): first add featureGates.NFTablesProxyMode: true to the running config in a run of its own (it changes nothing in %s mode), then switch the mode, or a rolled-back node would keep the nftables rules beside the %s ones", minor, from, from, from)
+			}
 		}
 	}
 	if to == kpvalidate.ModeNFTables {
@@ -266,7 +280,8 @@ func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
 	rounds := func(n int) int { return (n + m.BatchSize - 1) / m.BatchSize }
 	if s.o.ZoneLabel == "" {
 		m.CanaryNodes = todo[:min(s.o.CanaryNodes, len(todo))]
-		m.Batches = rounds(len(todo) - len(m.CanaryNodes))
+		// canary nodes beyond the batch size go a batch at a time too
+		m.Batches = rounds(len(m.CanaryNodes)) - 1 + rounds(len(todo)-len(m.CanaryNodes))
 		return nil
 	}
 	zoneOf, err := nodes.Labels(ctx, s.d.Kube.Nodes(), s.o.ZoneLabel)

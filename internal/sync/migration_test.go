@@ -54,6 +54,18 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
 }
 
+// More canary nodes than the batch size: the canary itself takes rounds,
+// and the plan counts them as the run does.
+func TestModeChangeCheckCountsTheCanaryRounds(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), BatchSize: "1", CanaryNodes: 3})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Len(t, m.CanaryNodes, 3)
+	assert.Equal(t, 4, m.Batches, "2 more canary rounds, then 2 nodes one at a time")
+}
+
 // zonal stays zonal, with a canary in each zone.
 func TestModeChangeZonalStaysZonal(t *testing.T) {
 	f := newRollingFixture(t, 4)
@@ -120,10 +132,20 @@ func TestModeChangeFailedCanaryStopsThere(t *testing.T) {
 		return verify.Health{Code: 200}, nil
 	})
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	before := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	require.NotEmpty(t, before)
 	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node node-0")
 	assert.True(t, res.Facts.RolledBack)
+	// the rollback points the template back at the config the fleet ran:
+	// the canary's next pod runs iptables again
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	assert.Equal(t, before, mounted, "the template mounts the pre-change config again")
+	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), mounted, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data["config.conf"], "mode: iptables")
+	assert.NotContains(t, cm.Data["config.conf"], "mode: nftables")
 	for _, n := range []string{"node-1", "node-2"} {
 		assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s never migrated", n)
 	}
@@ -154,6 +176,12 @@ func TestModeChangeKubeProxyWouldNotCleanIsRefused(t *testing.T) {
 		{"an image without a version", seedConfigMap(), "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000",
 			setMode("nftables"), "pass --kube-proxy-version"},
 		{"nftables on 1.28", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15", setMode("nftables"), "nftables from 1.29 on"},
+		// a failed canary is rolled back to the running config: its
+		// kube-proxy must remove the nftables tables, which 1.30 does only
+		// with the gate on
+		{"entering nftables on 1.30 from a config with the gate off", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.30.14",
+			setMode("nftables", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "true"}),
+			"first add featureGates.NFTablesProxyMode: true to the running config"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +193,19 @@ func TestModeChangeKubeProxyWouldNotCleanIsRefused(t *testing.T) {
 			assert.Empty(t, f.writes())
 		})
 	}
+}
+
+// With the gate already on in the running config, the same switch on 1.30
+// is planned: a rolled-back kube-proxy cleans up after nftables.
+func TestModeChangeEnteringNFTablesWithTheGateOnIsPlanned(t *testing.T) {
+	cm := seedConfigMap()
+	cm.Data["config.conf"] = seedConfig + "featureGates:\n  NFTablesProxyMode: true\n"
+	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.30.14"))
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), ProbePath: "none"})
+	require.NoError(t, err)
+	require.NotNil(t, res.Facts.Migration)
+	assert.Contains(t, res.Facts.Migration.Cleanup, "kube-proxy 1.30 removes the iptables and IPVS rules")
+	assert.Empty(t, f.writes())
 }
 
 // Between iptables and ipvs kube-proxy cleans up neither mode: rolled as
