@@ -107,15 +107,24 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 		for _, n := range all {
 			mode, _ := runningValue(e.configz(t, n), "mode")
 			assert.Equal(t, step.to, mode, "node %s: kube-proxy's own /configz", n)
-			rules := d.proxyRules(t, n)
-			t.Logf("node %s in %s mode: KUBE-* iptables chains %v, nftables tables %v", n, step.to, rules.kubeChains, rules.nftTables)
-			if step.to == "nftables" {
-				left := rules.kubeProxyChains()
-				if minor := e.kubeProxyMinor(t); minor >= 29 && minor <= 33 {
+			minor := e.kubeProxyMinor(t)
+			left := func(r rules) []string {
+				left := r.kubeProxyChains()
+				if minor >= 29 && minor <= 33 {
 					// its iptables cleanup deletes KUBE-PROXY-CANARY from 1.34 on only
 					left = slices.DeleteFunc(left, func(c string) bool { return c == "KUBE-PROXY-CANARY" })
 				}
-				assert.Empty(t, left, "node %s: kube-proxy's iptables chains are gone", n)
+				return left
+			}
+			rules := d.settledRules(t, n, func(r rules) bool {
+				if step.to == "nftables" {
+					return len(left(r)) == 0 && slices.Contains(r.nftTables, "ip kube-proxy")
+				}
+				return !r.hasNFTable() && slices.Contains(r.kubeProxyChains(), "KUBE-SERVICES")
+			})
+			t.Logf("node %s in %s mode: KUBE-* iptables chains %v, nftables tables %v", n, step.to, rules.kubeChains, rules.nftTables)
+			if step.to == "nftables" {
+				assert.Empty(t, left(rules), "node %s: kube-proxy's iptables chains are gone", n)
 				assert.Contains(t, rules.nftTables, "ip kube-proxy", "node %s: kube-proxy's nftables table", n)
 			} else {
 				assert.False(t, rules.hasNFTable(), "node %s: kube-proxy's nftables tables are gone: %v", n, rules.nftTables)
@@ -155,7 +164,9 @@ func TestProxyModeMigrationFailedCanaryRollsBack(t *testing.T) {
 		} else {
 			assert.Equal(t, uid, after[n], "node %s: never reached", n)
 		}
-		rules := d.proxyRules(t, n)
+		rules := d.settledRules(t, n, func(r rules) bool {
+			return !r.hasNFTable() && slices.Contains(r.kubeProxyChains(), "KUBE-SERVICES")
+		})
 		t.Logf("node %s after the rollback: KUBE-* iptables chains %v, nftables tables %v", n, rules.kubeChains, rules.nftTables)
 		assert.Contains(t, rules.kubeProxyChains(), "KUBE-SERVICES", "node %s: in iptables mode", n)
 		assert.False(t, rules.hasNFTable(), "node %s: no nftables table of kube-proxy left: %v", n, rules.nftTables)
@@ -239,6 +250,21 @@ func (d docker) proxyRules(t *testing.T, node string) rules {
 	}
 	sort.Strings(r.kubeChains)
 	return r
+}
+
+// settledRules reads the node's rules until settled says kube-proxy
+// programmed them, or a minute passed, and returns the last read for the
+// caller's assertions. A kube-proxy can be Ready before its first sync
+// (its health answers OK while no update is queued), so a rolled-back
+// canary's iptables rules may come a moment after the run ended.
+func (d docker) settledRules(t *testing.T, node string, settled func(rules) bool) rules {
+	t.Helper()
+	var last rules
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		last = d.proxyRules(t, node)
+		return settled(last), nil
+	})
+	return last
 }
 
 // connect opens a TCP connection (and TLS) from the node's own network
