@@ -380,7 +380,8 @@ func OptionTable() []Option {
 			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
 			Default: sync.DefaultHistory,
 			Help: "How many copies of the config (C(kube-proxy-<hash>), the ConfigMaps the pod template mounts) to keep besides " +
-				"those in use, for rollbacks and C(kubectl rollout undo) (1 to 100).",
+				"those in use, for rollbacks and C(kubectl rollout undo) (1 to 100). A copy that a revision of the DaemonSet " +
+				"(its ControllerRevisions, up to its revisionHistoryLimit) mounts is in use.",
 			See:         "The config travels with the template",
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.ConfigHistory },

@@ -44,6 +44,13 @@ type DaemonSets interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
 }
 
+// ControllerRevisions lists the revisions of the DaemonSets in one
+// namespace: the templates `kubectl rollout undo` can restore, so that the
+// history of config copies keeps every ConfigMap one of them mounts.
+type ControllerRevisions interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ControllerRevisionList, error)
+}
+
 // Pods lists, watches and deletes pods in one namespace, and creates the
 // connectivity check's probe pods.
 type Pods interface {
@@ -85,6 +92,7 @@ type AccessReviews interface {
 type Interface interface {
 	ConfigMaps(namespace string) ConfigMaps
 	DaemonSets(namespace string) DaemonSets
+	ControllerRevisions(namespace string) ControllerRevisions
 	Pods(namespace string) Pods
 	Nodes() Nodes
 	Services(namespace string) Services
@@ -108,6 +116,10 @@ func (c *Client) ConfigMaps(ns string) ConfigMaps {
 
 func (c *Client) DaemonSets(ns string) DaemonSets {
 	return &resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]{rest: c.groups.apps, namespace: ns, plural: "daemonsets"}
+}
+
+func (c *Client) ControllerRevisions(ns string) ControllerRevisions {
+	return &resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList]{rest: c.groups.apps, namespace: ns, plural: "controllerrevisions"}
 }
 
 func (c *Client) Pods(ns string) Pods {

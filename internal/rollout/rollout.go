@@ -348,12 +348,14 @@ func probePatch(p *corev1.Probe) (map[string]interface{}, error) {
 // DaemonSet's namespace.
 type Client struct {
 	DaemonSets kube.DaemonSets
-	Pods       kube.Pods
-	Nodes      kube.Nodes
-	Namespace  string
-	Name       string
-	Clock      clock.WithTicker
-	Log        *logrus.Entry
+	// Revisions are the DaemonSets' ControllerRevisions (RevisionConfigMaps)
+	Revisions kube.ControllerRevisions
+	Pods      kube.Pods
+	Nodes     kube.Nodes
+	Namespace string
+	Name      string
+	Clock     clock.WithTicker
+	Log       *logrus.Entry
 }
 
 // Get reads the DaemonSet.

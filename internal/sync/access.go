@@ -66,7 +66,9 @@ func (s *Syncer) neededAccess(p plan) []access {
 		// the copy of the config the template is pointed at (see
 		// ensureCopy): a change makes it also under --restart never, for
 		// the restart it owes; its name comes from its data
-		out = append(out, ns("create", "", "configmaps", ""))
+		// and the history beyond it collected, keeping what a revision
+		// of the DaemonSet mounts
+		out = append(out, ns("create", "", "configmaps", ""), ns("list", "apps", "controllerrevisions", ""))
 	}
 	if s.o.Restart != RestartNever && (changes || p.reason != "" || p.probe.changes() || leftover) {
 		// follow the rollout; the canary (and a rollback to OnDelete) deletes pods

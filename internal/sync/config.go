@@ -259,6 +259,16 @@ func (s *Syncer) settleOn(ctx context.Context, p plan, u *recordUse, knownName s
 			inUse[name] = true // what an undo restores, what a restart is owed onto
 		}
 	}
+	// what `kubectl rollout undo --to-revision` restores: a template of
+	// the DaemonSet's history mounts it
+	revs, err := s.dss.RevisionConfigMaps(ctx, u.ds)
+	if err != nil {
+		s.warn(fmt.Sprintf("no old copy of configmap %s/%s deleted: %v", s.o.Namespace, s.o.ConfigMap, err))
+		return nil
+	}
+	for name := range revs {
+		inUse[name] = true
+	}
 	keep := s.o.History
 	if keep <= 0 {
 		keep = DefaultHistory

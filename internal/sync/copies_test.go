@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,11 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
@@ -357,4 +361,55 @@ func TestHistoryKeepsWhatAnUndoRestores(t *testing.T) {
 	f.clock.Step(time.Second)
 	_, err = f.run(t, Options{Undo: true, History: 1})
 	require.NoError(t, err, "--undo finds its copy")
+}
+
+// The history never deletes a copy that a ControllerRevision of the
+// DaemonSet mounts: `kubectl rollout undo --to-revision` to it would start
+// pods that cannot mount their config, each node it reaches left without a
+// kube-proxy. A copy that no revision of this DaemonSet names still goes
+// beyond the history, whatever another DaemonSet's revisions mount.
+func TestHistoryKeepsWhatARevisionMounts(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	var names []string
+	for i := range 4 {
+		f.clock.Step(time.Second)
+		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
+		o.History = 1
+		res, err := f.run(t, o)
+		require.NoError(t, err)
+		require.True(t, res.Facts.Restarted)
+		names = append(names, res.Facts.ConfigMapName)
+		switch i {
+		case 0: // as the DaemonSet controller records the template now
+			f.recordRevision(t, "kube-proxy-rev2", dsUID, 2)
+		case 1: // a revision of another DaemonSet, mounting this copy too
+			f.recordRevision(t, "other-rev1", "another-daemonset", 1)
+		}
+	}
+	left := f.copyNames(t)
+	assert.Contains(t, left, names[0], "revision 2 mounts it: an undo to it finds its config")
+	assert.NotContains(t, left, names[1], "beyond the history, and no revision of kube-proxy mounts it")
+	assert.Contains(t, left, names[3], "the template mounts it")
+}
+
+// recordRevision stores a ControllerRevision of the DaemonSet's template as
+// it is now, as the DaemonSet controller does: the template as a
+// replacing patch, owned by the DaemonSet with UID owner.
+func (f *fixture) recordRevision(t *testing.T, name string, owner types.UID, revision int64) {
+	t.Helper()
+	ds := f.daemonSet(t)
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds.Spec.Template)
+	require.NoError(t, err)
+	tmpl["$patch"] = "replace"
+	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+	require.NoError(t, err)
+	cr := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-proxy", UID: owner, Controller: ptr.To(true),
+		}}},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: revision,
+	}
+	_, err = f.client.AppsV1().ControllerRevisions("kube-system").Create(context.Background(), cr, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

@@ -159,7 +159,7 @@ func New(o Options, d Deps) *Syncer {
 		d:      d,
 		cms:    configmap.Client{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Name: o.ConfigMap},
 		copies: configmap.Copies{ConfigMaps: d.Kube.ConfigMaps(o.Namespace), Namespace: o.Namespace, Record: o.ConfigMap},
-		dss: rollout.Client{DaemonSets: d.Kube.DaemonSets(o.Namespace), Pods: d.Kube.Pods(o.Namespace), Nodes: d.Kube.Nodes(),
+		dss: rollout.Client{DaemonSets: d.Kube.DaemonSets(o.Namespace), Revisions: d.Kube.ControllerRevisions(o.Namespace), Pods: d.Kube.Pods(o.Namespace), Nodes: d.Kube.Nodes(),
 			Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
 		lease: &lock.Lease{Leases: d.Kube.Leases(o.Namespace), Namespace: o.Namespace, Name: LeaseName, Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), id),
 			Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log},

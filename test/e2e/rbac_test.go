@@ -126,6 +126,9 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 			msg: `forbidden: the kubeconfig user needs watch on pods in namespace kube-system`},
 		{name: "no delete on pods (the rollback may need it)", resource: "pods", verb: "delete",
 			msg: `forbidden: the kubeconfig user needs delete on pods in namespace kube-system`},
+		// the revisions, listed before the history of copies is collected
+		{name: "no list on controllerrevisions", resource: "controllerrevisions", verb: "list",
+			msg: `forbidden: the kubeconfig user needs list on controllerrevisions.apps in namespace kube-system`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

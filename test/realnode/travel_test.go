@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,6 +129,74 @@ func TestKubectlRolloutUndoRestoresTheConfig(t *testing.T) {
 	require.Equal(t, 0, r.code, "after the undo: %s", r)
 	assert.Equal(t, false, r.field("restarted"), "%s", r)
 	assert.Contains(t, e.configConf(t), "configSyncPeriod: 18m")
+}
+
+// `kubectl rollout undo --to-revision` to a revision older than the
+// history of copies still finds its config: the history never deletes a
+// copy that a ControllerRevision of the DaemonSet mounts. Were it deleted,
+// the undo's first new pod could not mount its ConfigMap, and its node
+// would be left without a kube-proxy.
+func TestKubectlRolloutUndoToAnOldRevisionFindsItsConfig(t *testing.T) {
+	e := connect(t)
+	kubectl := os.Getenv("KUBECTL")
+	if kubectl == "" {
+		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
+	}
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
+	}
+	var first string
+	for i, period := range []string{"23m", "24m", "25m", "26m"} {
+		r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod="+period, "--config-history", "1")
+		require.Equal(t, 0, r.code, "config %s: %s", period, r)
+		if i == 0 {
+			first = mountedConfigMap(t, e)
+		}
+	}
+	_, err := e.client.CoreV1().ConfigMaps(namespace).Get(ctxFor(t, 30*time.Second), first, metav1.GetOptions{})
+	require.NoError(t, err, "the first config's copy, beyond a history of 1, is kept: a revision mounts it")
+	revision := revisionMounting(t, e, first)
+
+	cmd := exec.Command(kubectl, "--kubeconfig", e.kubeconfig, "-n", namespace, "rollout", "undo", "daemonset/"+name, fmt.Sprintf("--to-revision=%d", revision))
+	outb, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl rollout undo --to-revision=%d: %s", revision, outb)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	assert.Equal(t, first, mountedConfigMap(t, e))
+	for node := range e.podUIDs(t) {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, "23m0s", got, "node %s after kubectl rollout undo --to-revision=%d", node, revision)
+	}
+	r := e.sync(t)
+	require.Equal(t, 0, r.code, "after the undo: %s", r)
+	assert.Equal(t, false, r.field("restarted"), "%s", r)
+}
+
+// revisionMounting is the number of the DaemonSet's ControllerRevision
+// whose template mounts the ConfigMap cm.
+func revisionMounting(t *testing.T, e *env, cm string) int64 {
+	t.Helper()
+	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	list, err := e.client.AppsV1().ControllerRevisions(namespace).List(ctxFor(t, 30*time.Second), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, cr := range list.Items {
+		if !metav1.IsControlledBy(&cr, ds) {
+			continue
+		}
+		var data struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, json.Unmarshal(cr.Data.Raw, &data), "controllerrevision %s", cr.Name)
+		for _, v := range data.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil && v.ConfigMap.Name == cm {
+				return cr.Revision
+			}
+		}
+	}
+	t.Fatalf("no revision of daemonset %s/%s mounts configmap %s", namespace, name, cm)
+	return 0
 }
 
 // --undo restores the previous config on every node through the rollout

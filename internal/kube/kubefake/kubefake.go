@@ -43,10 +43,13 @@ type clientset struct{ cs kubernetes.Interface }
 func (c clientset) ConfigMaps(ns string) kube.ConfigMaps { return c.cs.CoreV1().ConfigMaps(ns) }
 func (c clientset) DaemonSets(ns string) kube.DaemonSets { return c.cs.AppsV1().DaemonSets(ns) }
 func (c clientset) Pods(ns string) kube.Pods             { return c.cs.CoreV1().Pods(ns) }
-func (c clientset) Nodes() kube.Nodes                    { return c.cs.CoreV1().Nodes() }
-func (c clientset) Services(ns string) kube.Services     { return c.cs.CoreV1().Services(ns) }
-func (c clientset) Leases(ns string) kube.Leases         { return c.cs.CoordinationV1().Leases(ns) }
-func (c clientset) Events(ns string) kube.Events         { return c.cs.CoreV1().Events(ns) }
+func (c clientset) ControllerRevisions(ns string) kube.ControllerRevisions {
+	return c.cs.AppsV1().ControllerRevisions(ns)
+}
+func (c clientset) Nodes() kube.Nodes                { return c.cs.CoreV1().Nodes() }
+func (c clientset) Services(ns string) kube.Services { return c.cs.CoreV1().Services(ns) }
+func (c clientset) Leases(ns string) kube.Leases     { return c.cs.CoordinationV1().Leases(ns) }
+func (c clientset) Events(ns string) kube.Events     { return c.cs.CoreV1().Events(ns) }
 
 func (c clientset) SelfSubjectAccessReviews() kube.AccessReviews {
 	return c.cs.AuthorizationV1().SelfSubjectAccessReviews()

@@ -35,6 +35,7 @@ func (p Permission) String() string {
 var resources = map[string]Permission{
 	"ConfigMaps":               {Resource: "configmaps", Namespaced: true},
 	"DaemonSets":               {Group: "apps", Resource: "daemonsets", Namespaced: true},
+	"ControllerRevisions":      {Group: "apps", Resource: "controllerrevisions", Namespaced: true},
 	"Pods":                     {Resource: "pods", Namespaced: true},
 	"Nodes":                    {Resource: "nodes"},
 	"Services":                 {Resource: "services", Namespaced: true},

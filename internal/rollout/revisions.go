@@ -1,0 +1,117 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RevisionConfigMaps lists the DaemonSet's ControllerRevisions, the
+// templates `kubectl rollout undo` can restore, and returns every
+// ConfigMap their pod templates mount: a ConfigMap one of them mounts is
+// in use, since an undo to that revision starts pods that mount it. The
+// DaemonSet controller keeps revisionHistoryLimit revisions (10 by
+// default), so the set is bounded by the DaemonSet's own history.
+func (c Client) RevisionConfigMaps(ctx context.Context, ds *appsv1.DaemonSet) (map[string]bool, error) {
+	if c.Revisions == nil {
+		return nil, fmt.Errorf("list the revisions of daemonset %s/%s: no client for controllerrevisions", c.Namespace, c.Name)
+	}
+	opts := metav1.ListOptions{}
+	if ds.Spec.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("the selector of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		opts.LabelSelector = sel.String()
+	}
+	list, err := c.Revisions.List(ctx, opts)
+	if err != nil {
+		what := fmt.Sprintf("list the controllerrevisions of daemonset %s/%s", c.Namespace, c.Name)
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("%s: forbidden: the kubeconfig user needs list on controllerrevisions.apps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, err)
+		}
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := map[string]bool{}
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !ownedBy(cr.OwnerReferences, ds) {
+			continue
+		}
+		tmpl, err := revisionTemplate(cr)
+		if err != nil {
+			return nil, fmt.Errorf("controllerrevision %s/%s of daemonset %s: %w", cr.Namespace, cr.Name, c.Name, err)
+		}
+		for _, name := range templateConfigMaps(tmpl) {
+			out[name] = true
+		}
+	}
+	return out, nil
+}
+
+// ownedBy: the revision's controller is ds (by UID; by kind and name where
+// ds carries no UID, as in a fake clientset).
+func ownedBy(refs []metav1.OwnerReference, ds *appsv1.DaemonSet) bool {
+	for _, r := range refs {
+		if r.Controller == nil || !*r.Controller {
+			continue
+		}
+		if ds.UID != "" {
+			if r.UID == ds.UID {
+				return true
+			}
+			continue
+		}
+		if r.Kind == "DaemonSet" && r.Name == ds.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// revisionTemplate decodes a DaemonSet revision's data: the patch the
+// DaemonSet controller stores, {"spec":{"template":{...}}}.
+func revisionTemplate(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
+	raw := cr.Data.Raw
+	if len(raw) == 0 && cr.Data.Object != nil {
+		var err error
+		if raw, err = json.Marshal(cr.Data.Object); err != nil {
+			return nil, fmt.Errorf("encode its data: %w", err)
+		}
+	}
+	var data struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &data); err != nil {
+			return nil, fmt.Errorf("decode its data as a daemonset template: %w", err)
+		}
+	}
+	return &data.Spec.Template, nil
+}
+
+// templateConfigMaps are the ConfigMaps a pod template mounts, as volumes
+// or projected sources.
+func templateConfigMaps(t *corev1.PodTemplateSpec) []string {
+	var out []string
+	for _, v := range t.Spec.Volumes {
+		if v.ConfigMap != nil {
+			out = append(out, v.ConfigMap.Name)
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.ConfigMap != nil {
+					out = append(out, src.ConfigMap.Name)
+				}
+			}
+		}
+	}
+	return out
+}
