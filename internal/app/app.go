@@ -20,9 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -119,7 +119,7 @@ Flags:
 // Run is the whole command, in-process.
 func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code int) {
 	o := NewOptions()
-	var s *sync.Syncer
+	var s *kpsync.Syncer
 	// a panic in the run (a bug) is a failed result, exit 1: Go's own exit
 	// on a panic is 2, which --detailed-exitcode means as "changed". A
 	// panic in another goroutine, or a fatal runtime error, still exits 2
@@ -128,7 +128,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(streams.ErrOut, "panic: %v\n\n%s\n", r, debug.Stack())
-			var res *sync.Result
+			var res *kpsync.Result
 			if s != nil {
 				res = s.Partial()
 			}
@@ -176,7 +176,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 	// what client-go logs through klog goes to the same log, never stdout
 	klog.SetLogger(kube.NewKlogLogger(log))
 
-	d := sync.Deps{
+	d := kpsync.Deps{
 		Kube: deps.Kube, Clock: deps.Clock, Log: log, Audit: audit.Log{Path: o.AuditLog},
 		Step: testPause(streams.ErrOut),
 	}
@@ -193,7 +193,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
 		}
 	}
-	s = sync.New(o.syncOptions(), d)
+	s = kpsync.New(o.syncOptions(), d)
 	res, err := s.Run(ctx)
 	if err != nil {
 		return fail(streams, o, res, err)
@@ -205,7 +205,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 	return ExitOK
 }
 
-// TestPauseEnv names a step boundary (see sync.Step*) at which the run
+// TestPauseEnv names a step boundary (see kpsync.Step*) at which the run
 // announces itself on stderr and blocks until it is killed or interrupted.
 // Crash-safety tests use it to SIGKILL the binary at an exact point; it is
 // not a user feature, and only a binary built with the testhooks build tag
@@ -232,7 +232,7 @@ func newLogger(w io.Writer, o *Options) *logrus.Entry {
 	return logrus.NewEntry(l)
 }
 
-func fail(streams Streams, o *Options, res *sync.Result, err error) int {
+func fail(streams Streams, o *Options, res *kpsync.Result, err error) int {
 	printResult(streams.Out, o, res, err)
 	if o.Output != "json" {
 		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
@@ -248,14 +248,14 @@ type moduleResult struct {
 	Changed bool   `json:"changed"`
 	Failed  bool   `json:"failed"`
 	Msg     string `json:"msg"`
-	sync.Facts
-	Diff *sync.Diff `json:"diff,omitempty"`
+	kpsync.Facts
+	Diff *kpsync.Diff `json:"diff,omitempty"`
 	// Warnings is Ansible's standard key: each is shown as a [WARNING].
 	Warnings []string `json:"warnings,omitempty"`
 }
 
 // probeLine says what became of the readiness probe, for the text summary.
-func probeLine(o *Options, f sync.Facts) string {
+func probeLine(o *Options, f kpsync.Facts) string {
 	switch {
 	case f.ProbePath != "":
 		return fmt.Sprintf("%s (changed: %t)", f.ProbePath, f.ProbeChanged)
@@ -272,9 +272,9 @@ func orUnknown(s string) string {
 	return s
 }
 
-func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
+func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 	if res == nil {
-		res = &sync.Result{Facts: sync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}}
+		res = &kpsync.Result{Facts: kpsync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}}}
 	}
 	msg := res.Msg
 	if err != nil {
@@ -302,7 +302,7 @@ func printResult(w io.Writer, o *Options, res *sync.Result, err error) {
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	if m := f.Migration; m != nil {
 		fmt.Fprintf(w, "  proxy mode %s -> %s (kube-proxy %s): %s rollout (--strategy %s asked)", m.From, m.To, m.KubeProxyVersion, m.Strategy, m.StrategyAsked)
-		if m.Strategy != sync.StrategyRolling {
+		if m.Strategy != kpsync.StrategyRolling {
 			fmt.Fprintf(w, ", canary %v, then %d batch(es) of at most %d", m.CanaryNodes, m.Batches, m.BatchSize)
 		}
 		fmt.Fprintf(w, "; checks: --verify-health %s", m.VerifyHealth)

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -255,7 +255,7 @@ func TestHelpAndVersion(t *testing.T) {
 
 func TestTextOutputShowsEachKeysEffect(t *testing.T) {
 	var out bytes.Buffer
-	res := &sync.Result{Msg: "configmap kube-system/kube-proxy changed", Facts: sync.Facts{
+	res := &kpsync.Result{Msg: "configmap kube-system/kube-proxy changed", Facts: kpsync.Facts{
 		ChangedKeys:       []string{"config.conf:ipvs.scheduler", "config.conf:mode"},
 		ChangedKeysEffect: map[string]string{"config.conf:ipvs.scheduler": "no-effect", "config.conf:mode": "restart"},
 	}}
@@ -268,21 +268,21 @@ func TestTextOutputShowsEachKeysEffect(t *testing.T) {
 func TestTextOutputShowsTheMigrationPlan(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		m    sync.Migration
+		m    kpsync.Migration
 		want []string
 		not  []string
 	}{
-		{"canary", sync.Migration{From: "iptables", To: "nftables", KubeProxyVersion: "1.34.4", Strategy: "canary", StrategyAsked: "rolling",
+		{"canary", kpsync.Migration{From: "iptables", To: "nftables", KubeProxyVersion: "1.34.4", Strategy: "canary", StrategyAsked: "rolling",
 			CanaryNodes: []string{"a"}, BatchSize: 2, Batches: 3, VerifyHealth: "auto", VerifyTraffic: "default/kubernetes", VerifyTrafficPaths: []string{"node", "pod"}, Cleanup: "kube-proxy 1.34 removes", Warnings: []string{"nodePortAddresses is not set"}},
 			[]string{"proxy mode iptables -> nftables (kube-proxy 1.34.4): canary rollout (--strategy rolling asked), canary [a], then 3 batch(es) of at most 2; checks: --verify-health auto, --verify-traffic default/kubernetes (paths node,pod)",
 				"old mode's rules: kube-proxy 1.34 removes", "warning: nodePortAddresses is not set"}, nil},
-		{"rolling", sync.Migration{From: "iptables", To: "ipvs", Strategy: "rolling", StrategyAsked: "rolling", VerifyHealth: "off"},
+		{"rolling", kpsync.Migration{From: "iptables", To: "ipvs", Strategy: "rolling", StrategyAsked: "rolling", VerifyHealth: "off"},
 			[]string{"iptables -> ipvs", "rolling rollout (--strategy rolling asked); checks: --verify-health off"}, []string{"batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			m := tc.m
-			printResult(&out, &Options{Output: "text"}, &sync.Result{Facts: sync.Facts{Migration: &m}}, nil)
+			printResult(&out, &Options{Output: "text"}, &kpsync.Result{Facts: kpsync.Facts{Migration: &m}}, nil)
 			for _, w := range tc.want {
 				assert.Contains(t, out.String(), w)
 			}

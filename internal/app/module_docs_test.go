@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
 // sidecarDocs is the part of a binary module's sidecar documentation
@@ -49,7 +49,7 @@ func TestSidecarDocsMatchTheBinary(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			d := loadSidecar(t, arch)
 			returned := []string{"msg", "diff"}
-			facts := reflect.TypeOf(sync.Facts{})
+			facts := reflect.TypeOf(kpsync.Facts{})
 			for i := 0; i < facts.NumField(); i++ {
 				returned = append(returned, strings.Split(facts.Field(i).Tag.Get("json"), ",")[0])
 			}

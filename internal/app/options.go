@@ -14,11 +14,11 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kubeadm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -78,7 +78,7 @@ func (o *Options) Validate(ctx context.Context) error {
 	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "") {
 		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest or --kubeadm-config (run those after it)")
 	}
-	if o.Undo && o.Restart == sync.RestartNever {
+	if o.Undo && o.Restart == kpsync.RestartNever {
 		return fmt.Errorf("--undo with --restart never: an undo is a rollout of the previous config; run it with --restart auto")
 	}
 	if !slices.Contains(probe.Modes, o.ProbePath) {
@@ -89,7 +89,7 @@ func (o *Options) Validate(ctx context.Context) error {
 			return fmt.Errorf("--kube-proxy-version %q: want a version like v1.33.1", o.KubeProxyVersion)
 		}
 	}
-	if !slices.Contains([]string{sync.RestartAuto, sync.RestartAlways, sync.RestartNever}, o.Restart) {
+	if !slices.Contains([]string{kpsync.RestartAuto, kpsync.RestartAlways, kpsync.RestartNever}, o.Restart) {
 		return fmt.Errorf("--restart %q: want auto, always or never", o.Restart)
 	}
 	if o.Timeout < 0 || o.Timeout > 24*time.Hour {
@@ -104,7 +104,7 @@ func (o *Options) Validate(ctx context.Context) error {
 	if o.Retries < 0 || o.Retries > 20 {
 		return fmt.Errorf("--retries %d: want 0 to 20", o.Retries)
 	}
-	if o.Strategy != sync.StrategyRolling && o.Strategy != sync.StrategyCanary && o.Strategy != sync.StrategyZonal {
+	if o.Strategy != kpsync.StrategyRolling && o.Strategy != kpsync.StrategyCanary && o.Strategy != kpsync.StrategyZonal {
 		return fmt.Errorf("--strategy %q: want rolling, canary or zonal", o.Strategy)
 	}
 	if errs := validation.IsQualifiedName(o.ZoneLabel); len(errs) > 0 {
@@ -148,20 +148,20 @@ func (o *Options) Validate(ctx context.Context) error {
 	return nil
 }
 
-func (o *Options) syncOptions() sync.Options {
+func (o *Options) syncOptions() kpsync.Options {
 	// zonal is the canary with zone-shaped batches: one mechanism, so a
 	// rerun, a resume or a rollback treats both alike
 	strategy, zoneLabel := o.Strategy, ""
-	if o.Strategy == sync.StrategyZonal {
-		strategy, zoneLabel = sync.StrategyCanary, o.ZoneLabel
+	if o.Strategy == kpsync.StrategyZonal {
+		strategy, zoneLabel = kpsync.StrategyCanary, o.ZoneLabel
 	}
-	return sync.Options{ZoneLabel: zoneLabel,
+	return kpsync.Options{ZoneLabel: zoneLabel,
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
 		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
 		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory, Undo: o.Undo,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,
-		Connectivity: sync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
+		Connectivity: kpsync.ConnectivityOptions{Health: o.VerifyHealth, HealthTimeout: o.VerifyHealthWait,
 			Traffic: o.VerifyTraffic, TrafficImage: o.VerifyTrafficImg, TrafficTimeout: o.VerifyTrafficWait,
 			TrafficPaths: trafficPaths(o.VerifyTrafficPaths), TrafficPodImage: o.VerifyTrafficPodImg},
 		Nodes: nodes.Policy{NotReadyTolerance: o.NotReadyTolerance, SkipUnschedulable: o.SkipUnschedulable},

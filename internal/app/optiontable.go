@@ -10,10 +10,10 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -264,14 +264,14 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "restart", Arg: "restart", Role: "kube_proxy_sync_restart", Since: "1.0.0",
-			Default: sync.RestartAuto, Choices: []string{sync.RestartAuto, sync.RestartAlways, sync.RestartNever},
+			Default: kpsync.RestartAuto, Choices: []string{kpsync.RestartAuto, kpsync.RestartAlways, kpsync.RestartNever},
 			Help: "Restart policy: V(auto) restarts only when the data changed or an earlier run left a restart owed; " +
 				"V(always) restarts on every run; V(never) writes the data and leaves the restart owed to a later V(auto) run.\n\n" +
 				"With V(auto) or V(never), a change with no effect on any running kube-proxy (every key V(no-effect) in " +
 				"RV(changed_keys_effect), such as C(ipvs.*) while the mode is iptables) is written and owes no restart; the " +
 				"DaemonSet records that its pods run the new data as well, and the next restart for any other reason picks it up.",
 			See:         "Which changes need a restart",
-			RoleDefault: sync.RestartAuto,
+			RoleDefault: kpsync.RestartAuto,
 			field:       func(o *Options) any { return &o.Restart },
 		},
 		{
@@ -334,7 +334,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "strategy", Arg: "strategy", Role: "kube_proxy_sync_strategy", Since: "1.0.0",
-			Default: sync.StrategyRolling, Choices: []string{sync.StrategyRolling, sync.StrategyCanary, sync.StrategyZonal},
+			Default: kpsync.StrategyRolling, Choices: []string{kpsync.StrategyRolling, kpsync.StrategyCanary, kpsync.StrategyZonal},
 			Help: "Rollout strategy: V(rolling) lets the DaemonSet controller replace the pods within its C(maxUnavailable); " +
 				"V(canary) restarts O(canary_nodes) nodes first, then batches of O(batch_size); V(zonal) does the canary zone by " +
 				"zone (nodes grouped by O(zone_label), one zone at a time, each zone's canary nodes first).",
@@ -378,7 +378,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
-			Default: sync.DefaultHistory,
+			Default: kpsync.DefaultHistory,
 			Help: "How many copies of the config (C(kube-proxy-<hash>), the ConfigMaps the pod template mounts) to keep besides " +
 				"those in use, for rollbacks and C(kubectl rollout undo) (1 to 100). A copy that a revision of the DaemonSet " +
 				"(its ControllerRevisions, up to its revisionHistoryLimit) mounts is in use.",

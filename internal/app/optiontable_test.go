@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -76,16 +76,16 @@ func TestOptionTableKeepsTheOptions(t *testing.T) {
 		"DaemonSet":         "kube-proxy",
 		"Container":         "kube-proxy",
 		"ProbePath":         probe.Auto,
-		"Restart":           sync.RestartAuto,
+		"Restart":           kpsync.RestartAuto,
 		"RequestTimeout":    20 * time.Second,
 		"Retries":           5,
 		"Output":            "text",
 		"LogLevel":          "info",
 		"LogFormat":         "text",
 		"LockTimeout":       5 * time.Minute,
-		"Strategy":          sync.StrategyRolling,
+		"Strategy":          kpsync.StrategyRolling,
 		"CanaryNodes":       1,
-		"ConfigHistory":     sync.DefaultHistory,
+		"ConfigHistory":     kpsync.DefaultHistory,
 		"Kubeadm":           "kubeadm",
 		"ZoneLabel":         rollout.DefaultZoneLabel,
 		"VerifyHealth":      verify.Off,

@@ -13,15 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 )
 
 // A release build (no testhooks tag) has no pause hook: the variable the
 // crash tests set is ignored, and the run goes through. (With the hook it
 // would block at the step until the deadline below.)
 func TestReleaseBuildIgnoresThePauseVariable(t *testing.T) {
-	t.Setenv(TestPauseEnv, sync.StepConfigMapWritten)
+	t.Setenv(TestPauseEnv, kpsync.StepConfigMapWritten)
 	cm, ds := seed()
 	client, api := kubefake.New(cm, ds)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -110,7 +110,7 @@ func TestTooManyRequestsRetriesAnyRequest(t *testing.T) {
 
 // The response to a PATCH with a resourceVersion precondition is lost after
 // the server applied it: the repeat is answered with a conflict, never
-// applied twice. (The run then recognises its own write: see internal/sync.)
+// applied twice. (The run then recognises its own write: see internal/kpsync.)
 func TestLostResponseOfAPreconditionedPatchEndsInConflict(t *testing.T) {
 	var applied atomic.Int64
 	var rv atomic.Int64

@@ -24,7 +24,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
-	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 

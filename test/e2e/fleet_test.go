@@ -19,9 +19,9 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
-	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 

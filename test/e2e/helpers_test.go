@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
-	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 

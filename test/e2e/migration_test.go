@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
-	kpsync "github.com/kube-proxy-sync/kube-proxy-sync/internal/sync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
@@ -30,7 +30,7 @@ func TestProxyModeMigrationFromIPVS(t *testing.T) {
 	c.Reset(t)
 	setRecordMode(t, c, "ipvs")
 	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt, in ipvs mode
-	extra := addNodes(t, c, "ipvs", 4)                                // sort before node-*
+	extra := addNodes(t, c, "ipvs", 4)                              // sort before node-*
 	args := []string{"--set", "mode=nftables", "--probe-path", "none", "--timeout", "3m"}
 
 	t.Run("the plan writes nothing", func(t *testing.T) {

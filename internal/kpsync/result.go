@@ -1,4 +1,4 @@
-package sync
+package kpsync
 
 import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"

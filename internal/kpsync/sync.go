@@ -1,7 +1,7 @@
-// Package sync is the flow: capture the ConfigMap, apply the desired data,
+// Package kpsync is the flow: capture the ConfigMap, apply the desired data,
 // capture again and compare, then restart kube-proxy only when its config
 // really changed (or a restart is still owed), wait, and report.
-package sync
+package kpsync
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-package sync
+package kpsync
 
 import (
 	"context"
 	"fmt"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +87,7 @@ func TestModeChangeZonalStaysZonal(t *testing.T) {
 // before the next one's pod goes, then the DaemonSet's own strategy back.
 func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
 	f := newRollingFixture(t, 3)
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var order []string
 	asked := map[string]int{}
 	f.prober = proberFunc(func(node string) (verify.Health, error) {
@@ -121,7 +121,7 @@ func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
 func TestModeChangeFailedCanaryStopsThere(t *testing.T) {
 	f := newRollingFixture(t, 3)
 	asked := map[string]int{}
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	f.prober = proberFunc(func(node string) (verify.Health, error) {
 		mu.Lock()
 		defer mu.Unlock()

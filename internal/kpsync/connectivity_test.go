@@ -1,10 +1,10 @@
-package sync
+package kpsync
 
 import (
 	"context"
 	"fmt"
 	"io"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +28,7 @@ func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
 	log.SetOutput(io.Discard)
 	restart := time.Now()
 	asked := map[string]int{}
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	prober := proberFunc(func(node string) (verify.Health, error) {
 		mu.Lock()
 		defer mu.Unlock()

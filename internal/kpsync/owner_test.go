@@ -1,8 +1,8 @@
-package sync
+package kpsync
 
 import (
 	"fmt"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,7 +59,7 @@ func (f *rollingFixture) updateDaemonSet(t *testing.T, change func(ds *appsv1.Da
 // carried out once it is open: the fake's watch, unlike the API server's,
 // does not replay what happened since the list.
 func (f *rollingFixture) podController(t *testing.T, replacement func(node, gen string) *corev1.Pod) {
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	watching := false
 	var held []string
 	apply := func(name string) {

@@ -1,11 +1,11 @@
-package sync
+package kpsync
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
-	gosync "sync"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,7 +162,7 @@ func (f *rollingFixture) crashLoopNode0(t *testing.T) {
 func TestCanaryLargerThanTheBudgetKeepsTheBudget(t *testing.T) {
 	f := newRollingFixture(t, 5)
 	withResourceVersions(t, f.fixture)
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	down, most := 0, 0
 	deleted := make(chan string, 10)
 	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -301,7 +301,7 @@ func withResourceVersions(t *testing.T, f *fixture) {
 // tracker's starts empty): the run deletes its first pods before it opens
 // the watch. announce is told once the watch is open.
 func replayDeletions(f *fixture, announce chan<- struct{}) {
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var gone []runtime.Object
 	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
@@ -335,7 +335,7 @@ type replayWatch struct {
 	ch   chan watch.Event
 	tw   watch.Interface
 	done chan struct{}
-	once gosync.Once
+	once sync.Once
 }
 
 func (w *replayWatch) ResultChan() <-chan watch.Event { return w.ch }

@@ -1,11 +1,11 @@
-package sync
+package kpsync
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	gosync "sync"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +99,7 @@ func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
 	needed := s.neededAccess(p)
 	allowed := make([]bool, len(needed))
 	errs := make([]error, len(needed))
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	for i, a := range needed {
 		ra := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name}
 		if a.namespaced {
