@@ -34,9 +34,11 @@ type Record struct {
 	CheckMode         bool              `json:"check_mode"`
 	Outcome           string            `json:"outcome,omitempty"` // succeeded | failed
 	Error             string            `json:"error,omitempty"`
-	Rollout           any               `json:"rollout,omitempty"`
-	RolledBack        bool              `json:"rolled_back,omitempty"`
-	RollbackReason    string            `json:"rollback_reason,omitempty"`
+	// Migration is the proxy-mode migration's plan, when the mode changes
+	Migration      any    `json:"migration,omitempty"`
+	Rollout        any    `json:"rollout,omitempty"`
+	RolledBack     bool   `json:"rolled_back,omitempty"`
+	RollbackReason string `json:"rollback_reason,omitempty"`
 }
 
 // Phases of a run's records, in the order a run writes them.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -114,6 +115,21 @@ func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
 	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
 	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
 	assert.Contains(t, f.configMap(t).Data["config.conf"], "mode: nftables")
+
+	// the audit log says the migration from its plan record on: what was
+	// asked, what the run did instead, and the checks
+	lines := readAudit(t, f.audit)
+	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		m, ok := l.Migration.(map[string]any)
+		require.True(t, ok, "%s record: the migration: %#v", l.Phase, l.Migration)
+		assert.Equal(t, "iptables", m["from"], "%s record", l.Phase)
+		assert.Equal(t, "nftables", m["to"], "%s record", l.Phase)
+		assert.Equal(t, StrategyCanary, m["strategy"], "%s record", l.Phase)
+		assert.Equal(t, "auto", m["verify_health"], "%s record", l.Phase)
+	}
+	assert.Equal(t, audit.PhasePlan, lines[0].Phase)
+	assert.Equal(t, audit.PhaseOutcome, lines[len(lines)-1].Phase)
 }
 
 // A canary whose kube-proxy does not come healthy in the new mode stops

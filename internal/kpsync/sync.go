@@ -950,6 +950,9 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 		ChangedKeys: f.ChangedKeys, ChangedKeysEffect: f.ChangedKeysEffect, Restart: f.RestartRequired, RestartReason: f.RestartReason,
 		ProbePath: f.ProbePath, CheckMode: f.CheckMode,
 	}
+	if f.Migration != nil {
+		r.Migration = f.Migration
+	}
 	if phase == audit.PhaseOutcome {
 		r.Outcome, r.Rollout = "succeeded", f.Rollout
 		r.RolledBack, r.RollbackReason = f.RolledBack, f.RollbackReason
