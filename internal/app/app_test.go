@@ -490,6 +490,50 @@ func TestKubeadmConfigRendersTheConfigMap(t *testing.T) {
 	assert.Zero(t, writes(r.client), "nothing written")
 }
 
+// --image kubeadm takes the image kubeadm renders (an upgrade's); without
+// --kubeadm-config, or when kubeadm renders no DaemonSet, it is refused
+// before anything is read.
+func TestImageFromKubeadm(t *testing.T) {
+	dir := t.TempDir()
+	cmDoc := "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n" +
+		"  config.conf: |-\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    mode: iptables\n"
+	dsDoc := "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\nspec:\n  template:\n    spec:\n" +
+		"      containers:\n      - name: kube-proxy\n        image: registry.k8s.io/kube-proxy:v1.99.0\n"
+	fake := func(name, printed string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\ncat <<'END'\n"+printed+"END\n"), 0o755))
+		return p
+	}
+	withDS, withoutDS := fake("kubeadm", cmDoc+dsDoc), fake("kubeadm-no-ds", cmDoc)
+
+	r := run(t, "--output", "json", "--check", "--kubeadm", withDS, "--kubeadm-config", filepath.Join(dir, "kubeadm.yaml"), "--image", "kubeadm")
+	require.Equal(t, ExitOK, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.True(t, res.Changed)
+	assert.True(t, res.ImageChanged)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.99.0", res.Image)
+	assert.Equal(t, "v1.99.0", res.KubeProxyVersion, "the new image's version")
+
+	r = run(t, "--output", "json", "--check", "--kubeadm", withDS, "--kubeadm-config", filepath.Join(dir, "kubeadm.yaml"))
+	require.Equal(t, ExitOK, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	res = moduleResult{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.False(t, res.ImageChanged, "without --image the image is left alone")
+
+	for _, args := range [][]string{
+		{"--image", "kubeadm"},
+		{"--image", "kubeadm", "--kubeadm", withoutDS, "--kubeadm-config", filepath.Join(dir, "kubeadm.yaml")},
+		{"--image", "registry.k8s.io/kube-proxy:v1.34.4 --v=9"},
+		{"--image", "registry.k8s.io/kube-proxy:v1.34.4", "--undo"},
+	} {
+		r = run(t, append([]string{"--output", "json"}, args...)...)
+		assert.Equal(t, ExitFailed, r.code, "%v: %s", args, r.stdout)
+		assert.Contains(t, r.stdout, "--image", "%v", args)
+		assert.Zero(t, writes(r.client), "%v: nothing written", args)
+	}
+}
+
 // kubeadm always renders kube-system/kube-proxy; a kube-proxy kept in
 // another namespace (a test's, say) takes the same data.
 func TestKubeadmConfigAppliesToAnotherNamespace(t *testing.T) {

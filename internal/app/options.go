@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -58,15 +59,30 @@ func (o *Options) Validate(ctx context.Context) error {
 			return err
 		}
 	}
+	switch {
+	case o.Image == ImageFromKubeadm && o.KubeadmConfig == "":
+		return fmt.Errorf("--image %s takes the image --kubeadm-config renders: pass --kubeadm-config, or the image itself", ImageFromKubeadm)
+	case o.Image != ImageFromKubeadm && o.Image != "":
+		if strings.ContainsFunc(o.Image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) || len(o.Image) > 512 {
+			return fmt.Errorf("--image %q: want an image reference like registry.k8s.io/kube-proxy:v1.34.4", o.Image)
+		}
+		o.image = o.Image
+	}
 	if o.KubeadmConfig != "" {
 		if o.Manifest != "" {
 			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
 		}
-		m, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig)
+		r, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig)
 		if err != nil {
 			return err
 		}
-		o.spec.Manifest = m
+		o.spec.Manifest = r.ConfigMap
+		if o.Image == ImageFromKubeadm {
+			if r.Image == "" {
+				return fmt.Errorf("--image %s: %s printed no kube-proxy DaemonSet with an image for --kubeadm-config %s; nothing was changed: pass the image itself", ImageFromKubeadm, o.Kubeadm, o.KubeadmConfig)
+			}
+			o.image = r.Image
+		}
 	}
 	if o.Manifest != "" {
 		m, err := configmap.LoadManifest(o.Manifest, o.Namespace, o.ConfigMap)
@@ -75,8 +91,8 @@ func (o *Options) Validate(ctx context.Context) error {
 		}
 		o.spec.Manifest = m
 	}
-	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "") {
-		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest or --kubeadm-config (run those after it)")
+	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "" || o.Image != "") {
+		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest, --kubeadm-config or --image (run those after it)")
 	}
 	if o.Undo && o.Restart == kpsync.RestartNever {
 		return fmt.Errorf("--undo with --restart never: an undo is a rollout of the previous config; run it with --restart auto")
@@ -157,7 +173,7 @@ func (o *Options) syncOptions() kpsync.Options {
 	}
 	return kpsync.Options{ZoneLabel: zoneLabel,
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
-		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion,
+		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion, Image: o.image,
 		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory, Undo: o.Undo,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,

@@ -22,6 +22,10 @@ import (
 // the role's argument specs, defaults and pass-through, and the README's flag
 // table from the row. `make verify` fails until it has.
 
+// ImageFromKubeadm is the --image value that takes the image kubeadm
+// renders from --kubeadm-config.
+const ImageFromKubeadm = "kubeadm"
+
 // DefaultTrafficImage is kubeadm 1.34's pause image, which the kubelet
 // keeps on every node.
 const DefaultTrafficImage = "registry.k8s.io/pause:3.10.1"
@@ -43,6 +47,7 @@ type Options struct {
 	Kubeadm             string
 	ProbePath           string
 	KubeProxyVersion    string
+	Image               string
 	Restart             string
 	Timeout             time.Duration
 	RequestTimeout      time.Duration
@@ -80,7 +85,9 @@ type Options struct {
 	// filled by Complete
 	settings []kpconfig.Setting
 	spec     configmap.Spec
-	module   bool
+	// image is the image the container should run: Image, or kubeadm's
+	image  string
+	module bool
 }
 
 // Option is one row of the option table: everything the flag, the Ansible
@@ -261,6 +268,17 @@ func OptionTable() []Option {
 				"probes alone and the newest validation rules apply.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.KubeProxyVersion },
+		},
+		{
+			Flag: "image", Metavar: "IMAGE", Arg: "image", Role: "kube_proxy_sync_image", Since: "1.0.0",
+			Help: "Image the kube-proxy container should run. Another image than the live one is rolled like a config change " +
+				"(canary or zonal, crash-loop detection and rollback, O(verify_health)), in the same template change as the " +
+				"config and the probe, whose path and validation rules follow the new image's version. V(" + ImageFromKubeadm + ") " +
+				"takes the image that O(kubeadm_config) renders (its C(kubernetesVersion) and C(imageRepository): an upgrade). " +
+				"Empty leaves the image alone.\n\n" +
+				"An image change restarts every pod: refused with O(restart=never), and not with O(undo).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Image },
 		},
 		{
 			Flag: "restart", Arg: "restart", Role: "kube_proxy_sync_restart", Since: "1.0.0",

@@ -94,8 +94,8 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 	obj := fmt.Sprintf("configmap %s/%s", s.o.Namespace, s.o.ConfigMap)
 	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables
 	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
-	minor, _ := kpvalidate.Rules(s.validationVersion(p.ds))
-	if v, verr := version.ParseGeneric(s.validationVersion(p.ds)); verr == nil && v.Major() == 1 {
+	minor, _ := kpvalidate.Rules(s.validationVersion(p.next(s.o.Container)))
+	if v, verr := version.ParseGeneric(s.validationVersion(p.next(s.o.Container))); verr == nil && v.Major() == 1 {
 		m.KubeProxyVersion = v.String()
 	} else if nft {
 		// between iptables and ipvs no version cleans up: the warning

@@ -10,7 +10,10 @@ const (
 	ReasonConfigChanged = "config-changed"
 	ReasonPending       = "pending"
 	ReasonProbeChanged  = "probe-changed"
-	ReasonForced        = "forced"
+	// ReasonImageChanged: the container's image changes (--image, or the
+	// image kubeadm renders), the config does not
+	ReasonImageChanged = "image-changed"
+	ReasonForced       = "forced"
 	// ReasonNoEffect: the config changed, but no changed key has an effect
 	// on the running kube-proxies; not restarted (restart_required false).
 	ReasonNoEffect = "no-effect"
@@ -32,9 +35,15 @@ type Facts struct {
 	Restarted         bool              `json:"restarted"`
 	RestartReason     string            `json:"restart_reason"`
 	// Adopted: stamped the data hash on a DaemonSet never seen before, no restart.
-	Adopted          bool           `json:"adopted"`
-	ProbePath        string         `json:"probe_path"`
-	ProbeChanged     bool           `json:"probe_changed"`
+	Adopted      bool   `json:"adopted"`
+	ProbePath    string `json:"probe_path"`
+	ProbeChanged bool   `json:"probe_changed"`
+	// Image is the kube-proxy container's image once the run is done (in
+	// check mode: would be), ImageBefore the one it ran before the run;
+	// ImageChanged: the run changes it (--image, --kubeadm-config)
+	Image            string         `json:"image"`
+	ImageBefore      string         `json:"image_before"`
+	ImageChanged     bool           `json:"image_changed"`
 	KubeProxyVersion string         `json:"kube_proxy_version"`
 	Rollout          rollout.Status `json:"rollout"`
 	RolledBack       bool           `json:"rolled_back"`

@@ -606,6 +606,9 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		if p.probe.liveness != nil {
 			ch.LivenessProbe = containerLiveness(p.ds, p.probe.container)
 		}
+		if p.image != "" {
+			ch.Image = rollout.ContainerImage(p.ds, s.o.Container)
+		}
 		if orig, saved, err := s.savedStrategy(ds); err == nil && saved {
 			ch.Strategy, ch.ClearStrategy = &orig, true
 		}
@@ -625,6 +628,9 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		}
 	}
 	f.RolledBack, f.RollbackReason = true, cause.Error()
+	if p.image != "" {
+		f.Image = f.ImageBefore
+	}
 	if p.copy != "" {
 		f.ConfigMapName, f.PreviousConfigMap = p.mounted, p.copy
 	}

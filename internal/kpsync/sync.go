@@ -48,10 +48,14 @@ const LeaseName = "kube-proxy-sync"
 
 // Options is what the user asked for, already validated.
 type Options struct {
-	Namespace        string
-	ConfigMap        string
-	DaemonSet        string
-	Container        string
+	Namespace string
+	ConfigMap string
+	DaemonSet string
+	Container string
+	// Image, when set, is the image the container should run (kubeadm's
+	// rendering of an upgrade): a different one is a template change,
+	// rolled like a config change, and rolled back with it.
+	Image            string
 	Spec             configmap.Spec
 	ProbePath        string
 	KubeProxyVersion string
@@ -475,6 +479,39 @@ type plan struct {
 	adopt  bool
 	// resume: an earlier canary stopped half-way, and this run may finish it
 	resume bool
+	// image is the container image the restart sets ("" : unchanged)
+	image string
+}
+
+// next is the DaemonSet as the restart leaves its template's image: the
+// kube-proxy version the new pods run, whose rules validate the config
+// and choose the probe.
+func (p plan) next(container string) *appsv1.DaemonSet {
+	return withImage(p.ds, container, p.image)
+}
+
+// withImage is ds with the container's image replaced by image (ds itself
+// when image is "").
+func withImage(ds *appsv1.DaemonSet, container, image string) *appsv1.DaemonSet {
+	if image == "" {
+		return ds
+	}
+	out := ds.DeepCopy()
+	for i := range out.Spec.Template.Spec.Containers {
+		if out.Spec.Template.Spec.Containers[i].Name == container {
+			out.Spec.Template.Spec.Containers[i].Image = image
+		}
+	}
+	return out
+}
+
+// imageChange is the image the restart sets given ds: --image when the
+// container runs another one, else "".
+func (s *Syncer) imageChange(ds *appsv1.DaemonSet) string {
+	if s.o.Image == "" || s.o.Undo || rollout.ContainerImage(ds, s.o.Container) == s.o.Image {
+		return ""
+	}
+	return s.o.Image
 }
 
 // writes reports whether the run has anything to write.
@@ -496,6 +533,17 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 		return p, err
 	}
 	p.volume, p.mounted = configVolume(p.ds, s.o.Container, s.o.ConfigMap)
+	f.ImageBefore, f.Image, f.ImageChanged = rollout.ContainerImage(p.ds, s.o.Container), rollout.ContainerImage(p.ds, s.o.Container), false
+	if p.image = s.imageChange(p.ds); p.image != "" {
+		f.Image, f.ImageChanged = p.image, true
+		if _, err := findContainer(p.ds, s.o.Container); err != nil {
+			return p, err
+		}
+		if s.o.Restart == RestartNever {
+			return p, fmt.Errorf("daemonset %s/%s: container %s runs %s, and the image asked is %s: an image change restarts every pod, which --restart never does not do; nothing was changed: run with --restart auto, or without the image",
+				s.o.Namespace, s.o.DaemonSet, s.o.Container, rollout.ContainerImage(p.ds, s.o.Container), p.image)
+		}
+	}
 	if p.base, err = s.base(ctx, cm, p.ds, p.mounted); err != nil {
 		return p, err
 	}
@@ -508,7 +556,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	} else if p.desired, p.keys, err = configmap.Desired(p.base.Data, s.o.Spec); err != nil {
 		return p, fmt.Errorf("configmap %s/%s: %w", s.o.Namespace, p.base.Name, err)
 	}
-	if p.probe, err = s.planProbe(ctx, p.ds, p.desired); err != nil {
+	if p.probe, err = s.planProbe(ctx, p.next(s.o.Container), p.desired); err != nil {
 		return p, err
 	}
 	p.target = p.before.Hash
@@ -523,8 +571,11 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 			s.o.Namespace, s.o.DaemonSet, s.o.Container, s.o.Namespace, s.o.ConfigMap)
 	}
 	p.reason, p.adopt = decide(s.o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect, s.mountsCopyOf(p.ds, p.volume, p.target))
+	if p.reason == "" && p.image != "" {
+		p.reason = ReasonImageChanged
+	}
 	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
-	if err := s.validateConfig(p.ds, p); err != nil {
+	if err := s.validateConfig(p.next(s.o.Container), p); err != nil {
 		return p, err
 	}
 	if err := s.planMigration(ctx, &p); err != nil {
@@ -705,12 +756,16 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				f.Restarted = true
 				return nil
 			}
-			if p.probe, err = s.planProbe(ctx, ds, p.desired); err != nil {
+			if p.probe, err = s.planProbe(ctx, withImage(ds, s.o.Container, s.imageChange(ds)), p.desired); err != nil {
 				return err
 			}
 		}
 		first = false
 		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
+		image := s.imageChange(ds)
+		if reason == "" && image != "" {
+			reason = ReasonImageChanged
+		}
 		f.RestartRequired, f.RestartReason = reason != "", reason
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
 		if s.o.Restart != RestartNever {
@@ -721,12 +776,17 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				at := rollout.NextRestartAt(ds, s.d.Clock.Now())
 				ch.RestartAt = &at
 			}
-			ch.Probe, ch.LivenessProbe = p.probe.probe, p.probe.liveness
+			ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
 			if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
 				ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
 			}
 		}
 		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
+		f.ImageBefore, f.ImageChanged = rollout.ContainerImage(ds, s.o.Container), image != ""
+		f.Image = f.ImageBefore
+		if image != "" && s.o.Restart != RestartNever {
+			f.Image = image
+		}
 		if !f.RestartRequired && f.ProbeChanged {
 			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
 		}

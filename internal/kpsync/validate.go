@@ -35,7 +35,7 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 			set = append(set, path)
 		}
 	}
-	if len(p.keys) == 0 && p.reason == "" && !p.probe.changes() && !canaryLeftover(ds) {
+	if len(p.keys) == 0 && p.reason == "" && !p.probe.changes() && !canaryLeftover(ds) && p.image == "" {
 		return nil // nothing written, nothing restarted
 	}
 	obj := s.o.Namespace + "/" + s.o.ConfigMap

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -33,12 +34,22 @@ const (
 	Name      = "kube-proxy"
 )
 
+// Rendered is what kubeadm would write for kube-proxy.
+type Rendered struct {
+	// ConfigMap is kube-system/kube-proxy. Its data is what the caller
+	// applies, to whichever ConfigMap it syncs: kubeadm's names are fixed,
+	// and a kube-proxy kept elsewhere (another namespace, a test's) takes
+	// the same data.
+	ConfigMap *corev1.ConfigMap
+	// Image is the image of the DaemonSet's kube-proxy container: the
+	// configuration's kubernetesVersion and imageRepository ("" when
+	// kubeadm printed no such DaemonSet).
+	Image string
+}
+
 // Render runs binary (a path, or a name looked up in PATH) on the kubeadm
-// configuration file config and returns the ConfigMap kubeadm would write,
-// kube-system/kube-proxy. Its data is what the caller applies, to whichever
-// ConfigMap it syncs: kubeadm's names are fixed, and a kube-proxy kept
-// elsewhere (another namespace, a test's) takes the same data.
-func Render(ctx context.Context, binary, config string) (*corev1.ConfigMap, error) {
+// configuration file config and returns what kubeadm would write.
+func Render(ctx context.Context, binary, config string) (*Rendered, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm %q: %w: kube-proxy-sync runs the host's kubeadm to render kube-proxy's config from --kubeadm-config; install it or pass --kubeadm PATH", binary, err)
@@ -73,36 +84,91 @@ func Render(ctx context.Context, binary, config string) (*corev1.ConfigMap, erro
 	if len(out) > maxOutput {
 		return nil, fmt.Errorf("%s printed more than %d bytes: not kube-proxy's manifests", path, maxOutput)
 	}
-	return ConfigMap(out, Namespace, Name)
+	cm, err := ConfigMap(out, Namespace, Name)
+	if err != nil {
+		return nil, err
+	}
+	// the image only matters to a run that asks for it (--image kubeadm),
+	// which says so when there is none
+	image, _ := Image(out, Namespace, Name, Name)
+	return &Rendered{ConfigMap: cm, Image: image}, nil
+}
+
+// Image picks the image of the container named container of the DaemonSet
+// namespace/name out of kubeadm's printed manifests.
+func Image(manifests []byte, namespace, name, container string) (string, error) {
+	var found string
+	err := eachDocument(manifests, func(doc []byte) (bool, error) {
+		var ds appsv1.DaemonSet
+		if err := yaml.Unmarshal(doc, &ds); err != nil {
+			return false, fmt.Errorf("kubeadm's output: %w", err)
+		}
+		if ds.Kind != "DaemonSet" || ds.Name != name || (ds.Namespace != "" && ds.Namespace != namespace) {
+			return false, nil
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			if c.Name == container && c.Image != "" {
+				found = c.Image
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("kubeadm's DaemonSet %s/%s has no container %s with an image", namespace, name, container)
+	})
+	if err != nil {
+		return "", err
+	}
+	if found == "" {
+		return "", fmt.Errorf("kubeadm printed no DaemonSet %s/%s: not the kube-proxy addon's manifests", namespace, name)
+	}
+	return found, nil
+}
+
+// eachDocument calls fn with each YAML document of manifests until it
+// returns true or an error.
+func eachDocument(manifests []byte, fn func(doc []byte) (bool, error)) error {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kubeadm's output: %w", err)
+		}
+		if done, err := fn(doc); done || err != nil {
+			return err
+		}
+	}
 }
 
 // ConfigMap picks the ConfigMap namespace/name out of kubeadm's printed
 // manifests (YAML documents).
 func ConfigMap(manifests []byte, namespace, name string) (*corev1.ConfigMap, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
 	var kinds []string
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kubeadm's output: %w", err)
-		}
+	var found *corev1.ConfigMap
+	err := eachDocument(manifests, func(doc []byte) (bool, error) {
 		var cm corev1.ConfigMap
 		if err := yaml.Unmarshal(doc, &cm); err != nil {
-			return nil, fmt.Errorf("kubeadm's output: %w", err)
+			return false, fmt.Errorf("kubeadm's output: %w", err)
 		}
 		if cm.Kind == "" {
-			continue // an empty document
+			return false, nil // an empty document
 		}
 		kinds = append(kinds, cm.Kind+" "+cm.Name)
 		if cm.APIVersion == "v1" && cm.Kind == "ConfigMap" && cm.Name == name && (cm.Namespace == "" || cm.Namespace == namespace) {
 			if len(cm.Data) == 0 {
-				return nil, fmt.Errorf("kubeadm's ConfigMap %s/%s has no data", namespace, name)
+				return false, fmt.Errorf("kubeadm's ConfigMap %s/%s has no data", namespace, name)
 			}
-			return &cm, nil
+			found = &cm
+			return true, nil
 		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("kubeadm printed no ConfigMap %s/%s (it printed: %s): not the kube-proxy addon's manifests", namespace, name, strings.Join(kinds, ", "))
+	if found == nil {
+		return nil, fmt.Errorf("kubeadm printed no ConfigMap %s/%s (it printed: %s): not the kube-proxy addon's manifests", namespace, name, strings.Join(kinds, ", "))
+	}
+	return found, nil
 }

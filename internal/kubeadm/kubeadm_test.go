@@ -40,7 +40,26 @@ kind: DaemonSet
 metadata:
   name: kube-proxy
   namespace: kube-system
+spec:
+  template:
+    spec:
+      containers:
+      - command:
+        - /usr/local/bin/kube-proxy
+        image: registry.k8s.io/kube-proxy:v1.34.4
+        name: kube-proxy
 `
+
+func TestImagePicksKubeProxys(t *testing.T) {
+	image, err := Image([]byte(printed), "kube-system", "kube-proxy", "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", image)
+	_, err = Image([]byte(printed), "kube-system", "kube-proxy", "other")
+	require.Error(t, err)
+	_, err = Image([]byte(printed), "kube-system", "other", "kube-proxy")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "printed no DaemonSet kube-system/other")
+}
 
 func TestConfigMapPicksKubeProxys(t *testing.T) {
 	cm, err := ConfigMap([]byte(printed), "kube-system", "kube-proxy")
@@ -62,9 +81,10 @@ func TestRenderRunsKubeadm(t *testing.T) {
 		"[ \"$*\" = \"init phase addon kube-proxy --config /etc/kubeadm.yaml --print-manifest\" ] || { echo \"unexpected arguments: $*\" >&2; exit 3; }\n" +
 		"cat <<'END'\n" + printed + "END\n"
 	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
-	cm, err := Render(context.Background(), fake, "/etc/kubeadm.yaml")
+	r, err := Render(context.Background(), fake, "/etc/kubeadm.yaml")
 	require.NoError(t, err)
-	assert.Contains(t, cm.Data["config.conf"], "mode: ipvs")
+	assert.Contains(t, r.ConfigMap.Data["config.conf"], "mode: ipvs")
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
 
 	_, err = Render(context.Background(), fake, "/other.yaml")
 	require.Error(t, err)

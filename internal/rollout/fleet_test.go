@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,6 +254,22 @@ func TestChangePatchRestoresRestartedAt(t *testing.T) {
 	assert.NoError(t, err)
 	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":null}}}}}`, string(b))
 	assert.True(t, Change{RestoreRestartedAt: &none}.Restarts())
+}
+
+// An image change is a template change (a restart), merged into the
+// container by name, and applied only once the template has the image.
+func TestChangePatchSetsTheImage(t *testing.T) {
+	ch := Change{Container: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.34.4"}
+	b, err := ch.Patch()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"registry.k8s.io/kube-proxy:v1.34.4"}]}}}}`, string(b))
+	assert.True(t, ch.Restarts())
+	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "sidecar", Image: "registry.k8s.io/kube-proxy:v1.34.4"}, {Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6"},
+	}}}}}
+	assert.False(t, ch.AppliedTo(ds), "another container's image is not this one's")
+	ds.Spec.Template.Spec.Containers[1].Image = ch.Image
+	assert.True(t, ch.AppliedTo(ds))
 }
 
 // A rollback to an exec (or tcpSocket) probe must not leave the HTTP GET

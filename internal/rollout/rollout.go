@@ -91,6 +91,9 @@ type Change struct {
 	// ran before (PreviousConfigAnnotation).
 	Previous string
 	Probe    *corev1.Probe
+	// Image replaces the container's image (kubeadm's rendering of an
+	// upgrade, or a rollback to the image before it).
+	Image string
 	// RemoveProbe drops the readiness probe (a rollback to a DaemonSet that had none).
 	RemoveProbe bool
 	// LivenessProbe replaces the container's liveness probe.
@@ -104,7 +107,7 @@ type Change struct {
 
 // Restarts reports whether the change makes the DaemonSet roll its pods.
 func (c Change) Restarts() bool {
-	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != ""
+	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != "" || c.Image != ""
 }
 
 // ConfigVolumeOf is the ConfigMap the template's volume name mounts ("" if
@@ -113,6 +116,17 @@ func ConfigVolumeOf(ds *appsv1.DaemonSet, name string) string {
 	for _, v := range ds.Spec.Template.Spec.Volumes {
 		if v.Name == name && v.ConfigMap != nil {
 			return v.ConfigMap.Name
+		}
+	}
+	return ""
+}
+
+// ContainerImage is the image of the template's container name ("" if
+// there is no such container).
+func ContainerImage(ds *appsv1.DaemonSet, name string) string {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c.Image
 		}
 	}
 	return ""
@@ -144,6 +158,9 @@ func (c Change) AppliedTo(ds *appsv1.DaemonSet) bool {
 		return false
 	}
 	if c.ConfigMap != "" && ConfigVolumeOf(ds, c.ConfigVolume) != c.ConfigMap {
+		return false
+	}
+	if c.Image != "" && ContainerImage(ds, c.Container) != c.Image {
 		return false
 	}
 	if c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil {
@@ -280,6 +297,9 @@ func (c Change) Patch() ([]byte, error) {
 		tmpl["metadata"] = map[string]interface{}{"annotations": map[string]interface{}{RestartedAtAnnotation: *c.RestoreRestartedAt}}
 	}
 	container := map[string]interface{}{"name": c.Container}
+	if c.Image != "" {
+		container["image"] = c.Image
+	}
 	if c.RemoveProbe {
 		container["readinessProbe"] = nil
 	}
