@@ -46,9 +46,35 @@ healthy() {
     kubectl --request-timeout=10s get --raw /readyz >/dev/null 2>&1
 }
 
+# mount_cgroup_v1_hierarchies: on a cgroup v1 host, mounts each controller
+# hierarchy the kernel has (/proc/cgroups) that the host has not mounted.
+# A systemd in a privileged container (another tool's test host) creates
+# such hierarchies; kind's nodes then mount them too, the kubelet's cgroup
+# is missing there, and the kubelet does not start ("cgroup [kubelet] has
+# some missing paths: /sys/fs/cgroup/hugetlb/kubelet.slice"). Mounted on
+# the host, as a cgroup v1 distribution mounts them, kind's nodes set them
+# up like the others.
+mount_cgroup_v1_hierarchies() {
+  [[ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" == tmpfs ]] || return 0
+  local ids id names
+  ids="$(awk '!/^#/ && $2 != 0 {print $2}' /proc/cgroups | sort -u)"
+  for id in ${ids}; do
+    names="$(awk -v id="${id}" '!/^#/ && $2 == id {print $1}' /proc/cgroups | paste -sd, -)"
+    # mounted already (as, say, "cpu" beside "cpuacct", or "net_cls,net_prio")
+    if awk '{for (i = 1; i < NF; i++) if ($i == "-") {if ($(i + 1) == "cgroup") print $(i + 3); break}}' /proc/self/mountinfo | tr ',' '\n' | grep -qx "${names%%,*}"; then
+      continue
+    fi
+    log "mounting the cgroup v1 hierarchy ${names} at /sys/fs/cgroup/${names} (the kernel has it, the host did not mount it)"
+    mkdir -p "/sys/fs/cgroup/${names}"
+    mount -t cgroup -o "${names}" cgroup "/sys/fs/cgroup/${names}" ||
+      die "mount the cgroup v1 hierarchy ${names}: kind's kubelets would not start without it"
+  done
+}
+
 if healthy; then
   log "kind cluster ${KIND_CLUSTER} is up (node image ${image})"
 else
+  mount_cgroup_v1_hierarchies
   if kind get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
     log "recreating kind cluster ${KIND_CLUSTER} (stale image or unhealthy)"
     kind delete cluster --name "${KIND_CLUSTER}" >"${KIND_DIR}/logs/kind-delete.log" 2>&1

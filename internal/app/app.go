@@ -299,6 +299,9 @@ func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 		fmt.Fprintf(w, "  changed %s: %s\n", k, f.ChangedKeysEffect[k])
 	}
 	fmt.Fprintf(w, "  kube-proxy %s, readiness probe %s\n", orUnknown(f.KubeProxyVersion), probeLine(o, f))
+	if f.ImageChanged {
+		fmt.Fprintf(w, "  image %s -> %s\n", f.ImageBefore, o.image)
+	}
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	if m := f.Migration; m != nil {
 		fmt.Fprintf(w, "  proxy mode %s -> %s (kube-proxy %s): %s rollout (--strategy %s asked)", m.From, m.To, m.KubeProxyVersion, m.Strategy, m.StrategyAsked)
