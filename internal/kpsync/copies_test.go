@@ -214,16 +214,7 @@ func TestRecordWrittenDuringTheRolloutIsReadAgain(t *testing.T) {
 // one in use or the one before it (what an undo restores).
 func TestHistoryKeepsTheNewestCopies(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-	var names []string
-	for i := range 6 {
-		f.clock.Step(time.Second)
-		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
-		o.History = 3
-		res, err := f.run(t, o)
-		require.NoError(t, err)
-		require.True(t, res.Facts.Restarted)
-		names = append(names, res.Facts.ConfigMapName)
-	}
+	names := f.changeCIDR(t, 6, 3, time.Second, nil)
 	assert.ElementsMatch(t, names[3:], f.copyNames(t), "the newest three")
 	assert.Equal(t, names[5], rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
 }
@@ -236,15 +227,7 @@ func TestHistoryKeepsTheNewestCopies(t *testing.T) {
 // and the copy of kubeadm's data, the oldest, goes.
 func TestHistoryDoesNotHangOnCreationTimes(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-	var names []string
-	for i := range 5 {
-		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
-		o.History = 3
-		res, err := f.run(t, o)
-		require.NoError(t, err)
-		require.True(t, res.Facts.Restarted)
-		names = append(names, res.Facts.ConfigMapName)
-	}
+	names := f.changeCIDR(t, 5, 3, 0, nil)
 	assert.ElementsMatch(t, names[2:], f.copyNames(t), "the newest three")
 	assert.Equal(t, names[3], f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation])
 }
@@ -370,22 +353,14 @@ func TestHistoryKeepsWhatAnUndoRestores(t *testing.T) {
 // beyond the history, whatever another DaemonSet's revisions mount.
 func TestHistoryKeepsWhatARevisionMounts(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-	var names []string
-	for i := range 4 {
-		f.clock.Step(time.Second)
-		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
-		o.History = 1
-		res, err := f.run(t, o)
-		require.NoError(t, err)
-		require.True(t, res.Facts.Restarted)
-		names = append(names, res.Facts.ConfigMapName)
+	names := f.changeCIDR(t, 4, 1, time.Second, func(i int) {
 		switch i {
 		case 0: // as the DaemonSet controller records the template now
 			f.recordRevision(t, "kube-proxy-rev2", dsUID, 2)
 		case 1: // a revision of another DaemonSet, mounting this copy too
 			f.recordRevision(t, "other-rev1", "another-daemonset", 1)
 		}
-	}
+	})
 	left := f.copyNames(t)
 	assert.Contains(t, left, names[0], "revision 2 mounts it: an undo to it finds its config")
 	assert.NotContains(t, left, names[1], "beyond the history, and no revision of kube-proxy mounts it")
@@ -412,4 +387,25 @@ func (f *fixture) recordRevision(t *testing.T, name string, owner types.UID, rev
 	}
 	_, err = f.client.AppsV1().ControllerRevisions("kube-system").Create(context.Background(), cr, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// changeCIDR runs n changes of clusterCIDR with a history of history,
+// every restart taken, the clock stepped by step before each, after(i)
+// called after run i (nil: nothing), and returns the copy each run made.
+func (f *fixture) changeCIDR(t *testing.T, n, history int, step time.Duration, after func(i int)) []string {
+	t.Helper()
+	var names []string
+	for i := range n {
+		f.clock.Step(step)
+		o := set("clusterCIDR", fmt.Sprintf("10.%d.0.0/16", i))
+		o.History = history
+		res, err := f.run(t, o)
+		require.NoError(t, err)
+		require.True(t, res.Facts.Restarted)
+		names = append(names, res.Facts.ConfigMapName)
+		if after != nil {
+			after(i)
+		}
+	}
+	return names
 }

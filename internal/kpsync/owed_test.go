@@ -191,28 +191,15 @@ func TestCanaryLargerThanTheBudgetKeepsTheBudget(t *testing.T) {
 		}
 	}()
 	// at the canary step, the canary nodes' pods are the only ones deleted
-	var atCanary []string
-	f.step = func(_ context.Context, step string) {
-		if step != StepCanaryDone {
-			return
-		}
-		pods, err := f.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "kube-system")
-		if !assert.NoError(t, err) {
-			return
-		}
-		for _, p := range pods.(*corev1.PodList).Items {
-			if p.Labels["pod-template-generation"] == "2" {
-				atCanary = append(atCanary, p.Spec.NodeName)
-			}
-		}
+	at := podsAtCanaryStep(t, f.fixture, func() {
 		mu.Lock()
 		assert.Zero(t, down, "no other pod deleted before the canary step")
 		mu.Unlock()
-	}
+	})
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, CanaryNodes: 3, RollbackOnFailure: true})
 	require.NoError(t, err)
 	assert.Len(t, res.Facts.Rollout.CanaryNodes, 3)
-	assert.ElementsMatch(t, res.Facts.Rollout.CanaryNodes, atCanary, "the step comes once the canary nodes run the new template, before any other node")
+	assert.ElementsMatch(t, res.Facts.Rollout.CanaryNodes, at.updated, "the step comes once the canary nodes run the new template, before any other node")
 	assert.Equal(t, 1, most, "at most maxUnavailable nodes without kube-proxy at once")
 	pods, err := f.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
@@ -253,7 +240,27 @@ func TestZonalCanaryStepComesBeforeAnyOtherNode(t *testing.T) {
 			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
 		}
 	}()
-	var atCanary, oldAtCanary []string
+	at := podsAtCanaryStep(t, f.fixture, nil)
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, ZoneLabel: rollout.DefaultZoneLabel, CanaryNodes: 1, RollbackOnFailure: true})
+	require.NoError(t, err)
+	assert.Equal(t, StrategyZonal, res.Facts.Rollout.Strategy)
+	assert.Equal(t, []string{"node-2"}, res.Facts.Rollout.CanaryNodes, "the first node of the first zone by name")
+	require.Len(t, res.Facts.Rollout.Zones, 2)
+	assert.Equal(t, "zone-a", res.Facts.Rollout.Zones[0].Name)
+	assert.True(t, res.Facts.Rollout.Zones[1].Done)
+	assert.Equal(t, []string{"node-2"}, at.updated, "the step comes once the canary runs the new template")
+	assert.ElementsMatch(t, []string{"node-0", "node-1", "node-3"}, at.old, "no other pod deleted before the step")
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+}
+
+// canaryStepPods are the nodes whose pod runs the new template (template
+// generation 2) and those whose pod runs an old one, at StepCanaryDone.
+type canaryStepPods struct{ updated, old []string }
+
+// podsAtCanaryStep records the fixture's pods when the run passes
+// StepCanaryDone, and calls then (nil: nothing) there too.
+func podsAtCanaryStep(t *testing.T, f *fixture, then func()) *canaryStepPods {
+	at := &canaryStepPods{}
 	f.step = func(_ context.Context, step string) {
 		if step != StepCanaryDone {
 			return
@@ -264,22 +271,16 @@ func TestZonalCanaryStepComesBeforeAnyOtherNode(t *testing.T) {
 		}
 		for _, p := range pods.(*corev1.PodList).Items {
 			if p.Labels["pod-template-generation"] == "2" {
-				atCanary = append(atCanary, p.Spec.NodeName)
+				at.updated = append(at.updated, p.Spec.NodeName)
 			} else {
-				oldAtCanary = append(oldAtCanary, p.Spec.NodeName)
+				at.old = append(at.old, p.Spec.NodeName)
 			}
 		}
+		if then != nil {
+			then()
+		}
 	}
-	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, ZoneLabel: rollout.DefaultZoneLabel, CanaryNodes: 1, RollbackOnFailure: true})
-	require.NoError(t, err)
-	assert.Equal(t, StrategyZonal, res.Facts.Rollout.Strategy)
-	assert.Equal(t, []string{"node-2"}, res.Facts.Rollout.CanaryNodes, "the first node of the first zone by name")
-	require.Len(t, res.Facts.Rollout.Zones, 2)
-	assert.Equal(t, "zone-a", res.Facts.Rollout.Zones[0].Name)
-	assert.True(t, res.Facts.Rollout.Zones[1].Done)
-	assert.Equal(t, []string{"node-2"}, atCanary, "the step comes once the canary runs the new template")
-	assert.ElementsMatch(t, []string{"node-0", "node-1", "node-3"}, oldAtCanary, "no other pod deleted before the step")
-	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+	return at
 }
 
 // withResourceVersions gives the fixture's pods a resourceVersion, which

@@ -96,13 +96,7 @@ func TestUnreachedNodeKeepsItsConfigWhateverRestartsIt(t *testing.T) {
 // ControllerRevision it restores names the ConfigMap that config is in.
 func TestKubectlRolloutUndoRestoresTheConfig(t *testing.T) {
 	e := connect(t)
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
-	}
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
-	}
+	kubectl := e.kubectlOrSkip(t)
 	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=18m")
 	require.Equal(t, 0, r.code, "first config: %s", r)
 	first := mountedConfigMap(t, e)
@@ -138,13 +132,7 @@ func TestKubectlRolloutUndoRestoresTheConfig(t *testing.T) {
 // would be left without a kube-proxy.
 func TestKubectlRolloutUndoToAnOldRevisionFindsItsConfig(t *testing.T) {
 	e := connect(t)
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
-	}
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
-	}
+	kubectl := e.kubectlOrSkip(t)
 	var first string
 	for i, period := range []string{"23m", "24m", "25m", "26m"} {
 		r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod="+period, "--config-history", "1")
@@ -169,6 +157,20 @@ func TestKubectlRolloutUndoToAnOldRevisionFindsItsConfig(t *testing.T) {
 	r := e.sync(t)
 	require.Equal(t, 0, r.code, "after the undo: %s", r)
 	assert.Equal(t, false, r.field("restarted"), "%s", r)
+}
+
+// kubectlOrSkip is the kubectl a user runs (KUBECTL, else the kind tier's
+// build in .cache/bin), or skips the test without one.
+func (e *env) kubectlOrSkip(t *testing.T) string {
+	t.Helper()
+	kubectl := os.Getenv("KUBECTL")
+	if kubectl == "" {
+		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
+	}
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
+	}
+	return kubectl
 }
 
 // revisionMounting is the number of the DaemonSet's ControllerRevision
