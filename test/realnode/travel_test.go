@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -179,26 +179,9 @@ func revisionMounting(t *testing.T, e *env, cm string) int64 {
 	t.Helper()
 	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
 	require.NoError(t, err)
-	list, err := e.client.AppsV1().ControllerRevisions(namespace).List(ctxFor(t, 30*time.Second), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, cr := range list.Items {
-		if !metav1.IsControlledBy(&cr, ds) {
-			continue
-		}
-		var data struct {
-			Spec struct {
-				Template corev1.PodTemplateSpec `json:"template"`
-			} `json:"spec"`
-		}
-		require.NoError(t, json.Unmarshal(cr.Data.Raw, &data), "controllerrevision %s", cr.Name)
-		for _, v := range data.Spec.Template.Spec.Volumes {
-			if v.ConfigMap != nil && v.ConfigMap.Name == cm {
-				return cr.Revision
-			}
-		}
-	}
-	t.Fatalf("no revision of daemonset %s/%s mounts configmap %s", namespace, name, cm)
-	return 0
+	revision, ok := cluster.RevisionConfigMaps(t, e.client, ds)[cm]
+	require.True(t, ok, "no revision of daemonset %s/%s mounts configmap %s", namespace, name, cm)
+	return revision
 }
 
 // --undo restores the previous config on every node through the rollout

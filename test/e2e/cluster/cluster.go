@@ -624,3 +624,36 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// RevisionConfigMaps are the ConfigMaps that the ControllerRevisions of ds
+// mount (what `kubectl rollout undo --to-revision` restores), each with the
+// number of a revision that mounts it.
+func RevisionConfigMaps(t testing.TB, client kubernetes.Interface, ds *appsv1.DaemonSet) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := client.AppsV1().ControllerRevisions(ds.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list the controllerrevisions of daemonset %s/%s: %v", ds.Namespace, ds.Name, err)
+	}
+	out := map[string]int64{}
+	for _, cr := range list.Items {
+		if !metav1.IsControlledBy(&cr, ds) {
+			continue
+		}
+		var data struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(cr.Data.Raw, &data); err != nil {
+			t.Fatalf("controllerrevision %s: %v", cr.Name, err)
+		}
+		for _, v := range data.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil {
+				out[v.ConfigMap.Name] = cr.Revision
+			}
+		}
+	}
+	return out
+}
