@@ -15,3 +15,12 @@ DEBIAN_SUITE := bookworm
 # commit's; another one runs with a warning), and docs/kubespray*.patch were
 # checked against.
 KUBESPRAY_COMMIT := 46dbdd3994b32640bcd806b0097f50e8fdf1d514
+# The kubespray tier (hack/kubespray): what kubespray's download role takes,
+# built from Go modules (hack/tools/<name>), one module each. nerdctl is the
+# last 1.x: 2.2.1's main package imports nerdctl's test module (mod/tigron),
+# which the module proxy does not serve, and it refuses 2.0.5 and 2.1.6.
+CONTAINERD_VERSION := v2.1.5
+RUNC_VERSION := v1.3.3
+CNI_PLUGINS_VERSION := v1.9.1
+CRICTL_VERSION := v1.34.0
+NERDCTL_VERSION := v1.7.7

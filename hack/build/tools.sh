@@ -9,11 +9,14 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build/tools.sh [--force] [control-plane|kind]
+# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray]
 #   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
 #         KUBE_PROXY_OLD_VERSION, and a static pause
+#   kubespray: what kubespray's download role takes besides those
+#         (hack/kubespray/build.sh): containerd, runc, the CNI plugins,
+#         crictl, nerdctl, etcdctl and etcdutl
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -23,8 +26,8 @@ FORCE=0 GROUP=control-plane
 for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
-    control-plane | kind) GROUP="${arg}" ;;
-    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind]" ;;
+    control-plane | kind | kubespray) GROUP="${arg}" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray]" ;;
   esac
 done
 
@@ -53,6 +56,7 @@ stale() {
 
 # build MODULE_DIR LDFLAGS STAMP NAME=PACKAGE...: builds the stale ones of the
 # given binaries, one `go build` each (later ones reuse the build cache).
+# Static (CGO_ENABLED=0) unless BUILD_CGO=1.
 build() {
   local dir="$1" ldflags="$2" stamp="$3"
   shift 3
@@ -67,7 +71,7 @@ build() {
     log "building ${name} ${stamp%% *} from ${pkg} ..."
     start=${SECONDS}
     mkdir -p "${CACHE_DIR}/logs"
-    if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" \
+    if ! (cd "${dir}" && CGO_ENABLED="${BUILD_CGO:-0}" go build -trimpath -ldflags "${ldflags}" \
       -o "${TOOLS_BIN}/.${name}.tmp" "${pkg}") >"${CACHE_DIR}/logs/build-${name}.log" 2>&1; then
       tail -n 30 "${CACHE_DIR}/logs/build-${name}.log" >&2
       die "building ${name} failed (log: ${CACHE_DIR#"${REPO_ROOT}/"}/logs/build-${name}.log)"
@@ -118,6 +122,34 @@ if [[ "${GROUP}" == kind ]]; then
     log "built pause"
   fi
   log "kind tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: kind ${KIND_VERSION}, $("${TOOLS_BIN}/kubelet" --version), kube-proxy ${KUBE_PROXY_OLD_VERSION}"
+  exit 0
+fi
+if [[ "${GROUP}" == kubespray ]]; then
+  # The version stamps kubespray's tasks read back (crictl/nerdctl/containerd
+  # --version) are set as each project's Makefile sets them.
+  build "${TOOLS_DIR}/containerd" "-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" \
+    "${CONTAINERD_VERSION} $(module_hash "${TOOLS_DIR}/containerd")" \
+    containerd=github.com/containerd/containerd/v2/cmd/containerd \
+    containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    ctr=github.com/containerd/containerd/v2/cmd/ctr
+  # runc needs cgo (its nsenter is C); built without the seccomp tag, so it
+  # needs no libseccomp (the kubelet runs pods unconfined by default).
+  BUILD_CGO=1 build "${TOOLS_DIR}/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
+    "${RUNC_VERSION} $(module_hash "${TOOLS_DIR}/runc")" runc=github.com/opencontainers/runc
+  cni=()
+  for p in main/bridge main/ptp main/loopback main/host-device ipam/host-local ipam/static \
+    meta/portmap meta/bandwidth meta/firewall meta/tuning; do
+    cni+=("cni-${p#*/}=github.com/containernetworking/plugins/plugins/${p}")
+  done
+  build "${TOOLS_DIR}/cni-plugins" "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}" \
+    "${CNI_PLUGINS_VERSION} $(module_hash "${TOOLS_DIR}/cni-plugins")" "${cni[@]}"
+  build "${TOOLS_DIR}/crictl" "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=${CRICTL_VERSION}" \
+    "${CRICTL_VERSION} $(module_hash "${TOOLS_DIR}/crictl")" crictl=sigs.k8s.io/cri-tools/cmd/crictl
+  build "${TOOLS_DIR}/nerdctl" "-s -w -X github.com/containerd/nerdctl/pkg/version.Version=${NERDCTL_VERSION}" \
+    "${NERDCTL_VERSION} $(module_hash "${TOOLS_DIR}/nerdctl")" nerdctl=github.com/containerd/nerdctl/cmd/nerdctl
+  build "${TOOLS_DIR}/etcdctl" "-s -w" "${ETCD_VERSION} $(module_hash "${TOOLS_DIR}/etcdctl")" \
+    etcdctl=go.etcd.io/etcd/etcdctl/v3 etcdutl=go.etcd.io/etcd/etcdutl/v3
+  log "kubespray tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_PLUGINS_VERSION}, crictl ${CRICTL_VERSION}, nerdctl ${NERDCTL_VERSION}, etcdctl ${ETCD_VERSION}"
   exit 0
 fi
 k8s_ldflags="$(k8s_ldflags "${KUBERNETES_VERSION}")"
