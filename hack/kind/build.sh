@@ -2,8 +2,12 @@
 # Builds, with no image registry, the kind node image and every image in it,
 # and prints the node image's name on stdout.
 #
-#   hack/kind/build.sh          everything below
-#   hack/kind/build.sh rootfs   only the Debian root filesystems
+#   hack/kind/build.sh                          everything below
+#   hack/kind/build.sh rootfs                   only the Debian root filesystems
+#   hack/kind/build.sh rootfs NAME PACKAGES     another trimmed debootstrap
+#                                               (.cache/kind/rootfs-NAME; path on stdout)
+#   hack/kind/build.sh images                   steps 1 and 2 only; the images'
+#                                               names on stdout, one a line
 #
 #   1. Go binaries (hack/build/tools.sh kind): kind, kubelet, kubeadm,
 #      kube-proxy (KUBERNETES_VERSION and KUBE_PROXY_OLD_VERSION), pause;
@@ -132,6 +136,13 @@ component() {
   log "image ${image}"
 }
 
+if [[ "${1:-}" == rootfs && $# -eq 3 ]]; then
+  # Another tier's root filesystem (hack/kubespray), made the same way.
+  [[ "$2" =~ ^[a-z0-9-]+$ && "$2" != base && "$2" != node ]] || die "rootfs NAME: lowercase letters, digits, dashes; not base or node"
+  rootfs "$2" "$3"
+  printf '%s\n' "${KIND_DIR}/rootfs-$2"
+  exit 0
+fi
 if [[ "${1:-}" == rootfs ]]; then
   # Only the two debootstraps (network-bound; can run beside a Go build).
   rootfs base "${BASE_PACKAGES}"
@@ -192,6 +203,10 @@ images+=("${old_proxy}")
 component "${CNI_IMAGE}" "$(printf '%s %s %s' "${base_hash}" "$(bin_hash kubectl)" "$(sha256sum <"${REPO_ROOT}/hack/kind/cni/kps-cni")" | hash_of)" \
   '["/usr/local/bin/kps-cni"]' "${TOOLS_BIN}/kubectl:/usr/local/bin/kubectl" "${REPO_ROOT}/hack/kind/cni/kps-cni:/usr/local/bin/kps-cni"
 images+=("${CNI_IMAGE}")
+if [[ "${1:-}" == images ]]; then
+  printf '%s\n' "${BASE_IMAGE}" "${images[@]}"
+  exit 0
+fi
 
 # --- 3. the node image
 KIND_FILES="$(cd "${REPO_ROOT}/hack/tools/kind" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/images/base/files"
