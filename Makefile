@@ -11,7 +11,7 @@ NODES ?= 3
 export NODES
 
 .PHONY: build dist release size test test-unit test-e2e lint lint-go lint-ansible verify generate sanity venv molecule molecule-kubespray molecule-kind \
-	cluster-up cluster-down kind-up kind-down test-real demo bench bench-small fuzz difftest clean
+	cluster-up cluster-down kind-up kind-down test-real test-kubespray demo bench bench-small fuzz difftest clean
 
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
@@ -80,6 +80,9 @@ kind-down: ## delete the kind cluster and stop the project-owned Docker engine
 
 test-real: ## real-node e2e tests against $$KUBECONFIG or the kind cluster (make kind-up first)
 	hack/test/e2e-real.sh
+
+test-kubespray: ## kubespray's own cluster.yml, offline, on 3 container hosts, unpatched and patched: KUBESPRAY_DIR=<kubespray checkout> (not part of make test; hack/kubespray)
+	KUBESPRAY_DIR="$(KUBESPRAY_DIR)" hack/kubespray/run.sh
 
 demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix
 	hack/cluster/demo.sh
