@@ -56,7 +56,7 @@ stale() {
 
 # build MODULE_DIR LDFLAGS STAMP NAME=PACKAGE...: builds the stale ones of the
 # given binaries, one `go build` each (later ones reuse the build cache).
-# Static (CGO_ENABLED=0) unless BUILD_CGO=1.
+# Static (CGO_ENABLED=0) unless BUILD_CGO=1; build tags from BUILD_TAGS.
 build() {
   local dir="$1" ldflags="$2" stamp="$3"
   shift 3
@@ -71,7 +71,7 @@ build() {
     log "building ${name} ${stamp%% *} from ${pkg} ..."
     start=${SECONDS}
     mkdir -p "${CACHE_DIR}/logs"
-    if ! (cd "${dir}" && CGO_ENABLED="${BUILD_CGO:-0}" go build -trimpath -ldflags "${ldflags}" \
+    if ! (cd "${dir}" && CGO_ENABLED="${BUILD_CGO:-0}" go build -trimpath -tags "${BUILD_TAGS:-}" -ldflags "${ldflags}" \
       -o "${TOOLS_BIN}/.${name}.tmp" "${pkg}") >"${CACHE_DIR}/logs/build-${name}.log" 2>&1; then
       tail -n 30 "${CACHE_DIR}/logs/build-${name}.log" >&2
       die "building ${name} failed (log: ${CACHE_DIR#"${REPO_ROOT}/"}/logs/build-${name}.log)"
@@ -132,10 +132,18 @@ if [[ "${GROUP}" == kubespray ]]; then
     containerd=github.com/containerd/containerd/v2/cmd/containerd \
     containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
     ctr=github.com/containerd/containerd/v2/cmd/ctr
-  # runc needs cgo (its nsenter is C); built without the seccomp tag, so it
-  # needs no libseccomp (the kubelet runs pods unconfined by default).
-  BUILD_CGO=1 build "${TOOLS_DIR}/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
-    "${RUNC_VERSION} $(module_hash "${TOOLS_DIR}/runc")" runc=github.com/opencontainers/runc
+  # runc needs cgo (its nsenter is C) and seccomp: kubeadm's static pods ask
+  # for the RuntimeDefault profile. Linked to Debian's libseccomp, which the
+  # hosts have (libseccomp2).
+  if ! pkg-config --exists libseccomp 2>/dev/null; then
+    [[ "$(id -u)" == 0 ]] || die "runc needs libseccomp-dev and pkg-config: apt-get install libseccomp-dev pkg-config"
+    log "installing Debian's libseccomp-dev and pkg-config for runc (apt-get)"
+    mkdir -p "${CACHE_DIR}/logs"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >"${CACHE_DIR}/logs/apt-libseccomp.log" 2>&1 ||
+      die "apt-get install libseccomp-dev pkg-config failed (log: ${CACHE_DIR#"${REPO_ROOT}/"}/logs/apt-libseccomp.log)"
+  fi
+  BUILD_CGO=1 BUILD_TAGS=seccomp build "${TOOLS_DIR}/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
+    "${RUNC_VERSION} seccomp $(module_hash "${TOOLS_DIR}/runc")" runc=github.com/opencontainers/runc
   cni=()
   for p in main/bridge main/ptp main/loopback main/host-device ipam/host-local ipam/static \
     meta/portmap meta/bandwidth meta/firewall meta/tuning; do

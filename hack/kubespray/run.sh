@@ -79,12 +79,19 @@ step() {
   log "step ${step_no}: ${name} done in $((SECONDS - start))s"
 }
 
-# ansible_failure LOG: the task that failed and its error, from an
-# ansible-playbook log; false when the log has none.
+# ansible_failure LOG: the tasks that failed and their errors, from an
+# ansible-playbook log (failures Ansible went on after, "...ignoring", left
+# out); false when the log has none.
 ansible_failure() {
-  grep -q -E '^(fatal|failed): ' "$1" || return 1
-  awk '/^TASK \[/ {task=$0} /^(fatal|failed): / {print "task: " task; print; n++} n >= 3 {exit}' "$1" |
-    cut -c1-2000
+  local failures
+  failures="$(awk '
+    /^TASK \[/ {task = $0}
+    /^(fatal|failed): / {pending = "task: " task "\n" $0; next}
+    /^\.\.\.ignoring/ {pending = ""; next}
+    pending != "" {print pending; pending = ""}
+    END {if (pending != "") print pending}' "$1")"
+  [[ -n "${failures}" ]] || return 1
+  printf '%s\n' "${failures}" | tail -n 6 | cut -c1-2000
   grep -A4 '^PLAY RECAP' "$1" || true
 }
 
