@@ -120,6 +120,10 @@ up() {
       sleep 1
     done
   done
+  # The open-files limit the hosts' processes get from the engine: kubespray's
+  # base runtime spec must not ask for more (a container without
+  # CAP_SYS_RESOURCE cannot raise it).
+  printf 'NOFILE=%s\n' "$(ssh_host "$(ip_of "${hosts[0]}")" ulimit -Hn)" >>"${KS_DIR}/hosts.env"
   log "hosts up in $((SECONDS - start))s: ${hosts[*]} (SSH as root with ${SSH_KEY#"${REPO_ROOT}/"})"
 }
 

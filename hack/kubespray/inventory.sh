@@ -23,12 +23,13 @@ dir="${1:-}" mode="${2:-}"
 KS_DIR="${CACHE_DIR}/kubespray"
 [[ -f "${KS_DIR}/hosts.env" ]] || die "no ${KS_DIR#"${REPO_ROOT}/"}/hosts.env: run hack/kubespray/hosts.sh up first"
 
-files_repo="" registry_host="" ssh_key="" names=() ips=()
+files_repo="" registry_host="" ssh_key="" nofile="" names=() ips=()
 while IFS='=' read -r key value; do
   case "${key}" in
     FILES_REPO) files_repo="${value}" ;;
     REGISTRY_HOST) registry_host="${value}" ;;
     SSH_KEY) ssh_key="${value}" ;;
+    NOFILE) nofile="${value}" ;;
     HOST)
       names+=("${value%% *}")
       ips+=("${value#* }")
@@ -36,6 +37,7 @@ while IFS='=' read -r key value; do
   esac
 done <"${KS_DIR}/hosts.env"
 ((${#names[@]} >= 1)) || die "hosts.env names no host"
+[[ "${nofile}" =~ ^[0-9]+$ ]] || die "hosts.env has no NOFILE (the hosts' open-files limit)"
 
 rm -rf "${dir}"
 mkdir -p "${dir}/group_vars/all"
@@ -107,9 +109,13 @@ resolvconf_mode: none
 enable_nodelocaldns: false
 # no load balancer image: workers talk to the control plane directly;
 loadbalancer_apiserver_localhost: false
-# this VM cannot grant CAP_SYS_RESOURCE (hack/kind/runc-wrapper);
+# this VM cannot grant CAP_SYS_RESOURCE (hack/kind/runc-wrapper): no
+# oom_score_adj below containerd's own, no open-files limit above the hosts'
+# (kubespray's default, 65535, fails every container with "error setting
+# rlimit type 7");
 containerd_extra_runtime_args:
   restrict_oom_score_adj: true
+containerd_base_runtime_spec_rlimit_nofile: ${nofile}
 # the project's pod network.
 kube_network_plugin: custom_cni
 custom_cni_manifests:
