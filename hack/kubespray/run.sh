@@ -9,9 +9,10 @@
 #   venv       kubespray's pinned requirements in .venv/kubespray-run
 #   for each mode in KS_MODES (default: unpatched patched):
 #     hosts    fresh hosts, file server, registry (hack/kubespray/hosts.sh up)
-#     cluster  ansible-playbook cluster.yml (patched: on a copy of the
-#              checkout with docs/kubespray*.patch applied,
-#              kube_proxy_sync_enabled: true)
+#     dist     patched only: the collection's amd64 module (hack/build/dist.sh)
+#     patch    patched only: a copy of the checkout, docs/kubespray*.patch applied
+#     cluster  ansible-playbook cluster.yml (patched: on that copy, with
+#              this checkout as the collection, kube_proxy_sync_enabled: true)
 #     nodes    every node Ready, kube-proxy rolled out on every node
 #
 # Cleans up on exit (hosts, file server, registry, network; the project's
@@ -115,7 +116,8 @@ patch() {
   local p
   rm -rf "${PATCHED}"
   cp -a "${KUBESPRAY_DIR}" "${PATCHED}"
-  for p in "${REPO_ROOT}"/docs/kubespray*.patch; do
+  # kubespray.patch first, as docs/kubespray.md checks them.
+  for p in "${REPO_ROOT}/docs/kubespray.patch" "${REPO_ROOT}/docs/kubespray-upgrade.patch"; do
     echo "applying docs/${p##*/}"
     git -C "${PATCHED}" apply "${p}"
   done
@@ -126,6 +128,9 @@ cluster() {
   local mode="$1" tree="$2" inv="${KS_DIR}/inventory-$1"
   "${REPO_ROOT}/hack/kubespray/inventory.sh" "${inv}" "${mode}"
   ansible_env kubespray-run
+  # patched: the role comes from this checkout, as a collection
+  # (hack/build/dist.sh links it under .cache/collections).
+  if [[ "${mode}" == patched ]]; then export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}"; fi
   # kubespray's ansible.cfg (read from the checkout) keeps SSH masters for
   # 30 min; a short ControlPersist lets them go with the hosts.
   export ANSIBLE_HOST_KEY_CHECKING=False ANSIBLE_FORCE_COLOR=0
@@ -161,6 +166,8 @@ for mode in ${KS_MODES}; do
   step "hosts-${mode}" "${REPO_ROOT}/hack/kubespray/hosts.sh" up
   tree="${KUBESPRAY_DIR}"
   if [[ "${mode}" == patched ]]; then
+    # The collection's amd64 binary module, and the collection on a path.
+    DIST_ARCHES=amd64 step dist "${REPO_ROOT}/hack/build/dist.sh"
     step patch patch
     tree="${PATCHED}"
   fi
