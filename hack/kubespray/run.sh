@@ -14,6 +14,8 @@
 #     cluster  ansible-playbook cluster.yml (patched: on that copy, with
 #              this checkout as the collection, kube_proxy_sync_enabled: true)
 #     nodes    every node Ready, kube-proxy rolled out on every node
+#     rerun    cluster.yml again; counts the kube-proxy pods it replaced (by
+#              UID); patched, it must replace none
 #
 # Cleans up on exit (hosts, file server, registry, network; the project's
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
@@ -142,19 +144,48 @@ cluster() {
   ansible-playbook -i "${inv}/hosts.yaml" cluster.yml --skip-tags system-packages
 }
 
-# nodes: every node Ready and kube-proxy's DaemonSet rolled out, asked from
-# the control plane host.
-nodes() {
-  local cp ip
-  read -r cp ip < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | head -n1)
-  local key
+# cp_ssh CMD: CMD on the control plane host, with its admin kubeconfig.
+cp_ssh() {
+  local ip key
+  ip="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | head -n1 | cut -d' ' -f2)"
   key="$(sed -n 's/^SSH_KEY=//p' "${KS_DIR}/hosts.env")"
   ssh -i "${key}" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-    "root@${ip}" 'set -e; export KUBECONFIG=/etc/kubernetes/admin.conf
-      kubectl wait --for=condition=Ready nodes --all --timeout=300s
-      kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s
-      kubectl get nodes -o wide; kubectl -n kube-system get pods -o wide'
-  echo "control plane: ${cp}"
+    "root@${ip}" "export KUBECONFIG=/etc/kubernetes/admin.conf; $1"
+}
+
+# nodes: every node Ready and kube-proxy's DaemonSet rolled out.
+nodes() {
+  cp_ssh 'set -e
+    kubectl wait --for=condition=Ready nodes --all --timeout=300s
+    kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s
+    kubectl get nodes -o wide; kubectl -n kube-system get pods -o wide'
+}
+
+# proxy_uids: "NODE UID" of every kube-proxy pod, once the DaemonSet is
+# rolled out.
+proxy_uids() {
+  cp_ssh 'kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s >/dev/null &&
+    kubectl -n kube-system get pods -l k8s-app=kube-proxy \
+      -o jsonpath="{range .items[*]}{.spec.nodeName} {.metadata.uid}{\"\\n\"}{end}"' | sort
+}
+
+# rerun MODE TREE: cluster.yml again, nothing changed in the inventory; counts
+# the kube-proxy pods it replaced (by UID). Patched, it must replace none.
+rerun() {
+  local mode="$1" before after replaced total
+  before="$(proxy_uids)"
+  [[ -n "${before}" ]] || { echo "no kube-proxy pod before the rerun"; return 1; }
+  cluster "$@"
+  after="$(proxy_uids)"
+  total="$(wc -l <<<"${before}")"
+  replaced="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
+  echo "kube-proxy pods before: ${before//$'\n'/, }"
+  echo "kube-proxy pods after:  ${after//$'\n'/, }"
+  printf '  %s: kube-proxy pods replaced by the rerun: %s of %s\n' "${mode}" "${replaced}" "${total}" | tee -a "${SUMMARY}"
+  if [[ "${mode}" == patched ]] && ((replaced != 0)); then
+    echo "the patched rerun replaced ${replaced} kube-proxy pods; it must replace none"
+    return 1
+  fi
 }
 
 step engine "${REPO_ROOT}/hack/kind/docker.sh" up
@@ -173,6 +204,7 @@ for mode in ${KS_MODES}; do
   fi
   step "cluster-${mode}" cluster "${mode}" "${tree}"
   step "nodes-${mode}" nodes
+  step "rerun-${mode}" rerun "${mode}" "${tree}"
 done
 log "kubespray tier: every step passed"
 cat "${SUMMARY}" >&2
