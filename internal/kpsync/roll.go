@@ -2,7 +2,6 @@ package kpsync
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -66,7 +64,8 @@ func (e *brokenError) Error() string {
 // first, then the rest, never more than the batch size at once. A pod of
 // the new template that cannot run stops it at once; so does a progress
 // deadline with no node finishing.
-func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strategy string) error {
+func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
+	fleet, strategy := rl.fleet, rl.strategy
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, errOverallTimeout)
@@ -126,7 +125,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			if err := progress(); err != nil {
 				return false, err
 			}
-			if err := s.checkDone(ctx, fleet); err != nil {
+			if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
 				return false, &failure{err} // a restarted kube-proxy that does not serve
 			}
 			return c.step(ctx)
@@ -135,7 +134,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 		// a raised maxUnavailable goes back however the wait ends (any
 		// later run restores it too); nothing to do if none was raised
 		defer func() {
-			if s.strategyChanged {
+			if rl.strategyChanged {
 				s.finishStrategy(ctx)
 			}
 		}()
@@ -143,20 +142,20 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 			if err := progress(); err != nil {
 				return false, err
 			}
-			if err := s.checkDone(ctx, fleet); err != nil {
+			if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
 				return false, &failure{err} // a restarted kube-proxy that does not serve
 			}
 			if fleet.PendingCount() == 0 {
 				return true, nil
 			}
-			s.raiseForStuck(ctx, fleet)
+			s.raiseForStuck(ctx, rl)
 			return false, nil
 		}
 	}
 	var err error
 	followed := false
-	if strategy != StrategyCanary && s.followsStatus(fleet) {
-		followed, err = s.followStatus(ctx, fleet, lastDone, waiting)
+	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
+		followed, err = s.followStatus(ctx, rl, lastDone, waiting)
 	}
 	if !followed && err == nil {
 		err = s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
@@ -182,14 +181,44 @@ func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strateg
 	return nil
 }
 
+// rolling is what the restart hands the rollout: the fleet as observed
+// before the restart PATCH, the DaemonSet as that PATCH left it, and what
+// it did to the DaemonSet's updateStrategy.
+type rolling struct {
+	fleet    *rollout.Fleet
+	strategy string
+	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
+	// earlier run left, resumed): a rolling update is followed through
+	// its status from there
+	ds *appsv1.DaemonSet
+	// resumed: the template is an earlier run's (a canary left over),
+	// never rolled back by this one
+	resumed bool
+	// strategyChanged: the DaemonSet's own updateStrategy is saved in its
+	// annotation and changed (OnDelete, or a raised maxUnavailable), to be
+	// put back however the rollout ends
+	strategyChanged bool
+	// raisedFor is how many stuck nodes the raised maxUnavailable covers
+	raisedFor int
+	// conn checks each node after its restart (nil: no check)
+	conn *connectivity
+}
+
+// pods is the fleet to roll, nil when there is nothing to roll.
+func (rl *rolling) pods() *rollout.Fleet {
+	if rl == nil {
+		return nil
+	}
+	return rl.fleet
+}
+
 // followsStatus reports whether the rolling update can be followed through
 // the DaemonSet's status (see rollout.FollowStatus): only when the status
 // means what the wait means. Nodes going away, nodes unready before the
 // restart and a per-node connectivity check all need the pods.
-func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
-	return s.restarted != nil && s.restarted.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType &&
-		s.conn == nil && fleet.PendingCount() > 0 &&
-		len(fleet.Skipped) == 0 && len(s.res.Facts.Rollout.UnreadyBefore) == 0
+func (rl *rolling) followsStatus(unreadyBefore bool) bool {
+	return rl.ds != nil && rl.ds.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType &&
+		rl.conn == nil && rl.fleet.PendingCount() > 0 && len(rl.fleet.Skipped) == 0 && !unreadyBefore
 }
 
 // followStatus follows the rolling update through the DaemonSet's status
@@ -198,7 +227,8 @@ func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
 // always. It returns true if the pods confirm it; false, the pods are to
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
-func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64, waiting func()) (bool, error) {
+func (s *Syncer) followStatus(ctx context.Context, rl *rolling, lastDone *atomic.Int64, waiting func()) (bool, error) {
+	fleet := rl.fleet
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
 	seen := func(ds *appsv1.DaemonSet, progress bool) {
@@ -221,7 +251,7 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 			waiting()
 		}
 	}
-	complete, err := s.dss.FollowStatus(ctx, s.restarted, statusStall, seen)
+	complete, err := s.dss.FollowStatus(ctx, rl.ds, statusStall, seen)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// interrupted or out of time: one look at the pods, for the facts
@@ -366,121 +396,18 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 	return nil
 }
 
-// savedStrategy is the DaemonSet's own updateStrategy: the one an earlier
-// run saved in StrategyAnnotation while it had it changed, else the current one.
-func (s *Syncer) savedStrategy(ds *appsv1.DaemonSet) (orig appsv1.DaemonSetUpdateStrategy, saved bool, err error) {
-	raw := ds.Annotations[rollout.StrategyAnnotation]
-	if raw == "" {
-		return ds.Spec.UpdateStrategy, false, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &orig); err != nil {
-		return orig, true, fmt.Errorf("daemonset %s/%s annotation %s is not an updateStrategy: %w; fix it by hand", s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation, err)
-	}
-	return orig, true, nil
-}
-
-// canaryLeftover reports whether an earlier canary run stopped half-way:
-// the DaemonSet is on OnDelete with its own strategy saved. Its template
-// is not verified on every node, so nothing may give it back to the
-// controller before a run has finished the canary or replaced the template.
-func canaryLeftover(ds *appsv1.DaemonSet) bool {
-	return ds.Annotations[rollout.StrategyAnnotation] != "" && ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-}
-
-// canaryStrategy adds the switch to OnDelete to the restart PATCH, keeping
-// the original strategy in an annotation so that it is restored even if this
-// run dies.
-func (s *Syncer) canaryStrategy(ch *rollout.Change, ds *appsv1.DaemonSet) error {
-	orig, _, err := s.savedStrategy(ds)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(orig)
-	if err != nil {
-		return err
-	}
-	ch.SaveStrategy = string(b)
-	ch.Strategy = &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
-	return nil
-}
-
-// rollingStrategy adds to the restart PATCH what the DaemonSet controller
-// needs to roll the new template through the live nodes within their
-// budget. The controller counts every node without an available pod
-// against maxUnavailable, so with maxUnavailable 1 a single stuck pod on a
-// node going away (or one already unready before) stops it. For the
-// duration of the rollout maxUnavailable is raised by the number of those
-// stuck pods, so the live nodes get exactly the DaemonSet's own budget; the
-// original is saved in StrategyAnnotation, put back at the end, on failure,
-// on interrupt, and by any later run if this one died.
-func (s *Syncer) rollingStrategy(ch *rollout.Change, ds *appsv1.DaemonSet, fleet *rollout.Fleet) error {
-	orig, saved, err := s.savedStrategy(ds)
-	if err != nil {
-		return err
-	}
-	stuck := fleet.Stuck()
-	s.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
-	if !raisable(orig) || stuck == 0 {
-		if saved { // a leftover: this PATCH restores it
-			ch.Strategy, ch.ClearStrategy = &orig, true
-		}
-		return nil
-	}
-	raised, from, to, err := s.raised(ds, orig, stuck)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(orig)
-	if err != nil {
-		return err
-	}
-	ch.Strategy, ch.SaveStrategy = raised, string(b)
-	s.raisedFor = stuck
-	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
-	return nil
-}
-
-// raisable: the DaemonSet controller counts a node whose pod is not Ready
-// against maxUnavailable only for a RollingUpdate without surge (with
-// surge it starts the new pod next to the old one).
-func raisable(orig appsv1.DaemonSetUpdateStrategy) bool {
-	ru := orig.RollingUpdate
-	surge := ru != nil && ru.MaxSurge != nil && ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
-	return orig.Type == appsv1.RollingUpdateDaemonSetStrategyType && !surge
-}
-
-// raised is the DaemonSet's own strategy with maxUnavailable raised by
-// stuck: the budget resolved the way the DaemonSet controller does, over
-// the nodes that should run a pod, plus one for each stuck node.
-func (s *Syncer) raised(ds *appsv1.DaemonSet, orig appsv1.DaemonSetUpdateStrategy, stuck int) (*appsv1.DaemonSetUpdateStrategy, string, int, error) {
-	budget := intstr.FromInt32(1)
-	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-		budget = *ru.MaxUnavailable
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&budget, int(ds.Status.DesiredNumberScheduled), true)
-	if err != nil {
-		return nil, "", 0, fmt.Errorf("daemonset %s/%s maxUnavailable %q: %w", s.o.Namespace, s.o.DaemonSet, budget.String(), err)
-	}
-	raised := orig.DeepCopy()
-	if raised.RollingUpdate == nil {
-		raised.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
-	}
-	raised.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(int32(n + stuck)))
-	return raised, budget.String(), n + stuck, nil
-}
-
-// raiseForStuck keeps the raise of rollingStrategy true during the wait: a
-// node that started going away after the restart (the wait's recheck skips
-// it) and holds a kube-proxy pod that is not Ready still counts against
-// maxUnavailable for the DaemonSet controller, which would then replace no
-// other pod (with kubeadm's budget of 1) until the progress deadline rolls
-// everything back. So maxUnavailable is raised once more for each such
-// node, saving the DaemonSet's own strategy if no run has; finishStrategy
-// puts it back however the wait ends, and any later run does too. A
-// failed raise is logged, not fatal: the wait goes on as it would.
-func (s *Syncer) raiseForStuck(ctx context.Context, fleet *rollout.Fleet) {
-	stuck := fleet.Stuck()
-	if stuck <= s.raisedFor {
+// raiseForStuck keeps the raise of the restart PATCH true during the wait:
+// a node that started going away after the restart (the wait's recheck
+// skips it) and holds a kube-proxy pod that is not Ready still counts
+// against maxUnavailable for the DaemonSet controller, which would then
+// replace no other pod (with kubeadm's budget of 1) until the progress
+// deadline rolls everything back. So maxUnavailable is raised once more
+// for each such node (see rollout.RaiseDuring); finishStrategy puts it
+// back however the wait ends, and any later run does too. A failed raise
+// is logged, not fatal: the wait goes on as it would.
+func (s *Syncer) raiseForStuck(ctx context.Context, rl *rolling) {
+	stuck := rl.fleet.Stuck()
+	if stuck <= rl.raisedFor {
 		return
 	}
 	ds, err := s.dss.Get(ctx)
@@ -488,58 +415,39 @@ func (s *Syncer) raiseForStuck(ctx context.Context, fleet *rollout.Fleet) {
 		s.d.Log.Warnf("raise maxUnavailable for %d node(s) gone away during the rollout: %v", stuck, err)
 		return
 	}
-	var to int
-	var from string
-	sent := false
+	var raise rollout.Raise
 	_, err = s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
-		orig, saved, err := s.savedStrategy(ds)
-		if err != nil || !raisable(orig) || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
-			return rollout.Change{}, false
-		}
-		raised, f, n, err := s.raised(ds, orig, stuck)
-		if err != nil {
-			return rollout.Change{}, false
-		}
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Strategy: raised}
-		if !saved {
-			b, err := json.Marshal(orig)
-			if err != nil {
-				return rollout.Change{}, false
-			}
-			ch.SaveStrategy = string(b)
-		}
-		from, to, sent = f, n, true
-		return ch, true
+		ch, r, ok, _ := rollout.RaiseDuring(ds, stuck)
+		raise = r
+		return ch, ok
 	})
 	if err != nil {
 		s.d.Log.Warnf("raise maxUnavailable of daemonset %s/%s for %d node(s) gone away during the rollout: %v", s.o.Namespace, s.o.DaemonSet, stuck, err)
 		return
 	}
-	s.raisedFor = stuck
-	if sent {
-		s.strategyChanged = true
-		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
+	rl.raisedFor = stuck
+	if raise.Raised() {
+		rl.strategyChanged = true
+		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, raise.From, raise.To)
 	}
 }
 
 // restoreStrategy puts back the updateStrategy an earlier run saved,
 // unless an unfinished canary holds the DaemonSet on OnDelete (that one is
-// resumed, or replaced by this run's restart).
-func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	orig, saved, err := s.savedStrategy(ds)
-	if err != nil || !saved || canaryLeftover(ds) {
-		return ds, err
+// resumed, or replaced by this run's restart). It says what it restored
+// ("": nothing).
+func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, string, error) {
+	ch, saved, err := rollout.Restore(ds)
+	if err != nil || !saved || rollout.CanaryLeftover(ds) {
+		return ds, "", err
 	}
-	what := string(orig.Type)
-	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-		what += ", maxUnavailable " + ru.MaxUnavailable.String()
-	}
+	what := rollout.Describe(*ch.Strategy)
 	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, s.o.Namespace, s.o.DaemonSet)
-	restored, err := s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
-	if err == nil {
-		s.restoredStrategy = fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation)
+	restored, err := s.dss.Apply(ctx, ch)
+	if err != nil {
+		return ds, "", err
 	}
-	return restored, err
+	return restored, fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation), nil
 }
 
 // finishStrategy restores the strategy after a rollout: a canary that
@@ -552,11 +460,11 @@ func (s *Syncer) finishStrategy(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		orig, saved, err := s.savedStrategy(ds)
+		ch, saved, err := rollout.Restore(ds)
 		if err != nil || !saved {
 			return err
 		}
-		_, err = s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
+		_, err = s.dss.Apply(ctx, ch)
 		return err
 	})
 	if err != nil {
@@ -609,8 +517,8 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		if p.image != "" {
 			ch.Image = rollout.ContainerImage(p.ds, s.o.Container)
 		}
-		if orig, saved, err := s.savedStrategy(ds); err == nil && saved {
-			ch.Strategy, ch.ClearStrategy = &orig, true
+		if restore, saved, err := rollout.Restore(ds); err == nil && saved {
+			ch.Strategy, ch.ClearStrategy = restore.Strategy, true
 		}
 		restored, err = s.dss.Apply(ctx, ch)
 		return err

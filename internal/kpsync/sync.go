@@ -133,16 +133,6 @@ type Syncer struct {
 	dss    rollout.Client
 	lease  *lock.Lease
 	res    *Result
-	conn   *connectivity
-	// strategyChanged: this run's restart PATCH saved the DaemonSet's
-	// updateStrategy and changed it, so the rollout must put it back
-	strategyChanged bool
-	// raisedFor is how many stuck nodes the raised maxUnavailable covers
-	// (rollingStrategy, raiseForStuck)
-	raisedFor int
-	// restarted is the DaemonSet as the restart PATCH left it: a rolling
-	// update is followed through its status from there
-	restarted *appsv1.DaemonSet
 	// restoredStrategy says what restoreStrategy put back ("" : nothing),
 	// a write of this run
 	restoredStrategy string
@@ -241,11 +231,11 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		if p, err = s.plan(ctx); err != nil {
 			return err
 		}
-		if p.ds, err = s.restoreStrategy(ctx, p.ds); err != nil {
+		if p.ds, s.restoredStrategy, err = s.restoreStrategy(ctx, p.ds); err != nil {
 			return err
 		}
 	}
-	if _, saved, _ := s.savedStrategy(p.ds); s.o.Check && saved && !canaryLeftover(p.ds) {
+	if _, saved, _ := rollout.SavedStrategy(p.ds); s.o.Check && saved && !rollout.CanaryLeftover(p.ds) {
 		// what the real run's restoreStrategy would write
 		s.wouldChange = true
 	}
@@ -269,36 +259,35 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	fleet, latest, err := s.restart(ctx, p, target)
+	rl, latest, err := s.restart(ctx, p, target)
 	if err != nil {
 		return err
 	}
 
 	// 5. roll and wait, node-aware; undo the change if the new template
 	// failed (never on an interrupt or the overall --timeout)
-	fleet, strategy, resumed, err := s.leftover(ctx, p, fleet)
-	if err != nil {
+	if rl, err = s.leftover(ctx, p, rl); err != nil {
 		return err
 	}
-	if fleet == nil {
+	if rl == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
-	} else if err := s.roll(ctx, p, fleet, strategy); err != nil {
+	} else if err := s.roll(ctx, p, rl); err != nil {
 		var failed *failure
 		switch {
 		case ctx.Err() != nil || !errors.As(err, &failed):
-			return fmt.Errorf("%w; %s", err, s.nextRun(strategy))
-		case !f.Restarted || resumed:
+			return fmt.Errorf("%w; %s", err, s.nextRun(rl.strategy))
+		case !f.Restarted || rl.resumed:
 			return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
 		case !s.o.RollbackOnFailure:
-			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(strategy))
+			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(rl.strategy))
 		}
-		return s.rollback(ctx, p, fleet, err)
+		return s.rollback(ctx, p, rl.fleet, err)
 	}
 	f.UndoConfigMap = latest.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
 	if p.writes() || p.recordLags || f.Restarted {
-		if err := s.settle(ctx, p, latest, afterName, after, fleet); err != nil {
+		if err := s.settle(ctx, p, latest, afterName, after, rl.pods()); err != nil {
 			return err
 		}
 	}
@@ -398,15 +387,13 @@ func (s *Syncer) prepareRestart(ctx context.Context, p *plan, after configmap.Sn
 }
 
 // leftover finishes an earlier canary rollout that stopped half-way on
-// this template (when this run restarts nothing itself): the fleet to roll,
-// the strategy, and whether it resumed one.
-func (s *Syncer) leftover(ctx context.Context, p plan, fleet *rollout.Fleet) (*rollout.Fleet, string, bool, error) {
+// this template (when this run restarts nothing itself): what to roll
+// (nil: nothing).
+func (s *Syncer) leftover(ctx context.Context, p plan, rl *rolling) (*rolling, error) {
 	f := &s.res.Facts
-	strategy := s.o.Strategy
-	resumed := false
-	var err error
 	switch {
-	case fleet != nil || !canaryLeftover(p.ds):
+	case rl != nil || !rollout.CanaryLeftover(p.ds):
+		return rl, nil
 	case s.o.Check || s.o.Restart == RestartNever:
 		// an earlier canary stopped half-way: its old pods are a restart
 		// owed, and --restart never deletes no pod (check mode: would resume)
@@ -416,25 +403,25 @@ func (s *Syncer) leftover(ctx context.Context, p plan, fleet *rollout.Fleet) (*r
 		}
 		// check mode says what a real run would do: resume, a change
 		s.wouldChange = s.wouldChange || (s.o.Check && s.o.Restart != RestartNever)
-	default:
-		// an earlier canary stopped half-way on this template: finish it
-		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
-		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
-			return nil, "", false, err
+		return nil, nil
+	}
+	// an earlier canary stopped half-way on this template: finish it
+	s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
+	fleet, err := s.observe(ctx, p.ds, true)
+	if err != nil {
+		return nil, err
+	}
+	if fleet.PendingCount() > 0 {
+		// old pods to delete: a restart, reported and audited as one
+		f.RestartRequired, f.Restarted = true, true
+		if f.RestartReason == "" {
+			f.RestartReason = ReasonPending
 		}
-		strategy, resumed = StrategyCanary, true
-		if fleet.PendingCount() > 0 {
-			// old pods to delete: a restart, reported and audited as one
-			f.RestartRequired, f.Restarted = true, true
-			if f.RestartReason == "" {
-				f.RestartReason = ReasonPending
-			}
-			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
-				return nil, "", false, err
-			}
+		if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
+			return nil, err
 		}
 	}
-	return fleet, strategy, resumed, nil
+	return &rolling{fleet: fleet, strategy: StrategyCanary, resumed: true}, nil
 }
 
 // nextRun says what a rerun does after a rollout that stopped without a
@@ -517,7 +504,7 @@ func (s *Syncer) imageChange(ds *appsv1.DaemonSet) string {
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !canaryLeftover(p.ds)) || p.resume || p.recordLags
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags
 }
 
 func (s *Syncer) plan(ctx context.Context) (plan, error) {
@@ -574,7 +561,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if p.reason == "" && p.image != "" {
 		p.reason = ReasonImageChanged
 	}
-	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
+	p.resume = rollout.CanaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.next(s.o.Container), p); err != nil {
 		return p, err
 	}
@@ -723,9 +710,9 @@ func (s *Syncer) changedUnder(p plan, after configmap.Snapshot, name string) err
 
 // restart decides and sends the one PATCH (hash, restart, probe, and for a
 // canary the switch to OnDelete). It returns the DaemonSet as last read or
-// written and, when pods are to roll, the fleet as observed just before
-// the PATCH.
-func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, *appsv1.DaemonSet, error) {
+// written and, when pods are to roll, what the rollout needs: the fleet as
+// observed just before the PATCH, and what the PATCH did.
+func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *appsv1.DaemonSet, error) {
 	if ctx.Err() != nil {
 		// interrupted, or the lease was lost: never restart then (the
 		// restart is owed, and the next run does it)
@@ -733,7 +720,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	}
 	f := &s.res.Facts
 	ds := p.ds
-	var fleet *rollout.Fleet
+	rl := &rolling{strategy: s.o.Strategy}
 	var sent *rollout.Change       // the restart PATCH last sent
 	var observed *appsv1.DaemonSet // the DaemonSet the fleet was listed for
 	first := true
@@ -751,7 +738,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				// lease, so no other run wrote this restartedAt and hash)
 				s.d.Log.Infof("daemonset %s/%s already has this run's restart (restartedAt %s): its response was lost", s.o.Namespace, s.o.DaemonSet, sent.RestartedAt())
 				if sent.SaveStrategy != "" {
-					s.strategyChanged = true // its raise or OnDelete is in too
+					rl.strategyChanged = true // its raise or OnDelete is in too
 				}
 				f.Restarted = true
 				return nil
@@ -813,25 +800,20 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			// watch replays everything since that list), and listing 5000
 			// nodes and pods again would take long enough for the next
 			// status write to conflict too
-			if fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
+			if rl.fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
 				var err error
-				if fleet, err = s.observe(ctx, ds, false); err != nil {
+				if rl.fleet, err = s.observe(ctx, ds, false); err != nil {
 					return err
 				}
 				observed = ds
 			}
-			if s.conn == nil {
-				if err := s.baseline(ctx, fleet, p.probe.port); err != nil {
+			if rl.conn == nil {
+				var err error
+				if rl.conn, err = s.baseline(ctx, rl.fleet, p.probe.port); err != nil {
 					return err
 				}
 			}
-			strategy := s.rollingStrategy
-			if s.o.Strategy == StrategyCanary {
-				strategy = func(ch *rollout.Change, ds *appsv1.DaemonSet, _ *rollout.Fleet) error {
-					return s.canaryStrategy(ch, ds)
-				}
-			}
-			if err := strategy(&ch, ds, fleet); err != nil {
+			if err := s.strategy(&ch, ds, rl); err != nil {
 				return err
 			}
 			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
@@ -844,7 +826,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			// holds only once the template has reached it
 			ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
 			sent = &ch
-			s.markRestart(s.d.Clock.Now())
+			rl.conn.markRestart(s.d.Clock.Now())
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {
@@ -858,7 +840,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				s.o.Namespace, s.o.DaemonSet, rollout.TemplateGeneration(patched), rollout.RestartedAtAnnotation, ch.RestartedAt(), rollout.HashAnnotation)
 		}
 		if ch.SaveStrategy != "" { // saved only once the PATCH is in
-			s.strategyChanged = true
+			rl.strategyChanged = true
 		}
 		ds = patched
 		f.Restarted, f.Adopted = ch.Restarts(), adopted
@@ -873,9 +855,28 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	if err != nil || !f.Restarted {
 		return nil, ds, err
 	}
-	fleet.SetGeneration(rollout.TemplateGeneration(ds))
-	s.restarted = ds
-	return fleet, ds, nil
+	rl.fleet.SetGeneration(rollout.TemplateGeneration(ds))
+	rl.ds = ds
+	return rl, ds, nil
+}
+
+// strategy adds the rollout's updateStrategy to the restart PATCH: for a
+// canary the switch to OnDelete; for a rolling update maxUnavailable raised
+// for the stuck nodes (see rollout.Change.RaiseFor), or a strategy an
+// earlier run left saved put back.
+func (s *Syncer) strategy(ch *rollout.Change, ds *appsv1.DaemonSet, rl *rolling) error {
+	if s.o.Strategy == StrategyCanary {
+		return ch.OnDelete(ds)
+	}
+	stuck := rl.fleet.Stuck()
+	raise, err := ch.RaiseFor(ds, stuck)
+	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
+	if err != nil || !raise.Raised() {
+		return err
+	}
+	rl.raisedFor = stuck
+	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, raise.From, raise.To)
+	return nil
 }
 
 // observe surveys the nodes and lists the pods, before the restart. Live
