@@ -3,6 +3,7 @@ package kpsync
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // kubeProxyPod is the DaemonSet's pod on node, of template generation gen:
@@ -147,6 +149,26 @@ func TestRollingRestartFollowsTheDaemonSetNotThePods(t *testing.T) {
 	assert.Equal(t, 1, f.count("watch", "daemonsets"))
 	assert.Zero(t, f.count("watch", "pods"), "no pod watch")
 	assert.Equal(t, 2, f.count("list", "pods"), "before the restart, and once complete (that list also says which pods still mount the record)")
+}
+
+// The progress deadline is one clock over the whole wait: the time spent
+// following the status counts when the pods are followed after it, and
+// the wait ends at the deadline, rolled back.
+func TestProgressDeadlineSpansTheStatusAndThePods(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	go func() {
+		w := <-f.watches
+		w.Modify(f.status("301", 0, 5)) // the controller saw the restart, and replaces nothing
+		f.clock.Step(statusStall)       // the status stalls: the pods are followed
+		<-f.podWatches
+		f.clock.Step(30*time.Second - statusStall) // 30s without progress
+	}()
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, RollbackOnFailure: true,
+		ProgressDeadline: 30 * time.Second, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	require.ErrorIs(t, err, rollout.ErrNoProgress, "the deadline, not the --timeout")
+	assert.Contains(t, err.Error(), "no node finished for 30s (progress deadline")
+	assert.True(t, res.Facts.RolledBack)
 }
 
 // When the status stops moving, the pods say why: here a pod of the new

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,10 +28,7 @@ const recheckEvery = 15 * time.Second
 // pods from then on, which say what holds it.
 const statusStall = 10 * time.Second
 
-var (
-	errNoProgress     = errors.New("progress deadline exceeded")
-	errOverallTimeout = errors.New("--timeout exceeded")
-)
+var errOverallTimeout = errors.New("--timeout exceeded")
 
 // failure is a rollout failure that is the new template's doing (pods that
 // cannot run, no node finishing within the progress deadline, a failed
@@ -71,13 +67,14 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, errOverallTimeout)
 		defer cancel()
 	}
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	deadline := s.o.ProgressDeadline
 	if deadline <= 0 {
 		deadline = ProgressDeadline(p.ds, p.probe.container)
 	}
-	lastDone := s.watchProgress(ctx, deadline, stop)
+	// the deadline, recheck and stall timers of the whole wait, whichever
+	// way it follows the rollout
+	timers := rollout.NewTimers(s.d.Clock, deadline, recheckEvery, statusStall)
+	defer timers.Stop()
 	r := &s.res.Facts.Rollout
 	r.Strategy = strategy
 	start := s.d.Clock.Now()
@@ -90,12 +87,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 			s.step(ctx, StepWaiting)
 		}
 	}
-	pending := fleet.PendingCount()
 	progress := func() error {
-		if n := fleet.PendingCount(); n < pending {
-			lastDone.Store(s.d.Clock.Now().UnixNano())
-			pending = n
-		}
 		if u := fleet.Unavailable(); u > r.MaxUnavailable {
 			r.MaxUnavailable = u
 		}
@@ -155,15 +147,15 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 	var err error
 	followed := false
 	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
-		followed, err = s.followStatus(ctx, rl, lastDone, waiting)
+		followed, err = s.followStatus(ctx, rl, timers, waiting)
 	}
 	if !followed && err == nil {
-		err = s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
+		err = s.dss.Track(ctx, fleet, s.o.Nodes, timers, step)
 	}
 	s.fillRollout(fleet, start)
 	switch cause := context.Cause(ctx); {
 	case err == nil:
-	case errors.Is(cause, errNoProgress):
+	case errors.Is(err, rollout.ErrNoProgress):
 		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
 	case errors.Is(cause, errOverallTimeout):
 		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
@@ -227,14 +219,11 @@ func (rl *rolling) followsStatus(unreadyBefore bool) bool {
 // always. It returns true if the pods confirm it; false, the pods are to
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
-func (s *Syncer) followStatus(ctx context.Context, rl *rolling, lastDone *atomic.Int64, waiting func()) (bool, error) {
+func (s *Syncer) followStatus(ctx context.Context, rl *rolling, timers *rollout.Timers, waiting func()) (bool, error) {
 	fleet := rl.fleet
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
-	seen := func(ds *appsv1.DaemonSet, progress bool) {
-		if progress {
-			lastDone.Store(s.d.Clock.Now().UnixNano())
-		}
+	seen := func(ds *appsv1.DaemonSet, _ bool) {
 		st := ds.Status
 		if st.ObservedGeneration < ds.Generation {
 			return // the controller has not seen the restart yet
@@ -251,11 +240,11 @@ func (s *Syncer) followStatus(ctx context.Context, rl *rolling, lastDone *atomic
 			waiting()
 		}
 	}
-	complete, err := s.dss.FollowStatus(ctx, rl.ds, statusStall, seen)
+	complete, err := s.dss.FollowStatus(ctx, rl.ds, timers, seen)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		// interrupted or out of time: one look at the pods, for the facts
-		// and to name the nodes not back
+	case errors.Is(err, rollout.ErrNoProgress) || (err != nil && ctx.Err() != nil):
+		// no progress for the deadline, interrupted or out of time: one
+		// look at the pods, for the facts and to name the nodes not back
 		look, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if lerr := s.dss.Relist(look, fleet); lerr != nil {
@@ -276,30 +265,6 @@ func (s *Syncer) followStatus(ctx context.Context, rl *rolling, lastDone *atomic
 		s.d.Log.Infof("daemonset %s/%s says its rollout is complete, but %d node(s) do not run a Ready kube-proxy of the new template yet: following the pods", s.o.Namespace, s.o.DaemonSet, fleet.PendingCount())
 	}
 	return complete && fleet.PendingCount() == 0 && len(fleet.Broken()) == 0, nil
-}
-
-// watchProgress cancels ctx with errNoProgress once deadline passes with no
-// node finished; the returned time (unix nanoseconds) is when one last did.
-func (s *Syncer) watchProgress(ctx context.Context, deadline time.Duration, stop context.CancelCauseFunc) *atomic.Int64 {
-	last := &atomic.Int64{}
-	last.Store(s.d.Clock.Now().UnixNano())
-	tick := min(max(deadline/10, 100*time.Millisecond), 5*time.Second)
-	ticker := s.d.Clock.NewTicker(tick)
-	go func() {
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C():
-				if s.d.Clock.Since(time.Unix(0, last.Load())) >= deadline {
-					stop(errNoProgress)
-					return
-				}
-			}
-		}
-	}()
-	return last
 }
 
 // ProgressDeadline is how long a rollout may go without any node finishing
