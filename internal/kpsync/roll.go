@@ -75,53 +75,21 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 	// way it follows the rollout
 	timers := rollout.NewTimers(s.d.Clock, deadline, recheckEvery, statusStall)
 	defer timers.Stop()
-	r := &s.res.Facts.Rollout
-	r.Strategy = strategy
+	s.res.Facts.Rollout.Strategy = strategy
 	start := s.d.Clock.Now()
-	var lastLog time.Time
-	// the during-wait step comes once, whichever way the wait follows
-	midway := true
-	waiting := func() {
-		if midway {
-			midway = false
-			s.step(ctx, StepWaiting)
-		}
-	}
-	progress := func() error {
-		if u := fleet.Unavailable(); u > r.MaxUnavailable {
-			r.MaxUnavailable = u
-		}
-		if s.d.Clock.Since(lastLog) >= 2*time.Second || fleet.PendingCount() == 0 {
-			st := fleet.Status()
-			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
-				s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
-			lastLog = s.d.Clock.Now()
-			if st.Updated > 0 && fleet.PendingCount() > 0 {
-				waiting()
-			}
-		}
-		if b := fleet.Broken(); len(b) > 0 {
-			return &failure{&brokenError{b}}
-		}
-		return nil
-	}
+	w := &waitLog{s: s, ctx: ctx}
 	s.step(ctx, StepDaemonSetPatched)
 
-	var step func() (bool, error)
+	// after each change: the strategy's own move (the canary deletes the
+	// pods its schedule asks for; a rolling update raises maxUnavailable
+	// for nodes gone away) once the fleet is healthy so far
+	var next func() (bool, error)
 	if strategy == StrategyCanary {
 		c, err := s.newCanary(ctx, p.ds, fleet)
 		if err != nil {
 			return err
 		}
-		step = func() (bool, error) {
-			if err := progress(); err != nil {
-				return false, err
-			}
-			if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
-				return false, &failure{err} // a restarted kube-proxy that does not serve
-			}
-			return c.step(ctx)
-		}
+		next = func() (bool, error) { return c.step(ctx) }
 	} else {
 		// a raised maxUnavailable goes back however the wait ends (any
 		// later run restores it too); nothing to do if none was raised
@@ -130,13 +98,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 				s.finishStrategy(ctx)
 			}
 		}()
-		step = func() (bool, error) {
-			if err := progress(); err != nil {
-				return false, err
-			}
-			if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
-				return false, &failure{err} // a restarted kube-proxy that does not serve
-			}
+		next = func() (bool, error) {
 			if fleet.PendingCount() == 0 {
 				return true, nil
 			}
@@ -144,23 +106,26 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 			return false, nil
 		}
 	}
+	step := func() (bool, error) {
+		if err := w.progress(fleet); err != nil {
+			return false, err
+		}
+		if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
+			return false, &failure{err} // a restarted kube-proxy that does not serve
+		}
+		return next()
+	}
 	var err error
 	followed := false
 	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
-		followed, err = s.followStatus(ctx, rl, timers, waiting)
+		followed, err = s.followStatus(ctx, rl, timers, w.waiting)
 	}
 	if !followed && err == nil {
 		err = s.dss.Track(ctx, fleet, s.o.Nodes, timers, step)
 	}
 	s.fillRollout(fleet, start)
-	switch cause := context.Cause(ctx); {
-	case err == nil:
-	case errors.Is(err, rollout.ErrNoProgress):
-		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
-	case errors.Is(cause, errOverallTimeout):
-		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
-	default:
-		return err
+	if err != nil {
+		return s.waitError(ctx, err, deadline)
 	}
 	if s.o.Verify {
 		if err := s.verify(ctx, p, fleet); err != nil {
@@ -171,6 +136,60 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 		s.finishStrategy(ctx)
 	}
 	return nil
+}
+
+// waitLog logs a rollout's progress every 2 seconds, keeps its maximum of
+// unavailable nodes, and passes StepWaiting once, whichever way the wait
+// follows the rollout.
+type waitLog struct {
+	s       *Syncer
+	ctx     context.Context
+	last    time.Time
+	stepped bool
+}
+
+// waiting passes StepWaiting, once.
+func (w *waitLog) waiting() {
+	if !w.stepped {
+		w.stepped = true
+		w.s.step(w.ctx, StepWaiting)
+	}
+}
+
+// progress looks at the fleet after a change: logged, and a pod of the
+// new template that cannot run is the rollout's failure.
+func (w *waitLog) progress(fleet *rollout.Fleet) error {
+	s, r := w.s, &w.s.res.Facts.Rollout
+	if u := fleet.Unavailable(); u > r.MaxUnavailable {
+		r.MaxUnavailable = u
+	}
+	if s.d.Clock.Since(w.last) >= 2*time.Second || fleet.PendingCount() == 0 {
+		st := fleet.Status()
+		s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
+			s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
+		w.last = s.d.Clock.Now()
+		if st.Updated > 0 && fleet.PendingCount() > 0 {
+			w.waiting()
+		}
+	}
+	if b := fleet.Broken(); len(b) > 0 {
+		return &failure{&brokenError{b}}
+	}
+	return nil
+}
+
+// waitError says what ended a wait before the rollout finished. No node
+// finishing for the progress deadline is the new template's failure (so
+// is a pod that cannot run, already one); the overall --timeout, an
+// interrupt or an API error are not.
+func (s *Syncer) waitError(ctx context.Context, err error, deadline time.Duration) error {
+	switch {
+	case errors.Is(err, rollout.ErrNoProgress):
+		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
+	case errors.Is(context.Cause(ctx), errOverallTimeout):
+		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
+	}
+	return err
 }
 
 // rolling is what the restart hands the rollout: the fleet as observed

@@ -203,37 +203,11 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// the lease is cancelled. What can fail before the first write is
 	// checked before it.
 	if !s.o.Check && p.writes() {
-		// the audit record is on disk before the first write, or nothing
-		// is written: a full disk is found while the cluster is untouched
-		if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
-			return fmt.Errorf("before any write: %w", err)
-		}
-		s.planned = true
-		if err := s.checkAccess(ctx, p); err != nil {
+		var release func(*error)
+		if ctx, p, release, err = s.lock(ctx, p); err != nil {
 			return err
 		}
-		held, release, lockErr := s.lease.Acquire(ctx, s.o.LockTimeout)
-		if lockErr != nil {
-			return lockErr
-		}
-		defer release()
-		defer func() {
-			cause := context.Cause(held)
-			switch {
-			case err == nil || !errors.Is(cause, lock.ErrLost):
-			case errors.Is(err, lock.ErrLost):
-				err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", err)
-			default:
-				err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, err)
-			}
-		}()
-		ctx = held
-		if p, err = s.plan(ctx); err != nil {
-			return err
-		}
-		if p.ds, s.restoredStrategy, err = s.restoreStrategy(ctx, p.ds); err != nil {
-			return err
-		}
+		defer release(&err)
 	}
 	if _, saved, _ := rollout.SavedStrategy(p.ds); s.o.Check && saved && !rollout.CanaryLeftover(p.ds) {
 		// what the real run's restoreStrategy would write
@@ -293,6 +267,46 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 	s.res.Msg = s.summary()
 	return nil
+}
+
+// lock takes the Lease for a run that writes: the plan record goes to the
+// audit log and the access is checked first (a full disk or a missing verb
+// is found while the cluster is untouched), then the Lease, then the plan
+// made again on a fresh capture (a run that waited for another may find
+// nothing left to do), and a strategy an earlier run left saved is put
+// back. ctx is cancelled if the Lease is lost; release gives it back and
+// says so in the run's error.
+func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(*error), error) {
+	if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
+		return ctx, p, nil, fmt.Errorf("before any write: %w", err)
+	}
+	s.planned = true
+	if err := s.checkAccess(ctx, p); err != nil {
+		return ctx, p, nil, err
+	}
+	held, release, err := s.lease.Acquire(ctx, s.o.LockTimeout)
+	if err != nil {
+		return ctx, p, nil, err
+	}
+	done := func(err *error) {
+		defer release()
+		cause := context.Cause(held)
+		switch {
+		case *err == nil || !errors.Is(cause, lock.ErrLost):
+		case errors.Is(*err, lock.ErrLost):
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", *err)
+		default:
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, *err)
+		}
+	}
+	if p, err = s.plan(held); err == nil {
+		p.ds, s.restoredStrategy, err = s.restoreStrategy(held, p.ds)
+	}
+	if err != nil {
+		done(&err)
+		return ctx, p, nil, err
+	}
+	return held, p, done, nil
 }
 
 // apply makes the config the pods are to run: a change is a new immutable copy
@@ -748,39 +762,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *a
 			}
 		}
 		first = false
-		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
-		image := s.imageChange(ds)
-		if reason == "" && image != "" {
-			reason = ReasonImageChanged
-		}
-		f.RestartRequired, f.RestartReason = reason != "", reason
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
-		if s.o.Restart != RestartNever {
-			if reason != "" || adopt || p.probe.changes() {
-				ch.Hash = hash
-			}
-			if reason != "" {
-				at := rollout.NextRestartAt(ds, s.d.Clock.Now())
-				ch.RestartAt = &at
-			}
-			ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
-			if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
-				ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
-			}
-		}
-		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
-		f.ImageBefore, f.ImageChanged = rollout.ContainerImage(ds, s.o.Container), image != ""
-		f.Image = f.ImageBefore
-		if image != "" && s.o.Restart != RestartNever {
-			f.Image = image
-		}
-		if !f.RestartRequired && f.ProbeChanged {
-			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
-		}
-		if !f.RestartRequired && p.noEffect && f.ConfigMapChanged {
-			f.RestartReason = ReasonNoEffect
-		}
-		adopted := adopt && ch.Hash != "" && !ch.Restarts()
+		ch, reason, adopted := s.patchFor(p, ds, hash)
 		if s.o.Restart == RestartNever && reason != "" && p.copy != "" && ds.Annotations[rollout.PendingConfigAnnotation] != p.copy && !s.o.Check {
 			// the config is in its copy, which no pod mounts: the restart
 			// onto it is owed, and the DaemonSet says so for the next run
@@ -795,38 +777,11 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *a
 			return nil
 		}
 		if ch.Restarts() {
-			// a conflict is most often the DaemonSet controller writing
-			// status: the pods listed for the same spec still hold (the
-			// watch replays everything since that list), and listing 5000
-			// nodes and pods again would take long enough for the next
-			// status write to conflict too
-			if rl.fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
-				var err error
-				if rl.fleet, err = s.observe(ctx, ds, false); err != nil {
-					return err
-				}
-				observed = ds
-			}
-			if rl.conn == nil {
-				var err error
-				if rl.conn, err = s.baseline(ctx, rl.fleet, p.probe.port); err != nil {
-					return err
-				}
-			}
-			if err := s.strategy(&ch, ds, rl); err != nil {
+			var err error
+			if observed, err = s.readyToRestart(ctx, p, ds, &ch, rl, observed); err != nil {
 				return err
 			}
-			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
-				return err
-			}
-		}
-		if ch.Restarts() {
-			// the PATCH carries the resourceVersion ds was read at: the
-			// template generation it moves to is known, and the hash
-			// holds only once the template has reached it
-			ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
 			sent = &ch
-			rl.conn.markRestart(s.d.Clock.Now())
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {
@@ -858,6 +813,82 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *a
 	rl.fleet.SetGeneration(rollout.TemplateGeneration(ds))
 	rl.ds = ds
 	return rl, ds, nil
+}
+
+// readyToRestart makes the restart PATCH ch ready to send on ds: the
+// fleet observed before it, the connectivity baseline, the rollout's
+// updateStrategy, the intent in the audit log, the template generation it
+// moves to. observed is the DaemonSet the fleet was listed for, returned
+// as it is then: a conflict is most often the DaemonSet controller writing
+// status, and the pods listed for the same spec still hold (the watch
+// replays everything since that list), while listing 5000 nodes and pods
+// again would take long enough for the next status write to conflict too.
+func (s *Syncer) readyToRestart(ctx context.Context, p plan, ds *appsv1.DaemonSet, ch *rollout.Change, rl *rolling, observed *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	var err error
+	if rl.fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
+		if rl.fleet, err = s.observe(ctx, ds, false); err != nil {
+			return observed, err
+		}
+		observed = ds
+	}
+	if rl.conn == nil {
+		if rl.conn, err = s.baseline(ctx, rl.fleet, p.probe.port); err != nil {
+			return observed, err
+		}
+	}
+	if err := s.strategy(ch, ds, rl); err != nil {
+		return observed, err
+	}
+	if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
+		return observed, err
+	}
+	// the PATCH carries the resourceVersion ds was read at: the template
+	// generation it moves to is known, and the hash holds only once the
+	// template has reached it
+	ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
+	rl.conn.markRestart(s.d.Clock.Now())
+	return observed, nil
+}
+
+// patchFor decides the one PATCH on ds as read: the hash it stamps, the
+// restart, the probe, the image, and the template's volume pointed at the
+// copy of the config; the facts say so. adopted: it stamps the hash on
+// pods that run it already, restarting none.
+func (s *Syncer) patchFor(p plan, ds *appsv1.DaemonSet, hash string) (ch rollout.Change, reason string, adopted bool) {
+	f := &s.res.Facts
+	reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
+	image := s.imageChange(ds)
+	if reason == "" && image != "" {
+		reason = ReasonImageChanged
+	}
+	f.RestartRequired, f.RestartReason = reason != "", reason
+	ch = rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
+	if s.o.Restart != RestartNever {
+		if reason != "" || adopt || p.probe.changes() {
+			ch.Hash = hash
+		}
+		if reason != "" {
+			at := rollout.NextRestartAt(ds, s.d.Clock.Now())
+			ch.RestartAt = &at
+		}
+		ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
+		if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
+			ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
+		}
+	}
+	f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
+	f.ImageBefore, f.ImageChanged = rollout.ContainerImage(ds, s.o.Container), image != ""
+	f.Image = f.ImageBefore
+	if image != "" && s.o.Restart != RestartNever {
+		f.Image = image
+	}
+	if !f.RestartRequired && f.ProbeChanged {
+		f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
+	}
+	if !f.RestartRequired && p.noEffect && f.ConfigMapChanged {
+		f.RestartReason = ReasonNoEffect
+	}
+	return ch, reason, adopt && ch.Hash != "" && !ch.Restarts()
 }
 
 // strategy adds the rollout's updateStrategy to the restart PATCH: for a
