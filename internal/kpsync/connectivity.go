@@ -150,7 +150,8 @@ func (c *connectivity) markRestart(at time.Time) {
 // checkDone checks every node that finished (Ready on the new template)
 // since the last call, before the rollout goes on: a node that fails stops
 // its canary or zone.
-func (s *Syncer) checkDone(ctx context.Context, c *connectivity, fleet *rollout.Fleet) error {
+func (rl *rolling) checkDone(ctx context.Context) error {
+	s, c, fleet := rl.s, rl.conn, rl.fleet
 	if c == nil {
 		return nil
 	}

@@ -57,7 +57,7 @@ func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
 	require.NoError(t, err)
 	conn.markRestart(restart)
 
-	err = s.checkDone(context.Background(), conn, fleet)
+	err = (&rolling{s: s, fleet: fleet, conn: conn}).checkDone(context.Background())
 	require.Error(t, err)
 	assert.True(t, verify.IsFailure(err))
 	assert.Contains(t, err.Error(), "node b")

@@ -60,7 +60,9 @@ func (e *brokenError) Error() string {
 // first, then the rest, never more than the batch size at once. A pod of
 // the new template that cannot run stops it at once; so does a progress
 // deadline with no node finishing.
-func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
+func (rl *rolling) roll(ctx context.Context, p plan) error {
+	s := rl.s
+
 	fleet, strategy := rl.fleet, rl.strategy
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -85,7 +87,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 	// for nodes gone away) once the fleet is healthy so far
 	var next func() (bool, error)
 	if strategy == StrategyCanary {
-		c, err := s.newCanary(ctx, p.ds, fleet)
+		c, err := rl.newCanary(ctx, p.ds)
 		if err != nil {
 			return err
 		}
@@ -95,14 +97,14 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 		// later run restores it too); nothing to do if none was raised
 		defer func() {
 			if rl.strategyChanged {
-				s.finishStrategy(ctx)
+				rl.finishStrategy(ctx)
 			}
 		}()
 		next = func() (bool, error) {
 			if fleet.PendingCount() == 0 {
 				return true, nil
 			}
-			s.raiseForStuck(ctx, rl)
+			rl.raiseForStuck(ctx)
 			return false, nil
 		}
 	}
@@ -110,7 +112,7 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 		if err := w.progress(fleet); err != nil {
 			return false, err
 		}
-		if err := s.checkDone(ctx, rl.conn, fleet); err != nil {
+		if err := rl.checkDone(ctx); err != nil {
 			return false, &failure{err} // a restarted kube-proxy that does not serve
 		}
 		return next()
@@ -118,22 +120,22 @@ func (s *Syncer) roll(ctx context.Context, p plan, rl *rolling) error {
 	var err error
 	followed := false
 	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
-		followed, err = s.followStatus(ctx, rl, timers, w.waiting)
+		followed, err = rl.followStatus(ctx, timers, w.waiting)
 	}
 	if !followed && err == nil {
 		err = s.dss.Track(ctx, fleet, s.o.Nodes, timers, step)
 	}
-	s.fillRollout(fleet, start)
+	rl.fillRollout(start)
 	if err != nil {
-		return s.waitError(ctx, err, deadline)
+		return rl.waitError(ctx, err, deadline)
 	}
 	if s.o.Verify {
-		if err := s.verify(ctx, p, fleet); err != nil {
+		if err := rl.verify(ctx, p); err != nil {
 			return &failure{err}
 		}
 	}
 	if strategy == StrategyCanary {
-		s.finishStrategy(ctx)
+		rl.finishStrategy(ctx)
 	}
 	return nil
 }
@@ -182,7 +184,9 @@ func (w *waitLog) progress(fleet *rollout.Fleet) error {
 // finishing for the progress deadline is the new template's failure (so
 // is a pod that cannot run, already one); the overall --timeout, an
 // interrupt or an API error are not.
-func (s *Syncer) waitError(ctx context.Context, err error, deadline time.Duration) error {
+func (rl *rolling) waitError(ctx context.Context, err error, deadline time.Duration) error {
+	s := rl.s
+
 	switch {
 	case errors.Is(err, rollout.ErrNoProgress):
 		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
@@ -192,10 +196,13 @@ func (s *Syncer) waitError(ctx context.Context, err error, deadline time.Duratio
 	return err
 }
 
-// rolling is what the restart hands the rollout: the fleet as observed
-// before the restart PATCH, the DaemonSet as that PATCH left it, and what
-// it did to the DaemonSet's updateStrategy.
+// rolling is the rollout phase of a run: what the restart hands it (the
+// fleet as observed before the restart PATCH, the DaemonSet as that PATCH
+// left it, what it did to the DaemonSet's updateStrategy, the
+// connectivity checker), and the wait, the strategy's bookkeeping, the
+// verify and the rollback on it.
 type rolling struct {
+	s        *Syncer
 	fleet    *rollout.Fleet
 	strategy string
 	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
@@ -238,7 +245,9 @@ func (rl *rolling) followsStatus(unreadyBefore bool) bool {
 // always. It returns true if the pods confirm it; false, the pods are to
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
-func (s *Syncer) followStatus(ctx context.Context, rl *rolling, timers *rollout.Timers, waiting func()) (bool, error) {
+func (rl *rolling) followStatus(ctx context.Context, timers *rollout.Timers, waiting func()) (bool, error) {
+	s := rl.s
+
 	fleet := rl.fleet
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
@@ -319,7 +328,9 @@ func ProgressDeadline(ds *appsv1.DaemonSet, container string) time.Duration {
 	return max(2*time.Minute, time.Duration(2*node)*time.Second+time.Minute)
 }
 
-func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
+func (rl *rolling) fillRollout(start time.Time) {
+	s, fleet := rl.s, rl.fleet
+
 	r := &s.res.Facts.Rollout
 	st := fleet.Status()
 	r.Desired, r.Updated, r.Available, r.SkippedNodes = st.Desired, st.Updated, st.Available, st.SkippedNodes
@@ -329,7 +340,9 @@ func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
 // verify looks at the pods afresh (not through the watch): every live node
 // whose pod was Ready before the restart must have a Ready pod of the new
 // template now.
-func (s *Syncer) verify(ctx context.Context, p plan, before *rollout.Fleet) error {
+func (rl *rolling) verify(ctx context.Context, p plan) error {
+	s, before := rl.s, rl.fleet
+
 	now, err := s.dss.Observe(ctx, p.ds, before.Skipped)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
@@ -389,7 +402,9 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 // for each such node (see rollout.RaiseDuring); finishStrategy puts it
 // back however the wait ends, and any later run does too. A failed raise
 // is logged, not fatal: the wait goes on as it would.
-func (s *Syncer) raiseForStuck(ctx context.Context, rl *rolling) {
+func (rl *rolling) raiseForStuck(ctx context.Context) {
+	s := rl.s
+
 	stuck := rl.fleet.Stuck()
 	if stuck <= rl.raisedFor {
 		return
@@ -436,7 +451,9 @@ func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*ap
 
 // finishStrategy restores the strategy after a rollout: a canary that
 // succeeded, a raised maxUnavailable however the rollout ended.
-func (s *Syncer) finishStrategy(ctx context.Context) {
+func (rl *rolling) finishStrategy(ctx context.Context) {
+	s := rl.s
+
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
@@ -467,7 +484,9 @@ func isGone(err error) bool {
 // controller then sees its previous revision again: pods never restarted
 // stay as they are, pods of the failed template (broken or not) are
 // replaced by ones reading the restored data. The run still fails, saying why.
-func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cause error) error {
+func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
+	s, fleet := rl.s, rl.fleet
+
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	f := &s.res.Facts

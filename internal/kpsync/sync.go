@@ -246,7 +246,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if rl == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
-	} else if err := s.roll(ctx, p, rl); err != nil {
+	} else if err := rl.roll(ctx, p); err != nil {
 		var failed *failure
 		switch {
 		case ctx.Err() != nil || !errors.As(err, &failed):
@@ -256,7 +256,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		case !s.o.RollbackOnFailure:
 			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(rl.strategy))
 		}
-		return s.rollback(ctx, p, rl.fleet, err)
+		return rl.rollback(ctx, p, err)
 	}
 	f.UndoConfigMap = latest.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
@@ -435,7 +435,7 @@ func (s *Syncer) leftover(ctx context.Context, p plan, rl *rolling) (*rolling, e
 			return nil, err
 		}
 	}
-	return &rolling{fleet: fleet, strategy: StrategyCanary, resumed: true}, nil
+	return &rolling{s: s, fleet: fleet, strategy: StrategyCanary, resumed: true}, nil
 }
 
 // nextRun says what a rerun does after a rollout that stopped without a
@@ -734,7 +734,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *a
 	}
 	f := &s.res.Facts
 	ds := p.ds
-	rl := &rolling{strategy: s.o.Strategy}
+	rl := &rolling{s: s, strategy: s.o.Strategy}
 	var sent *rollout.Change       // the restart PATCH last sent
 	var observed *appsv1.DaemonSet // the DaemonSet the fleet was listed for
 	first := true
@@ -789,7 +789,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *a
 		}
 		if ch.Restarts() && rollout.TemplateGeneration(patched) < ch.TemplateGeneration {
 			if ch.SaveStrategy != "" {
-				s.finishStrategy(ctx)
+				rl.finishStrategy(ctx)
 			}
 			return fmt.Errorf("daemonset %s/%s: the restart PATCH left its pod template as it was (template generation still %d), so no pod is replaced; something (an admission webhook or policy?) dropped the change from it (%s %q, or the probe): the restart stays owed (the stamped %s holds only once the template moves), fix that and run again",
 				s.o.Namespace, s.o.DaemonSet, rollout.TemplateGeneration(patched), rollout.RestartedAtAnnotation, ch.RestartedAt(), rollout.HashAnnotation)
