@@ -36,6 +36,16 @@ func kubeProxyPod(node, gen string, ready bool) *corev1.Pod {
 	}
 }
 
+// crashLoopingPod is kubeProxyPod on node, of template generation gen,
+// whose container waits in CrashLoopBackOff after 3 restarts: a new
+// template that cannot run.
+func crashLoopingPod(node, gen string) *corev1.Pod {
+	p := kubeProxyPod(node, gen, false)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	return p
+}
+
 // controlledBy is the controller ownerReference of a pod of the DaemonSet
 // kube-system/kube-proxy with this UID.
 func controlledBy(uid types.UID) metav1.OwnerReference {
@@ -157,9 +167,8 @@ func TestRollingRestartFollowsTheDaemonSetNotThePods(t *testing.T) {
 func TestProgressDeadlineSpansTheStatusAndThePods(t *testing.T) {
 	f := newRollingFixture(t, 5)
 	go func() {
-		w := <-f.watches
-		w.Modify(f.status("301", 0, 5)) // the controller saw the restart, and replaces nothing
-		f.clock.Step(statusStall)       // the status stalls: the pods are followed
+		<-f.watches               // the status is followed; it never moves
+		f.clock.Step(statusStall) // so it stalls: the pods are followed
 		<-f.podWatches
 		f.clock.Step(30*time.Second - statusStall) // 30s without progress
 	}()
@@ -178,10 +187,7 @@ func TestRollingRestartLooksAtThePodsWhenTheStatusStalls(t *testing.T) {
 	f := newRollingFixture(t, 5)
 	go func() {
 		w := <-f.watches
-		broken := kubeProxyPod("node-0", "2", false)
-		broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-		f.replace(t, broken)
+		f.replace(t, crashLoopingPod("node-0", "2"))
 		// once the third is taken, the follower has handled the first
 		// (the watch hands on one event at a time) and its stall timer runs
 		w.Modify(f.status("301", 1, 4))
