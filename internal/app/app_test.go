@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -531,6 +532,9 @@ func TestImageFromKubeadm(t *testing.T) {
 		assert.Equal(t, ExitFailed, r.code, "%v: %s", args, r.stdout)
 		assert.Contains(t, r.stdout, "--image", "%v", args)
 		assert.Zero(t, writes(r.client), "%v: nothing written", args)
+		if slices.Contains(args, withoutDS) {
+			assert.Contains(t, r.stdout, "printed no DaemonSet kube-system/kube-proxy", "why kubeadm's image is unknown")
+		}
 	}
 }
 

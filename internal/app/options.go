@@ -78,8 +78,8 @@ func (o *Options) Validate(ctx context.Context) error {
 		}
 		o.spec.Manifest = r.ConfigMap
 		if o.Image == ImageFromKubeadm {
-			if r.Image == "" {
-				return fmt.Errorf("--image %s: %s printed no kube-proxy DaemonSet with an image for --kubeadm-config %s; nothing was changed: pass the image itself", ImageFromKubeadm, o.Kubeadm, o.KubeadmConfig)
+			if r.ImageErr != nil {
+				return fmt.Errorf("--image %s: %s on --kubeadm-config %s: %w; nothing was changed: pass the image itself", ImageFromKubeadm, o.Kubeadm, o.KubeadmConfig, r.ImageErr)
 			}
 			o.image = r.Image
 		}

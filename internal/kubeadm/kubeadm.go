@@ -45,6 +45,9 @@ type Rendered struct {
 	// configuration's kubernetesVersion and imageRepository ("" when
 	// kubeadm printed no such DaemonSet).
 	Image string
+	// ImageErr says why Image is "": only a run that asks for kubeadm's
+	// image (--image kubeadm) fails on it.
+	ImageErr error
 }
 
 // Render runs binary (a path, or a name looked up in PATH) on the kubeadm
@@ -89,9 +92,9 @@ func Render(ctx context.Context, binary, config string) (*Rendered, error) {
 		return nil, err
 	}
 	// the image only matters to a run that asks for it (--image kubeadm),
-	// which says so when there is none
-	image, _ := Image(out, Namespace, Name, Name)
-	return &Rendered{ConfigMap: cm, Image: image}, nil
+	// which fails on ImageErr
+	image, imageErr := Image(out, Namespace, Name, Name)
+	return &Rendered{ConfigMap: cm, Image: image, ImageErr: imageErr}, nil
 }
 
 // Image picks the image of the container named container of the DaemonSet
