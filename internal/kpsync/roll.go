@@ -478,6 +478,36 @@ func isGone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
+// undo is what a failed rollout leaves. Only the new template's own
+// failure (a pod that cannot run, no progress for the deadline, a failed
+// check) that this run restarted onto is rolled back, unless
+// --no-rollback; an interrupt, the overall --timeout or an API error, and
+// an earlier run's template, are left as they are, saying what the next
+// run does.
+func (rl *rolling) undo(ctx context.Context, p plan, err error) error {
+	s := rl.s
+	var failed *failure
+	switch {
+	case ctx.Err() != nil || !errors.As(err, &failed):
+		return fmt.Errorf("%w; %s", err, rl.nextRun())
+	case !s.res.Facts.Restarted || rl.resumed:
+		return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
+	case !s.o.RollbackOnFailure:
+		return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, rl.nextRun())
+	}
+	return rl.rollback(ctx, p, err)
+}
+
+// nextRun says what a rerun does after a rollout that stopped without a
+// rollback.
+func (rl *rolling) nextRun() string {
+	s := rl.s
+	if rl.strategy == StrategyCanary {
+		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+	}
+	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+}
+
 // rollback restores the ConfigMap data captured before the change and the
 // DaemonSet's pod template as it was before the restart (restartedAt, probe)
 // together with its updateStrategy and its stamp (what its pods run). The

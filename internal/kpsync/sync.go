@@ -222,14 +222,14 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 
 	// 3. the config the pods are to run, captured again
-	after, afterName, err := s.apply(ctx, &p)
+	p, after, afterName, err := s.apply(ctx, p)
 	if err != nil {
 		return err
 	}
 
 	// 4. restart at most once, in one PATCH with the probe, the hash and
 	// the template's volume pointed at the copy of the data it restarts for
-	target, err := s.prepareRestart(ctx, &p, after)
+	p, target, err := s.prepareRestart(ctx, p, after)
 	if err != nil {
 		return err
 	}
@@ -247,16 +247,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		f.Rollout = rollout.StatusOf(p.ds)
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
 	} else if err := rl.roll(ctx, p); err != nil {
-		var failed *failure
-		switch {
-		case ctx.Err() != nil || !errors.As(err, &failed):
-			return fmt.Errorf("%w; %s", err, s.nextRun(rl.strategy))
-		case !f.Restarted || rl.resumed:
-			return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
-		case !s.o.RollbackOnFailure:
-			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(rl.strategy))
-		}
-		return rl.rollback(ctx, p, err)
+		return rl.undo(ctx, p, err)
 	}
 	f.UndoConfigMap = latest.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
@@ -313,15 +304,15 @@ func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(
 // (no running kube-proxy reads it yet); a change with no effect on the
 // running kube-proxies is written to the record, which the template
 // does not mount then (see plan). Then capture it again.
-func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, afterName string, err error) {
+func (s *Syncer) apply(ctx context.Context, p plan) (_ plan, after configmap.Snapshot, afterName string, err error) {
 	f := &s.res.Facts
 	afterName = s.o.ConfigMap // the ConfigMap after was captured from
 	if len(p.keys) > 0 && p.noEffect && !s.o.Check {
 		// the record on the DaemonSet comes first; it clears noEffect when
 		// the DaemonSet moved so that its pods no longer run the data
 		// before the change: then the change restarts as usual, on a copy
-		if err := s.markNoEffect(ctx, p); err != nil {
-			return after, afterName, err
+		if err := s.markNoEffect(ctx, &p); err != nil {
+			return p, after, afterName, err
 		}
 	}
 	switch {
@@ -332,27 +323,27 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 		}
 	case len(p.keys) > 0 && p.noEffect:
 		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		f.ConfigMapChanged, f.RecordChanged = true, true
 		s.step(ctx, StepConfigMapWritten)
 		cm, err := s.cms.Get(ctx)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cm)
 		p.cm = cm // the record as this run wrote it
 		f.ResourceVersionAfter = cm.ResourceVersion
 	case len(p.keys) > 0:
-		if err := s.ensureCopy(ctx, p, p.desired); err != nil {
-			return after, afterName, err
+		if err := s.ensureCopy(ctx, &p, p.desired); err != nil {
+			return p, after, afterName, err
 		}
 		f.ConfigMapChanged = true // until the capture below says otherwise
 		s.step(ctx, StepConfigMapWritten)
 		afterName = configmap.CopyName(s.o.ConfigMap, p.target)
 		cp, err := s.copies.Get(ctx, afterName)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cp)
 	default:
@@ -360,7 +351,7 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 		afterName = p.base.Name
 		cm, err := s.copies.Get(ctx, afterName)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cm)
 		if p.base.Name == s.o.ConfigMap {
@@ -370,34 +361,34 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
 	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
 	if !s.o.Check && after.Hash != p.target {
-		return after, afterName, s.changedUnder(*p, after, afterName)
+		return p, after, afterName, s.changedUnder(p, after, afterName)
 	}
 	if f.ConfigMapName == "" {
 		f.ConfigMapName = p.mounted
 	}
-	return after, afterName, nil
+	return p, after, afterName, nil
 }
 
 // prepareRestart is the hash the restart stamps; a restart gets the copy
 // of the data it restarts for (every restart moves the template onto a
 // copy), and the copy of the data it leaves, for an undo.
-func (s *Syncer) prepareRestart(ctx context.Context, p *plan, after configmap.Snapshot) (target string, err error) {
+func (s *Syncer) prepareRestart(ctx context.Context, p plan, after configmap.Snapshot) (_ plan, target string, err error) {
 	target = after.Hash
 	if s.o.Check {
 		target = p.target // what a real run would stamp
 	} else if (p.reason != "" || p.probe.changes()) && s.o.Restart != RestartNever {
 		// every restart moves the template onto a copy: kubeadm's layout
 		// and clusters of an earlier version move with their next restart
-		if err := s.ensureCopy(ctx, p, after.Data); err != nil {
-			return "", err
+		if err := s.ensureCopy(ctx, &p, after.Data); err != nil {
+			return p, "", err
 		}
 		if p.copy != "" {
-			if err := s.keepPrevious(ctx, p); err != nil {
-				return "", err
+			if err := s.keepPrevious(ctx, &p); err != nil {
+				return p, "", err
 			}
 		}
 	}
-	return target, nil
+	return p, target, nil
 }
 
 // leftover finishes an earlier canary rollout that stopped half-way on
@@ -436,15 +427,6 @@ func (s *Syncer) leftover(ctx context.Context, p plan, rl *rolling) (*rolling, e
 		}
 	}
 	return &rolling{s: s, fleet: fleet, strategy: StrategyCanary, resumed: true}, nil
-}
-
-// nextRun says what a rerun does after a rollout that stopped without a
-// rollback.
-func (s *Syncer) nextRun(strategy string) string {
-	if strategy == StrategyCanary {
-		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
-	}
-	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
 }
 
 // plan is everything one capture tells us.
