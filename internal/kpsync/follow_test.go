@@ -189,7 +189,7 @@ func TestRollingRestartLooksAtThePodsWhenTheStatusStalls(t *testing.T) {
 		w := <-f.watches
 		f.replace(t, crashLoopingPod("node-0", "2"))
 		// once the third is taken, the follower has handled the first
-		// (the watch hands on one event at a time) and its stall timer runs
+		// (the watch hands on one event at a time), its last progress
 		w.Modify(f.status("301", 1, 4))
 		w.Modify(f.status("302", 1, 4))
 		w.Modify(f.status("303", 1, 4))

@@ -115,6 +115,10 @@ func (rl *rolling) roll(ctx context.Context, p plan) error {
 		if err := rl.checkDone(ctx); err != nil {
 			return false, &failure{err} // a restarted kube-proxy that does not serve
 		}
+		if timers.Overdue() {
+			// the checks above ran past the deadline: no next batch
+			return false, fleet.NotBack(rollout.ErrNoProgress)
+		}
 		return next()
 	}
 	var err error

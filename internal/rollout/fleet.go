@@ -609,7 +609,7 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, t *Tim
 				}
 			}
 		case <-t.tick():
-			if t.overdue() {
+			if t.Overdue() {
 				return f.NotBack(ErrNoProgress)
 			}
 			if t.recheckDue() {

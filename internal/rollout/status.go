@@ -93,7 +93,7 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, t *Tim
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-t.tick():
-			if t.overdue() {
+			if t.Overdue() {
 				return false, ErrNoProgress
 			}
 			if t.stalled() {
@@ -101,6 +101,9 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, t *Tim
 			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
+				if ctx.Err() != nil { // the watch ends with the context
+					return false, ctx.Err()
+				}
 				return false, fmt.Errorf("watch daemonset %s/%s: closed", c.Namespace, c.Name)
 			}
 			switch ev.Type {

@@ -138,7 +138,7 @@ func TestFollowStatusGivesUpWhenNothingMoves(t *testing.T) {
 	show(statusDS("3", 2, 3, 1, 1, 1)) // none: a new pod went unready
 	clk.Step(5 * time.Second)
 	show(statusDS("4", 2, 3, 2, 2, 2)) // progress: the stall time starts again
-	show(statusDS("5", 2, 3, 2, 1, 1)) // (its timer is reset once this one is seen)
+	show(statusDS("5", 2, 3, 2, 1, 1)) // no progress: the stall time runs from "4"
 	clk.Step(6 * time.Second)
 	// 11s after the first progress, 6s after the last: still following
 	show(statusDS("6", 2, 3, 2, 2, 2)) // back where it was: no progress

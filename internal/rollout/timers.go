@@ -52,8 +52,10 @@ func (t *Timers) Progress() { t.lastProgress = t.clock.Now() }
 // tick delivers the ticks at which to ask what fell due.
 func (t *Timers) tick() <-chan time.Time { return t.ticker.C() }
 
-// overdue: no progress for the progress deadline.
-func (t *Timers) overdue() bool { return t.clock.Since(t.lastProgress) >= t.deadline }
+// Overdue: no progress for the progress deadline. The wait loops end on
+// it at their next tick; work between ticks that must not go on past the
+// deadline (a canary's next batch) asks it itself.
+func (t *Timers) Overdue() bool { return t.clock.Since(t.lastProgress) >= t.deadline }
 
 // stalled: no progress for the stall time.
 func (t *Timers) stalled() bool { return t.clock.Since(t.lastProgress) >= t.stall }
