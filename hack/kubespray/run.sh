@@ -16,10 +16,18 @@
 #     nodes    every node Ready, kube-proxy rolled out on every node
 #     rerun    cluster.yml again; counts the kube-proxy pods it replaced (by
 #              UID); patched, it must replace none
+#     settings cluster.yml with kube_proxy_min_sync_period changed in the
+#              inventory; the pods it replaced and the most nodes without a
+#              Ready kube-proxy at once (from a watch); patched, each pod
+#              replaced once, never more nodes down than maxUnavailable
+#   nodes, rerun and settings end with kube-proxy's own /configz on every node
+#   against kubespray's variables (mode, clusterCIDR, minSyncPeriod) and the
+#   ConfigMap (hack/kubespray/measure.py).
 #
 # Cleans up on exit (hosts, file server, registry, network; the project's
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
-# table: .cache/kubespray/logs, .cache/kubespray/summary.txt.
+# table: .cache/kubespray/logs, .cache/kubespray/summary.txt (ends with a
+# table of the modes' steps: wall time, pods replaced, most unavailable).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -30,6 +38,11 @@ KS_DIR="${CACHE_DIR}/kubespray"
 LOGS="${KS_DIR}/logs"
 SUMMARY="${KS_DIR}/summary.txt"
 VENV="$(venv_dir kubespray-run)"
+FIGURES="${KS_DIR}/figures"
+# The settings step: a kubespray variable, the field of kube-proxy's config
+# it renders to (kube_proxy_mode is iptables here), and its new value
+# (kubespray's default: 0s).
+SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETTING_VALUE=2s
 
 [[ -n "${KUBESPRAY_DIR}" && -f "${KUBESPRAY_DIR}/cluster.yml" && -f "${KUBESPRAY_DIR}/requirements.txt" ]] ||
   die "KUBESPRAY_DIR must be a kubespray checkout (cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
@@ -38,7 +51,8 @@ for mode in ${KS_MODES}; do
   [[ "${mode}" == unpatched || "${mode}" == patched ]] || die "KS_MODES: unpatched and/or patched, got '${mode}'"
 done
 [[ "$(id -u)" == 0 ]] || die "make test-kubespray needs root (debootstrap, iptables)"
-mkdir -p "${LOGS}"
+rm -rf "${FIGURES}"
+mkdir -p "${LOGS}" "${FIGURES}"
 commit="$(git -C "${KUBESPRAY_DIR}" rev-parse HEAD 2>/dev/null || echo unknown)"
 [[ "${commit}" == "${KUBESPRAY_COMMIT}" ]] ||
   log "warning: ${KUBESPRAY_DIR} is at ${commit:0:12}, not KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT:0:12} (hack/versions.mk)"
@@ -72,6 +86,7 @@ step() {
   "$@" >"${LOGS}/${name}.log" 2>&1 &
   wait $! || rc=$?
   printf '%-24s %6ss  %s\n' "${name}" "$((SECONDS - start))" "$([[ ${rc} == 0 ]] && echo ok || echo FAILED)" >>"${SUMMARY}"
+  printf '%s s%s\n' "$((SECONDS - start))" "$([[ ${rc} == 0 ]] || echo ', FAILED')" >"${FIGURES}/${name}.time"
   if ((rc != 0)); then
     {
       printf '\nSTOPPED at step %d (%s) after %ss, exit %d.\n' "${step_no}" "${name}" "$((SECONDS - start))" "${rc}"
@@ -125,10 +140,15 @@ patch() {
   done
 }
 
-# cluster MODE TREE: cluster.yml from TREE against the mode's inventory.
+# cluster MODE TREE [settings]: cluster.yml from TREE against the mode's
+# inventory (settings: with SETTING_VAR at SETTING_VALUE).
 cluster() {
   local mode="$1" tree="$2" inv="${KS_DIR}/inventory-$1"
   "${REPO_ROOT}/hack/kubespray/inventory.sh" "${inv}" "${mode}"
+  if [[ "${3:-}" == settings ]]; then
+    printf '# The settings step of hack/kubespray/run.sh.\n%s: %s\n' "${SETTING_VAR}" "${SETTING_VALUE}" \
+      >"${inv}/group_vars/all/settings.yml"
+  fi
   ansible_env kubespray-run
   # patched: the role comes from this checkout, as a collection
   # (hack/build/dist.sh links it under .cache/collections).
@@ -153,12 +173,14 @@ cp_ssh() {
     "root@${ip}" "export KUBECONFIG=/etc/kubernetes/admin.conf; $1"
 }
 
-# nodes: every node Ready and kube-proxy's DaemonSet rolled out.
+# nodes: every node Ready and kube-proxy's DaemonSet rolled out; kube-proxy
+# runs kubespray's settings.
 nodes() {
   cp_ssh 'set -e
     kubectl wait --for=condition=Ready nodes --all --timeout=300s
     kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s
     kubectl get nodes -o wide; kubectl -n kube-system get pods -o wide'
+  configz "$1" nodes
 }
 
 # proxy_uids: "NODE UID" of every kube-proxy pod, once the DaemonSet is
@@ -169,23 +191,147 @@ proxy_uids() {
       -o jsonpath="{range .items[*]}{.spec.nodeName} {.metadata.uid}{\"\\n\"}{end}"' | sort
 }
 
+# figure STEP TEXT: one figure of STEP for the summary and its table.
+figure() {
+  printf '  %s: %s\n' "$1" "$2" >>"${SUMMARY}"
+  printf '%s\n' "$2" >>"${FIGURES}/$1"
+}
+
+# configz MODE STEP [stale=ok] [FIELD=VALUE...]: kube-proxy's own /configz on
+# every host (read on the host: its metrics bind is loopback) against the
+# KubeProxyConfiguration kubespray rendered from its variables (the kubeadm
+# config on the first control plane) and the kube-proxy ConfigMap
+# (hack/kubespray/measure.py); fails on a difference. FIELD=VALUE: what the
+# inventory set, which kubespray's rendering must carry. stale=ok: kube-proxy
+# may run other settings than kubespray's variables (then reported).
+configz() {
+  local mode="$1" name="$2-$1" dir host files=() rc=0
+  shift 2
+  dir="${KS_DIR}/configz/${name}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  cp_ssh 'cat /etc/kubernetes/kubeadm-config.yaml' >"${dir}/kubeadm-config.yaml"
+  cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' >"${dir}/config.conf"
+  while read -r host; do
+    docker exec "${host}" curl -fsS http://127.0.0.1:10249/configz >"${dir}/${host}.json"
+    files+=("${host}=${dir}/${host}.json")
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | cut -d' ' -f1)
+  "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" configz \
+    "${dir}/kubeadm-config.yaml" "${dir}/config.conf" "$@" -- "${files[@]}" >"${dir}/result.txt" || rc=$?
+  cat "${dir}/result.txt"
+  local runs
+  runs="$(sed -n "s/^[^ ]* \([^:]*\): runs \([^,]*\),.*/\1=\2/p" "${dir}/result.txt" | sort -u | paste -sd' ')"
+  if ((rc != 0)); then
+    figure "${name}" "/configz FAILED: ${runs}"
+    echo "kube-proxy's /configz differs from its ConfigMap or from kubespray's variables (above)"
+    return 1
+  elif grep -q STALE "${dir}/result.txt"; then
+    figure "${name}" "/configz: ${runs}, not kubespray's ${SETTING_VAR}"
+  else
+    figure "${name}" "/configz: ${runs}"
+  fi
+}
+
+# cluster_watched MODE TREE STEP [settings]: cluster MODE TREE [settings]
+# with kube-proxy's pods watched from the control plane; records the pods it
+# replaced (by UID) and the most nodes without a Ready kube-proxy at once
+# (hack/kubespray/measure.py), and leaves them in REPLACED, TOTAL, NEW,
+# MAX_PER_NODE, MAX_UNAVAILABLE.
+cluster_watched() {
+  local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline
+  out="${LOGS}/${name}.watch.json"
+  pidfile="/run/kps-watch-${name}.pid"
+  before="$(proxy_uids)"
+  [[ -n "${before}" ]] || { echo "no kube-proxy pod before ${name}"; return 1; }
+  TOTAL="$(wc -l <<<"${before}")"
+  : >"${out}"
+  # The watch lists the existing pods first (as ADDED events): cluster.yml
+  # starts once it has.
+  cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 kubectl -n kube-system get pods -l k8s-app=kube-proxy \
+    --watch --output-watch-events -o json" >"${out}" 2>"${LOGS}/${name}.watch.err" &
+  watch_pid=$!
+  # shellcheck disable=SC2064 # the pid and file of this step's watch
+  trap "cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
+  deadline=$((SECONDS + 60))
+  until (($(grep -o '"type": *"ADDED"' "${out}" | wc -l) >= TOTAL)); do
+    kill -0 "${watch_pid}" 2>/dev/null || { cat "${LOGS}/${name}.watch.err"; echo "the watch of kube-proxy's pods ended"; return 1; }
+    ((SECONDS < deadline)) || { echo "the watch listed fewer than ${TOTAL} kube-proxy pods within 60s"; return 1; }
+    sleep 0.2
+  done
+  cluster "${mode}" "${tree}" "${4:-}"
+  after="$(proxy_uids)"
+  cp_ssh "kill \$(cat ${pidfile})"
+  wait "${watch_pid}" || true
+  trap - EXIT
+  local key value
+  while IFS='=' read -r key value; do
+    case "${key}" in
+      new) NEW="${value}" ;;
+      max_per_node) MAX_PER_NODE="${value}" ;;
+      max_unavailable) MAX_UNAVAILABLE="${value}" ;;
+    esac
+  done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
+  [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" ]] || { echo "no figures from ${out}"; return 1; }
+  REPLACED="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
+  echo "kube-proxy pods before: ${before//$'\n'/, }"
+  echo "kube-proxy pods after:  ${after//$'\n'/, }"
+  figure "${name}" "kube-proxy pods replaced ${REPLACED} of ${TOTAL} (pods created ${NEW}, most on one node ${MAX_PER_NODE})"
+  figure "${name}" "most nodes without a Ready kube-proxy at once: ${MAX_UNAVAILABLE}"
+}
+
 # rerun MODE TREE: cluster.yml again, nothing changed in the inventory; counts
 # the kube-proxy pods it replaced (by UID). Patched, it must replace none.
 rerun() {
-  local mode="$1" before after replaced total
-  before="$(proxy_uids)"
-  [[ -n "${before}" ]] || { echo "no kube-proxy pod before the rerun"; return 1; }
-  cluster "$@"
-  after="$(proxy_uids)"
-  total="$(wc -l <<<"${before}")"
-  replaced="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
-  echo "kube-proxy pods before: ${before//$'\n'/, }"
-  echo "kube-proxy pods after:  ${after//$'\n'/, }"
-  printf '  %s: kube-proxy pods replaced by the rerun: %s of %s\n' "${mode}" "${replaced}" "${total}" | tee -a "${SUMMARY}"
-  if [[ "${mode}" == patched ]] && ((replaced != 0)); then
-    echo "the patched rerun replaced ${replaced} kube-proxy pods; it must replace none"
+  cluster_watched "$1" "$2" rerun
+  if [[ "$1" == patched ]] && ((REPLACED != 0 || NEW != 0)); then
+    echo "the patched rerun replaced ${REPLACED} kube-proxy pods (created ${NEW}); it must replace none"
     return 1
   fi
+  configz "$1" rerun
+}
+
+# settings MODE TREE: cluster.yml with SETTING_VAR at SETTING_VALUE in the
+# inventory. Patched: kube-proxy runs it, each pod replaced once, never more
+# nodes without a Ready kube-proxy than the DaemonSet's maxUnavailable.
+# Unpatched: kubespray's cluster.yml writes the kubeadm config but leaves an
+# existing cluster's kube-proxy ConfigMap alone (only kubeadm init and
+# upgrade-cluster.yml's "kubeadm init phase addon kube-proxy" write it):
+# recorded, not failed.
+settings() {
+  local budget
+  budget="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.updateStrategy.rollingUpdate.maxUnavailable}"')"
+  cluster_watched "$1" "$2" settings settings
+  figure "settings-$1" "${SETTING_VAR}: ${SETTING_VALUE}; the DaemonSet's maxUnavailable: ${budget}"
+  if [[ "$1" == unpatched ]]; then
+    configz "$1" settings stale=ok "${SETTING_FIELD}=${SETTING_VALUE}"
+    return
+  fi
+  configz "$1" settings "${SETTING_FIELD}=${SETTING_VALUE}"
+  [[ "${budget}" =~ ^[0-9]+$ ]] || { echo "maxUnavailable '${budget}': the check counts nodes, not a percentage"; return 1; }
+  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
+    echo "the patched settings change replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
+    return 1
+  fi
+  if ((MAX_UNAVAILABLE > budget)); then
+    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget}"
+    return 1
+  fi
+}
+
+# table: the modes' steps, one row each, for the end of the summary.
+table() {
+  local s mode row cell
+  row="| step |" cell="| --- |"
+  for mode in ${KS_MODES}; do row+=" ${mode} |" cell+=" --- |"; done
+  printf '\n%s\n%s\n' "${row}" "${cell}"
+  for s in hosts cluster nodes rerun settings; do
+    row="| ${s} |"
+    for mode in ${KS_MODES}; do
+      cell="$(cat "${FIGURES}/${s}-${mode}.time" "${FIGURES}/${s}-${mode}" 2>/dev/null | paste -sd';' | sed 's/;/; /g')"
+      row+=" ${cell:--} |"
+    done
+    printf '%s\n' "${row}"
+  done
 }
 
 step engine "${REPO_ROOT}/hack/kind/docker.sh" up
@@ -203,8 +349,10 @@ for mode in ${KS_MODES}; do
     tree="${PATCHED}"
   fi
   step "cluster-${mode}" cluster "${mode}" "${tree}"
-  step "nodes-${mode}" nodes
+  step "nodes-${mode}" nodes "${mode}"
   step "rerun-${mode}" rerun "${mode}" "${tree}"
+  step "settings-${mode}" settings "${mode}" "${tree}"
 done
+table >>"${SUMMARY}"
 log "kubespray tier: every step passed"
 cat "${SUMMARY}" >&2
