@@ -301,7 +301,7 @@ settings() {
   local budget
   budget="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.updateStrategy.rollingUpdate.maxUnavailable}"')"
   cluster_watched "$1" "$2" settings settings
-  figure "settings-$1" "${SETTING_VAR}: ${SETTING_VALUE}; the DaemonSet's maxUnavailable: ${budget}"
+  figure "settings-$1" "${SETTING_VAR}: ${SETTING_VALUE}, the DaemonSet's maxUnavailable: ${budget}"
   if [[ "$1" == unpatched ]]; then
     configz "$1" settings stale=ok "${SETTING_FIELD}=${SETTING_VALUE}"
     return
@@ -327,7 +327,8 @@ table() {
   for s in hosts cluster nodes rerun settings; do
     row="| ${s} |"
     for mode in ${KS_MODES}; do
-      cell="$(cat "${FIGURES}/${s}-${mode}.time" "${FIGURES}/${s}-${mode}" 2>/dev/null | paste -sd';' | sed 's/;/; /g')"
+      # hosts has a time only; a mode that stopped early, not even that.
+      cell="$(cat "${FIGURES}/${s}-${mode}.time" "${FIGURES}/${s}-${mode}" 2>/dev/null | paste -sd';' | sed 's/;/; /g' || true)"
       row+=" ${cell:--} |"
     done
     printf '%s\n' "${row}"
