@@ -37,7 +37,8 @@ type canary struct {
 // (one LIST of nodes per 500). Nodes already on the new template (a
 // resumed canary) need nothing; nodes unready before take no slot: the
 // controller replaces their pods once the strategy is restored.
-func (s *Syncer) newCanary(ctx context.Context, ds *appsv1.DaemonSet, fleet *rollout.Fleet) (*canary, error) {
+func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary, error) {
+	s, fleet := rl.s, rl.fleet
 	live := fleet.Live()
 	batch, err := batchSize(s.o.BatchSize, ds, len(live))
 	if err != nil {

@@ -49,49 +49,49 @@ type connectivity struct {
 // baseline asks each live node's kube-proxy before the restart (and
 // resolves the traffic check's Service), so that the checks after it
 // compare with how each node was.
-func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) error {
+func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) (*connectivity, error) {
 	o := s.o.Connectivity
 	if o.Health == "" || o.Health == verify.Off {
-		return nil
+		return nil, nil
 	}
 	if s.d.NodeProxy == nil {
-		return fmt.Errorf("--verify-health needs the node proxy client")
+		return nil, fmt.Errorf("--verify-health needs the node proxy client")
 	}
 	prober, err := s.d.NodeProxy(port)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := &verify.Checker{Prober: prober, Clock: s.d.Clock, Log: s.d.Log, Mode: o.Health,
 		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
 	if o.Traffic != "" {
 		if c.Traffic, err = s.trafficTarget(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		if err := c.Traffic.Cleanup(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	live := fleet.Live()
 	if c.Traffic != nil && len(live) > 0 {
 		warning, err := c.Traffic.Preflight(ctx, live[0])
 		if err != nil {
-			return fmt.Errorf("--verify-traffic-paths pod, tried once before any restart: %w; nothing was restarted (the restart is owed to the next run)", err)
+			return nil, fmt.Errorf("--verify-traffic-paths pod, tried once before any restart: %w; nothing was restarted (the restart is owed to the next run)", err)
 		}
 		if warning != "" {
 			s.warn("--verify-traffic-paths pod, tried once before any restart: " + warning + ": the path fails already, so each node's check after its restart will fail too unless the restart mends it")
 		}
 	}
 	if err := c.Baseline(ctx, live); err != nil {
-		return err
+		return nil, err
 	}
-	s.conn = &connectivity{checker: c, unchecked: map[string]bool{}, first: true}
+	conn := &connectivity{checker: c, unchecked: map[string]bool{}, first: true}
 	for _, n := range live {
 		if c.Wants(n) {
-			s.conn.unchecked[n] = true
+			conn.unchecked[n] = true
 		}
 	}
-	s.d.Log.Infof("connectivity baseline: %d of %d live node(s) answered; each is checked after its restart", len(s.conn.unchecked), len(live))
-	return nil
+	s.d.Log.Infof("connectivity baseline: %d of %d live node(s) answered; each is checked after its restart", len(conn.unchecked), len(live))
+	return conn, nil
 }
 
 // trafficTarget resolves --verify-traffic NAMESPACE/NAME to its ClusterIP
@@ -141,47 +141,44 @@ func (s *Syncer) nodeIP(clusterIP string) func(ctx context.Context, node string)
 
 // markRestart records when the restart was sent: each node's kube-proxy
 // must show a sync after it.
-func (s *Syncer) markRestart(at time.Time) {
-	if s.conn != nil {
-		s.conn.checker.Since = at
+func (c *connectivity) markRestart(at time.Time) {
+	if c != nil {
+		c.checker.Since = at
 	}
 }
 
 // checkDone checks every node that finished (Ready on the new template)
 // since the last call, before the rollout goes on: a node that fails stops
 // its canary or zone.
-func (s *Syncer) checkDone(ctx context.Context, fleet *rollout.Fleet) error {
-	if s.conn == nil {
+func (rl *rolling) checkDone(ctx context.Context) error {
+	s, c, fleet := rl.s, rl.conn, rl.fleet
+	if c == nil {
 		return nil
 	}
 	// a node finishing or going away lowers the pending count: look only then
 	pending := fleet.PendingCount()
-	if pending == s.conn.pending && !s.conn.first {
+	if pending == c.pending && !c.first {
 		return nil
 	}
-	s.conn.pending, s.conn.first = pending, false
-	defer s.reportConnectivity()
+	c.pending, c.first = pending, false
+	defer func() {
+		r := c.checker.Report()
+		s.res.Facts.Connectivity = &r
+	}()
 	var finished []string
-	for n := range s.conn.unchecked {
+	for n := range c.unchecked {
 		if _, skipped := fleet.Skipped[n]; skipped {
-			delete(s.conn.unchecked, n)
+			delete(c.unchecked, n)
 		} else if fleet.Done(n) {
 			finished = append(finished, n)
 		}
 	}
 	sort.Strings(finished)
 	for _, n := range finished {
-		delete(s.conn.unchecked, n)
-		if err := s.conn.checker.After(ctx, n); err != nil {
+		delete(c.unchecked, n)
+		if err := c.checker.After(ctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (s *Syncer) reportConnectivity() {
-	if s.conn != nil {
-		r := s.conn.checker.Report()
-		s.res.Facts.Connectivity = &r
-	}
 }

@@ -53,10 +53,11 @@ func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
 		res: &Result{},
 	}
 	fleet := newDoneFleet(t, "a", "b", "c", "kwok-0")
-	require.NoError(t, s.baseline(context.Background(), fleet, 10256))
-	s.markRestart(restart)
+	conn, err := s.baseline(context.Background(), fleet, 10256)
+	require.NoError(t, err)
+	conn.markRestart(restart)
 
-	err := s.checkDone(context.Background(), fleet)
+	err = (&rolling{s: s, fleet: fleet, conn: conn}).checkDone(context.Background())
 	require.Error(t, err)
 	assert.True(t, verify.IsFailure(err))
 	assert.Contains(t, err.Error(), "node b")

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // kubeProxyPod is the DaemonSet's pod on node, of template generation gen:
@@ -32,6 +34,16 @@ func kubeProxyPod(node, gen string, ready bool) *corev1.Pod {
 		Spec:   corev1.PodSpec{NodeName: node},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
+}
+
+// crashLoopingPod is kubeProxyPod on node, of template generation gen,
+// whose container waits in CrashLoopBackOff after 3 restarts: a new
+// template that cannot run.
+func crashLoopingPod(node, gen string) *corev1.Pod {
+	p := kubeProxyPod(node, gen, false)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	return p
 }
 
 // controlledBy is the controller ownerReference of a pod of the DaemonSet
@@ -149,6 +161,25 @@ func TestRollingRestartFollowsTheDaemonSetNotThePods(t *testing.T) {
 	assert.Equal(t, 2, f.count("list", "pods"), "before the restart, and once complete (that list also says which pods still mount the record)")
 }
 
+// The progress deadline is one clock over the whole wait: the time spent
+// following the status counts when the pods are followed after it, and
+// the wait ends at the deadline, rolled back.
+func TestProgressDeadlineSpansTheStatusAndThePods(t *testing.T) {
+	f := newRollingFixture(t, 5)
+	go func() {
+		<-f.watches               // the status is followed; it never moves
+		f.clock.Step(statusStall) // so it stalls: the pods are followed
+		<-f.podWatches
+		f.clock.Step(30*time.Second - statusStall) // 30s without progress
+	}()
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, RollbackOnFailure: true,
+		ProgressDeadline: 30 * time.Second, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	require.ErrorIs(t, err, rollout.ErrNoProgress, "the deadline, not the --timeout")
+	assert.Contains(t, err.Error(), "no node finished for 30s (progress deadline")
+	assert.True(t, res.Facts.RolledBack)
+}
+
 // When the status stops moving, the pods say why: here a pod of the new
 // template in CrashLoopBackOff, which fails the rollout and rolls it back,
 // as when the pods are followed from the start.
@@ -156,12 +187,9 @@ func TestRollingRestartLooksAtThePodsWhenTheStatusStalls(t *testing.T) {
 	f := newRollingFixture(t, 5)
 	go func() {
 		w := <-f.watches
-		broken := kubeProxyPod("node-0", "2", false)
-		broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-		f.replace(t, broken)
+		f.replace(t, crashLoopingPod("node-0", "2"))
 		// once the third is taken, the follower has handled the first
-		// (the watch hands on one event at a time) and its stall timer runs
+		// (the watch hands on one event at a time), its last progress
 		w.Modify(f.status("301", 1, 4))
 		w.Modify(f.status("302", 1, 4))
 		w.Modify(f.status("303", 1, 4))

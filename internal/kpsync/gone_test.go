@@ -46,7 +46,7 @@ func TestNodeGoneDuringTheWaitRaisesMaxUnavailable(t *testing.T) {
 		stuck := kubeProxyPod("node-2", "1", false)
 		stuck.ResourceVersion = "5"
 		assert.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), stuck, "kube-system"))
-		// no progress for two recheck periods: the recheck skips node-2
+		// no progress for a recheck period: the recheck skips node-2
 		raisedTo := func() string {
 			ds := f.daemonSet(t)
 			if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {

@@ -59,9 +59,7 @@ func TestImageChangeCrashLoopingCanaryIsRolledBack(t *testing.T) {
 	f.podController(t, func(node, gen string) *corev1.Pod {
 		p := kubeProxyPod(node, gen, true)
 		if rollout.ContainerImage(f.daemonSet(t), "kube-proxy") == imageAfter {
-			p = kubeProxyPod(node, gen, false)
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+			p = crashLoopingPod(node, gen)
 		}
 		return p
 	})

@@ -144,10 +144,7 @@ func TestRollbackOfAStampThatDidNotHoldKeepsItOwed(t *testing.T) {
 // test's driver goroutine).
 func (f *rollingFixture) crashLoopNode0(t *testing.T) {
 	w := <-f.watches
-	broken := kubeProxyPod("node-0", "2", false)
-	broken.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-	f.replace(t, broken)
+	f.replace(t, crashLoopingPod("node-0", "2"))
 	w.Modify(f.status("301", 1, 4))
 	w.Modify(f.status("302", 1, 4))
 	w.Modify(f.status("303", 1, 4))
@@ -223,23 +220,7 @@ func TestZonalCanaryStepComesBeforeAnyOtherNode(t *testing.T) {
 		n.Labels = map[string]string{rollout.DefaultZoneLabel: zone}
 		require.NoError(t, f.client.Tracker().Update(gvr, n, ""))
 	}
-	withResourceVersions(t, f.fixture)
-	deleted := make(chan string, 10)
-	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
-			deleted <- obj.(*corev1.Pod).Spec.NodeName
-		}
-		return false, nil, nil
-	})
-	replayDeletions(f.fixture, f.podWatches)
-	go func() {
-		<-f.podWatches
-		for i := range f.n {
-			p := kubeProxyPod(<-deleted, "2", true)
-			p.ResourceVersion = fmt.Sprint(100 + i)
-			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
-		}
-	}()
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
 	at := podsAtCanaryStep(t, f.fixture, nil)
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, ZoneLabel: rollout.DefaultZoneLabel, CanaryNodes: 1, RollbackOnFailure: true})
 	require.NoError(t, err)
@@ -421,22 +402,7 @@ func TestResumedCanaryIsReportedAndAudited(t *testing.T) {
 	f := newRollingFixture(t, 3)
 	leftoverCanary(t, f)
 	uids := f.podUIDs(t)
-	deleted := make(chan string, 10)
-	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.DeleteAction).GetName()); err == nil {
-			deleted <- obj.(*corev1.Pod).Spec.NodeName
-		}
-		return false, nil, nil
-	})
-	replayDeletions(f.fixture, f.podWatches)
-	go func() {
-		<-f.podWatches
-		for i := range f.n - 1 {
-			p := kubeProxyPod(<-deleted, "2", true)
-			p.ResourceVersion = fmt.Sprint(100 + i)
-			assert.NoError(t, f.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system"))
-		}
-	}()
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
 	res, err := f.run(t, Options{})
 	require.NoError(t, err)
 	assert.True(t, res.Changed)

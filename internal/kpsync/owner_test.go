@@ -160,10 +160,7 @@ func TestRollbackToOnDeleteLeavesForeignPodsAlone(t *testing.T) {
 		if gen != "2" {
 			return kubeProxyPod(node, gen, true) // the rolled-back template
 		}
-		p := kubeProxyPod(node, gen, false) // the new template cannot run
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 3,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-		return p
+		return crashLoopingPod(node, gen) // the new template cannot run
 	})
 	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, RollbackOnFailure: true,
 		Strategy: StrategyCanary, CanaryNodes: 1, Timeout: 10 * time.Second})

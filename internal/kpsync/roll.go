@@ -2,20 +2,17 @@ package kpsync
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -31,10 +28,7 @@ const recheckEvery = 15 * time.Second
 // pods from then on, which say what holds it.
 const statusStall = 10 * time.Second
 
-var (
-	errNoProgress     = errors.New("progress deadline exceeded")
-	errOverallTimeout = errors.New("--timeout exceeded")
-)
+var errOverallTimeout = errors.New("--timeout exceeded")
 
 // failure is a rollout failure that is the new template's doing (pods that
 // cannot run, no node finishing within the progress deadline, a failed
@@ -66,130 +60,187 @@ func (e *brokenError) Error() string {
 // first, then the rest, never more than the batch size at once. A pod of
 // the new template that cannot run stops it at once; so does a progress
 // deadline with no node finishing.
-func (s *Syncer) roll(ctx context.Context, p plan, fleet *rollout.Fleet, strategy string) error {
+func (rl *rolling) roll(ctx context.Context, p plan) error {
+	s := rl.s
+
+	fleet, strategy := rl.fleet, rl.strategy
 	if s.o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, errOverallTimeout)
 		defer cancel()
 	}
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	deadline := s.o.ProgressDeadline
 	if deadline <= 0 {
 		deadline = ProgressDeadline(p.ds, p.probe.container)
 	}
-	lastDone := s.watchProgress(ctx, deadline, stop)
-	r := &s.res.Facts.Rollout
-	r.Strategy = strategy
+	// the deadline, recheck and stall timers of the whole wait, whichever
+	// way it follows the rollout
+	timers := rollout.NewTimers(s.d.Clock, deadline, recheckEvery, statusStall)
+	defer timers.Stop()
+	s.res.Facts.Rollout.Strategy = strategy
 	start := s.d.Clock.Now()
-	var lastLog time.Time
-	// the during-wait step comes once, whichever way the wait follows
-	midway := true
-	waiting := func() {
-		if midway {
-			midway = false
-			s.step(ctx, StepWaiting)
-		}
-	}
-	pending := fleet.PendingCount()
-	progress := func() error {
-		if n := fleet.PendingCount(); n < pending {
-			lastDone.Store(s.d.Clock.Now().UnixNano())
-			pending = n
-		}
-		if u := fleet.Unavailable(); u > r.MaxUnavailable {
-			r.MaxUnavailable = u
-		}
-		if s.d.Clock.Since(lastLog) >= 2*time.Second || fleet.PendingCount() == 0 {
-			st := fleet.Status()
-			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
-				s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
-			lastLog = s.d.Clock.Now()
-			if st.Updated > 0 && fleet.PendingCount() > 0 {
-				waiting()
-			}
-		}
-		if b := fleet.Broken(); len(b) > 0 {
-			return &failure{&brokenError{b}}
-		}
-		return nil
-	}
+	w := &waitLog{s: s, ctx: ctx}
 	s.step(ctx, StepDaemonSetPatched)
 
-	var step func() (bool, error)
+	// after each change: the strategy's own move (the canary deletes the
+	// pods its schedule asks for; a rolling update raises maxUnavailable
+	// for nodes gone away) once the fleet is healthy so far
+	var next func() (bool, error)
 	if strategy == StrategyCanary {
-		c, err := s.newCanary(ctx, p.ds, fleet)
+		c, err := rl.newCanary(ctx, p.ds)
 		if err != nil {
 			return err
 		}
-		step = func() (bool, error) {
-			if err := progress(); err != nil {
-				return false, err
-			}
-			if err := s.checkDone(ctx, fleet); err != nil {
-				return false, &failure{err} // a restarted kube-proxy that does not serve
-			}
-			return c.step(ctx)
-		}
+		next = func() (bool, error) { return c.step(ctx) }
 	} else {
 		// a raised maxUnavailable goes back however the wait ends (any
 		// later run restores it too); nothing to do if none was raised
 		defer func() {
-			if s.strategyChanged {
-				s.finishStrategy(ctx)
+			if rl.strategyChanged {
+				rl.finishStrategy(ctx)
 			}
 		}()
-		step = func() (bool, error) {
-			if err := progress(); err != nil {
-				return false, err
-			}
-			if err := s.checkDone(ctx, fleet); err != nil {
-				return false, &failure{err} // a restarted kube-proxy that does not serve
-			}
+		next = func() (bool, error) {
 			if fleet.PendingCount() == 0 {
 				return true, nil
 			}
-			s.raiseForStuck(ctx, fleet)
+			rl.raiseForStuck(ctx)
 			return false, nil
 		}
 	}
+	step := func() (bool, error) {
+		if err := w.progress(fleet); err != nil {
+			return false, err
+		}
+		if err := rl.checkDone(ctx); err != nil {
+			return false, &failure{err} // a restarted kube-proxy that does not serve
+		}
+		if timers.Overdue() {
+			// the checks above ran past the deadline: no next batch
+			return false, fleet.NotBack(rollout.ErrNoProgress)
+		}
+		return next()
+	}
 	var err error
 	followed := false
-	if strategy != StrategyCanary && s.followsStatus(fleet) {
-		followed, err = s.followStatus(ctx, fleet, lastDone, waiting)
+	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
+		followed, err = rl.followStatus(ctx, timers, w.waiting)
 	}
 	if !followed && err == nil {
-		err = s.dss.Track(ctx, fleet, s.o.Nodes, recheckEvery, step)
+		err = s.dss.Track(ctx, fleet, s.o.Nodes, timers, step)
 	}
-	s.fillRollout(fleet, start)
-	switch cause := context.Cause(ctx); {
-	case err == nil:
-	case errors.Is(cause, errNoProgress):
-		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
-	case errors.Is(cause, errOverallTimeout):
-		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
-	default:
-		return err
+	rl.fillRollout(start)
+	if err != nil {
+		return rl.waitError(ctx, err, deadline)
 	}
 	if s.o.Verify {
-		if err := s.verify(ctx, p, fleet); err != nil {
+		if err := rl.verify(ctx, p); err != nil {
 			return &failure{err}
 		}
 	}
 	if strategy == StrategyCanary {
-		s.finishStrategy(ctx)
+		rl.finishStrategy(ctx)
 	}
 	return nil
+}
+
+// waitLog logs a rollout's progress every 2 seconds, keeps its maximum of
+// unavailable nodes, and passes StepWaiting once, whichever way the wait
+// follows the rollout.
+type waitLog struct {
+	s       *Syncer
+	ctx     context.Context
+	last    time.Time
+	stepped bool
+}
+
+// waiting passes StepWaiting, once.
+func (w *waitLog) waiting() {
+	if !w.stepped {
+		w.stepped = true
+		w.s.step(w.ctx, StepWaiting)
+	}
+}
+
+// progress looks at the fleet after a change: logged, and a pod of the
+// new template that cannot run is the rollout's failure.
+func (w *waitLog) progress(fleet *rollout.Fleet) error {
+	s, r := w.s, &w.s.res.Facts.Rollout
+	if u := fleet.Unavailable(); u > r.MaxUnavailable {
+		r.MaxUnavailable = u
+	}
+	if s.d.Clock.Since(w.last) >= 2*time.Second || fleet.PendingCount() == 0 {
+		st := fleet.Status()
+		s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
+			s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
+		w.last = s.d.Clock.Now()
+		if st.Updated > 0 && fleet.PendingCount() > 0 {
+			w.waiting()
+		}
+	}
+	if b := fleet.Broken(); len(b) > 0 {
+		return &failure{&brokenError{b}}
+	}
+	return nil
+}
+
+// waitError says what ended a wait before the rollout finished. No node
+// finishing for the progress deadline is the new template's failure (so
+// is a pod that cannot run, already one); the overall --timeout, an
+// interrupt or an API error are not.
+func (rl *rolling) waitError(ctx context.Context, err error, deadline time.Duration) error {
+	s := rl.s
+
+	switch {
+	case errors.Is(err, rollout.ErrNoProgress):
+		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
+	case errors.Is(context.Cause(ctx), errOverallTimeout):
+		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
+	}
+	return err
+}
+
+// rolling is the rollout phase of a run: what the restart hands it (the
+// fleet as observed before the restart PATCH, the DaemonSet as that PATCH
+// left it, what it did to the DaemonSet's updateStrategy, the
+// connectivity checker), and the wait, the strategy's bookkeeping, the
+// verify and the rollback on it.
+type rolling struct {
+	s        *Syncer
+	fleet    *rollout.Fleet
+	strategy string
+	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
+	// earlier run left, resumed): a rolling update is followed through
+	// its status from there
+	ds *appsv1.DaemonSet
+	// resumed: the template is an earlier run's (a canary left over),
+	// never rolled back by this one
+	resumed bool
+	// strategyChanged: the DaemonSet's own updateStrategy is saved in its
+	// annotation and changed (OnDelete, or a raised maxUnavailable), to be
+	// put back however the rollout ends
+	strategyChanged bool
+	// raisedFor is how many stuck nodes the raised maxUnavailable covers
+	raisedFor int
+	// conn checks each node after its restart (nil: no check)
+	conn *connectivity
+}
+
+// pods is the fleet to roll, nil when there is nothing to roll.
+func (rl *rolling) pods() *rollout.Fleet {
+	if rl == nil {
+		return nil
+	}
+	return rl.fleet
 }
 
 // followsStatus reports whether the rolling update can be followed through
 // the DaemonSet's status (see rollout.FollowStatus): only when the status
 // means what the wait means. Nodes going away, nodes unready before the
 // restart and a per-node connectivity check all need the pods.
-func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
-	return s.restarted != nil && s.restarted.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType &&
-		s.conn == nil && fleet.PendingCount() > 0 &&
-		len(fleet.Skipped) == 0 && len(s.res.Facts.Rollout.UnreadyBefore) == 0
+func (rl *rolling) followsStatus(unreadyBefore bool) bool {
+	return rl.ds != nil && rl.ds.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType &&
+		rl.conn == nil && rl.fleet.PendingCount() > 0 && len(rl.fleet.Skipped) == 0 && !unreadyBefore
 }
 
 // followStatus follows the rolling update through the DaemonSet's status
@@ -198,13 +249,13 @@ func (s *Syncer) followsStatus(fleet *rollout.Fleet) bool {
 // always. It returns true if the pods confirm it; false, the pods are to
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
-func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDone *atomic.Int64, waiting func()) (bool, error) {
+func (rl *rolling) followStatus(ctx context.Context, timers *rollout.Timers, waiting func()) (bool, error) {
+	s := rl.s
+
+	fleet := rl.fleet
 	r := &s.res.Facts.Rollout
 	var lastLog time.Time
-	seen := func(ds *appsv1.DaemonSet, progress bool) {
-		if progress {
-			lastDone.Store(s.d.Clock.Now().UnixNano())
-		}
+	seen := func(ds *appsv1.DaemonSet, _ bool) {
 		st := ds.Status
 		if st.ObservedGeneration < ds.Generation {
 			return // the controller has not seen the restart yet
@@ -221,11 +272,11 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 			waiting()
 		}
 	}
-	complete, err := s.dss.FollowStatus(ctx, s.restarted, statusStall, seen)
+	complete, err := s.dss.FollowStatus(ctx, rl.ds, timers, seen)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		// interrupted or out of time: one look at the pods, for the facts
-		// and to name the nodes not back
+	case errors.Is(err, rollout.ErrNoProgress) || (err != nil && ctx.Err() != nil):
+		// no progress for the deadline, interrupted or out of time: one
+		// look at the pods, for the facts and to name the nodes not back
 		look, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if lerr := s.dss.Relist(look, fleet); lerr != nil {
@@ -246,30 +297,6 @@ func (s *Syncer) followStatus(ctx context.Context, fleet *rollout.Fleet, lastDon
 		s.d.Log.Infof("daemonset %s/%s says its rollout is complete, but %d node(s) do not run a Ready kube-proxy of the new template yet: following the pods", s.o.Namespace, s.o.DaemonSet, fleet.PendingCount())
 	}
 	return complete && fleet.PendingCount() == 0 && len(fleet.Broken()) == 0, nil
-}
-
-// watchProgress cancels ctx with errNoProgress once deadline passes with no
-// node finished; the returned time (unix nanoseconds) is when one last did.
-func (s *Syncer) watchProgress(ctx context.Context, deadline time.Duration, stop context.CancelCauseFunc) *atomic.Int64 {
-	last := &atomic.Int64{}
-	last.Store(s.d.Clock.Now().UnixNano())
-	tick := min(max(deadline/10, 100*time.Millisecond), 5*time.Second)
-	ticker := s.d.Clock.NewTicker(tick)
-	go func() {
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C():
-				if s.d.Clock.Since(time.Unix(0, last.Load())) >= deadline {
-					stop(errNoProgress)
-					return
-				}
-			}
-		}
-	}()
-	return last
 }
 
 // ProgressDeadline is how long a rollout may go without any node finishing
@@ -305,7 +332,9 @@ func ProgressDeadline(ds *appsv1.DaemonSet, container string) time.Duration {
 	return max(2*time.Minute, time.Duration(2*node)*time.Second+time.Minute)
 }
 
-func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
+func (rl *rolling) fillRollout(start time.Time) {
+	s, fleet := rl.s, rl.fleet
+
 	r := &s.res.Facts.Rollout
 	st := fleet.Status()
 	r.Desired, r.Updated, r.Available, r.SkippedNodes = st.Desired, st.Updated, st.Available, st.SkippedNodes
@@ -315,7 +344,9 @@ func (s *Syncer) fillRollout(fleet *rollout.Fleet, start time.Time) {
 // verify looks at the pods afresh (not through the watch): every live node
 // whose pod was Ready before the restart must have a Ready pod of the new
 // template now.
-func (s *Syncer) verify(ctx context.Context, p plan, before *rollout.Fleet) error {
+func (rl *rolling) verify(ctx context.Context, p plan) error {
+	s, before := rl.s, rl.fleet
+
 	now, err := s.dss.Observe(ctx, p.ds, before.Skipped)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
@@ -366,121 +397,20 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 	return nil
 }
 
-// savedStrategy is the DaemonSet's own updateStrategy: the one an earlier
-// run saved in StrategyAnnotation while it had it changed, else the current one.
-func (s *Syncer) savedStrategy(ds *appsv1.DaemonSet) (orig appsv1.DaemonSetUpdateStrategy, saved bool, err error) {
-	raw := ds.Annotations[rollout.StrategyAnnotation]
-	if raw == "" {
-		return ds.Spec.UpdateStrategy, false, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &orig); err != nil {
-		return orig, true, fmt.Errorf("daemonset %s/%s annotation %s is not an updateStrategy: %w; fix it by hand", s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation, err)
-	}
-	return orig, true, nil
-}
+// raiseForStuck keeps the raise of the restart PATCH true during the wait:
+// a node that started going away after the restart (the wait's recheck
+// skips it) and holds a kube-proxy pod that is not Ready still counts
+// against maxUnavailable for the DaemonSet controller, which would then
+// replace no other pod (with kubeadm's budget of 1) until the progress
+// deadline rolls everything back. So maxUnavailable is raised once more
+// for each such node (see rollout.RaiseDuring); finishStrategy puts it
+// back however the wait ends, and any later run does too. A failed raise
+// is logged, not fatal: the wait goes on as it would.
+func (rl *rolling) raiseForStuck(ctx context.Context) {
+	s := rl.s
 
-// canaryLeftover reports whether an earlier canary run stopped half-way:
-// the DaemonSet is on OnDelete with its own strategy saved. Its template
-// is not verified on every node, so nothing may give it back to the
-// controller before a run has finished the canary or replaced the template.
-func canaryLeftover(ds *appsv1.DaemonSet) bool {
-	return ds.Annotations[rollout.StrategyAnnotation] != "" && ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
-}
-
-// canaryStrategy adds the switch to OnDelete to the restart PATCH, keeping
-// the original strategy in an annotation so that it is restored even if this
-// run dies.
-func (s *Syncer) canaryStrategy(ch *rollout.Change, ds *appsv1.DaemonSet) error {
-	orig, _, err := s.savedStrategy(ds)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(orig)
-	if err != nil {
-		return err
-	}
-	ch.SaveStrategy = string(b)
-	ch.Strategy = &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
-	return nil
-}
-
-// rollingStrategy adds to the restart PATCH what the DaemonSet controller
-// needs to roll the new template through the live nodes within their
-// budget. The controller counts every node without an available pod
-// against maxUnavailable, so with maxUnavailable 1 a single stuck pod on a
-// node going away (or one already unready before) stops it. For the
-// duration of the rollout maxUnavailable is raised by the number of those
-// stuck pods, so the live nodes get exactly the DaemonSet's own budget; the
-// original is saved in StrategyAnnotation, put back at the end, on failure,
-// on interrupt, and by any later run if this one died.
-func (s *Syncer) rollingStrategy(ch *rollout.Change, ds *appsv1.DaemonSet, fleet *rollout.Fleet) error {
-	orig, saved, err := s.savedStrategy(ds)
-	if err != nil {
-		return err
-	}
-	stuck := fleet.Stuck()
-	s.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
-	if !raisable(orig) || stuck == 0 {
-		if saved { // a leftover: this PATCH restores it
-			ch.Strategy, ch.ClearStrategy = &orig, true
-		}
-		return nil
-	}
-	raised, from, to, err := s.raised(ds, orig, stuck)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(orig)
-	if err != nil {
-		return err
-	}
-	ch.Strategy, ch.SaveStrategy = raised, string(b)
-	s.raisedFor = stuck
-	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
-	return nil
-}
-
-// raisable: the DaemonSet controller counts a node whose pod is not Ready
-// against maxUnavailable only for a RollingUpdate without surge (with
-// surge it starts the new pod next to the old one).
-func raisable(orig appsv1.DaemonSetUpdateStrategy) bool {
-	ru := orig.RollingUpdate
-	surge := ru != nil && ru.MaxSurge != nil && ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
-	return orig.Type == appsv1.RollingUpdateDaemonSetStrategyType && !surge
-}
-
-// raised is the DaemonSet's own strategy with maxUnavailable raised by
-// stuck: the budget resolved the way the DaemonSet controller does, over
-// the nodes that should run a pod, plus one for each stuck node.
-func (s *Syncer) raised(ds *appsv1.DaemonSet, orig appsv1.DaemonSetUpdateStrategy, stuck int) (*appsv1.DaemonSetUpdateStrategy, string, int, error) {
-	budget := intstr.FromInt32(1)
-	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-		budget = *ru.MaxUnavailable
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&budget, int(ds.Status.DesiredNumberScheduled), true)
-	if err != nil {
-		return nil, "", 0, fmt.Errorf("daemonset %s/%s maxUnavailable %q: %w", s.o.Namespace, s.o.DaemonSet, budget.String(), err)
-	}
-	raised := orig.DeepCopy()
-	if raised.RollingUpdate == nil {
-		raised.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
-	}
-	raised.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(int32(n + stuck)))
-	return raised, budget.String(), n + stuck, nil
-}
-
-// raiseForStuck keeps the raise of rollingStrategy true during the wait: a
-// node that started going away after the restart (the wait's recheck skips
-// it) and holds a kube-proxy pod that is not Ready still counts against
-// maxUnavailable for the DaemonSet controller, which would then replace no
-// other pod (with kubeadm's budget of 1) until the progress deadline rolls
-// everything back. So maxUnavailable is raised once more for each such
-// node, saving the DaemonSet's own strategy if no run has; finishStrategy
-// puts it back however the wait ends, and any later run does too. A
-// failed raise is logged, not fatal: the wait goes on as it would.
-func (s *Syncer) raiseForStuck(ctx context.Context, fleet *rollout.Fleet) {
-	stuck := fleet.Stuck()
-	if stuck <= s.raisedFor {
+	stuck := rl.fleet.Stuck()
+	if stuck <= rl.raisedFor {
 		return
 	}
 	ds, err := s.dss.Get(ctx)
@@ -488,63 +418,46 @@ func (s *Syncer) raiseForStuck(ctx context.Context, fleet *rollout.Fleet) {
 		s.d.Log.Warnf("raise maxUnavailable for %d node(s) gone away during the rollout: %v", stuck, err)
 		return
 	}
-	var to int
-	var from string
-	sent := false
+	var raise rollout.Raise
 	_, err = s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
-		orig, saved, err := s.savedStrategy(ds)
-		if err != nil || !raisable(orig) || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
-			return rollout.Change{}, false
-		}
-		raised, f, n, err := s.raised(ds, orig, stuck)
-		if err != nil {
-			return rollout.Change{}, false
-		}
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Strategy: raised}
-		if !saved {
-			b, err := json.Marshal(orig)
-			if err != nil {
-				return rollout.Change{}, false
-			}
-			ch.SaveStrategy = string(b)
-		}
-		from, to, sent = f, n, true
-		return ch, true
+		ch, r, ok, _ := rollout.RaiseDuring(ds, stuck)
+		raise = r
+		return ch, ok
 	})
 	if err != nil {
 		s.d.Log.Warnf("raise maxUnavailable of daemonset %s/%s for %d node(s) gone away during the rollout: %v", s.o.Namespace, s.o.DaemonSet, stuck, err)
 		return
 	}
-	s.raisedFor = stuck
-	if sent {
-		s.strategyChanged = true
-		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, from, to)
+	rl.raisedFor = stuck
+	if raise.Raised() {
+		rl.strategyChanged = true
+		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, raise.From, raise.To)
 	}
 }
 
 // restoreStrategy puts back the updateStrategy an earlier run saved,
 // unless an unfinished canary holds the DaemonSet on OnDelete (that one is
-// resumed, or replaced by this run's restart).
-func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	orig, saved, err := s.savedStrategy(ds)
-	if err != nil || !saved || canaryLeftover(ds) {
-		return ds, err
+// resumed, or replaced by this run's restart). It says what it restored
+// ("": nothing).
+func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, string, error) {
+	ch, saved, err := rollout.Restore(ds)
+	if err != nil || !saved || rollout.CanaryLeftover(ds) {
+		return ds, "", err
 	}
-	what := string(orig.Type)
-	if ru := orig.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-		what += ", maxUnavailable " + ru.MaxUnavailable.String()
-	}
+	what := rollout.Describe(*ch.Strategy)
 	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, s.o.Namespace, s.o.DaemonSet)
-	restored, err := s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
-	if err == nil {
-		s.restoredStrategy = fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation)
+	restored, err := s.dss.Apply(ctx, ch)
+	if err != nil {
+		return ds, "", err
 	}
-	return restored, err
+	return restored, fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation), nil
 }
 
 // finishStrategy restores the strategy after a rollout: a canary that
 // succeeded, a raised maxUnavailable however the rollout ended.
-func (s *Syncer) finishStrategy(ctx context.Context) {
+func (rl *rolling) finishStrategy(ctx context.Context) {
+	s := rl.s
+
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
@@ -552,11 +465,11 @@ func (s *Syncer) finishStrategy(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		orig, saved, err := s.savedStrategy(ds)
+		ch, saved, err := rollout.Restore(ds)
 		if err != nil || !saved {
 			return err
 		}
-		_, err = s.dss.Apply(ctx, rollout.Change{Strategy: &orig, ClearStrategy: true})
+		_, err = s.dss.Apply(ctx, ch)
 		return err
 	})
 	if err != nil {
@@ -569,13 +482,45 @@ func isGone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
+// undo is what a failed rollout leaves. Only the new template's own
+// failure (a pod that cannot run, no progress for the deadline, a failed
+// check) that this run restarted onto is rolled back, unless
+// --no-rollback; an interrupt, the overall --timeout or an API error, and
+// an earlier run's template, are left as they are, saying what the next
+// run does.
+func (rl *rolling) undo(ctx context.Context, p plan, err error) error {
+	s := rl.s
+	var failed *failure
+	switch {
+	case ctx.Err() != nil || !errors.As(err, &failed):
+		return fmt.Errorf("%w; %s", err, rl.nextRun())
+	case !s.res.Facts.Restarted || rl.resumed:
+		return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
+	case !s.o.RollbackOnFailure:
+		return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, rl.nextRun())
+	}
+	return rl.rollback(ctx, p, err)
+}
+
+// nextRun says what a rerun does after a rollout that stopped without a
+// rollback.
+func (rl *rolling) nextRun() string {
+	s := rl.s
+	if rl.strategy == StrategyCanary {
+		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+	}
+	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+}
+
 // rollback restores the ConfigMap data captured before the change and the
 // DaemonSet's pod template as it was before the restart (restartedAt, probe)
 // together with its updateStrategy and its stamp (what its pods run). The
 // controller then sees its previous revision again: pods never restarted
 // stay as they are, pods of the failed template (broken or not) are
 // replaced by ones reading the restored data. The run still fails, saying why.
-func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cause error) error {
+func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
+	s, fleet := rl.s, rl.fleet
+
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	f := &s.res.Facts
@@ -609,8 +554,8 @@ func (s *Syncer) rollback(ctx context.Context, p plan, fleet *rollout.Fleet, cau
 		if p.image != "" {
 			ch.Image = rollout.ContainerImage(p.ds, s.o.Container)
 		}
-		if orig, saved, err := s.savedStrategy(ds); err == nil && saved {
-			ch.Strategy, ch.ClearStrategy = &orig, true
+		if restore, saved, err := rollout.Restore(ds); err == nil && saved {
+			ch.Strategy, ch.ClearStrategy = restore.Strategy, true
 		}
 		restored, err = s.dss.Apply(ctx, ch)
 		return err

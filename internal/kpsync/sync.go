@@ -133,16 +133,6 @@ type Syncer struct {
 	dss    rollout.Client
 	lease  *lock.Lease
 	res    *Result
-	conn   *connectivity
-	// strategyChanged: this run's restart PATCH saved the DaemonSet's
-	// updateStrategy and changed it, so the rollout must put it back
-	strategyChanged bool
-	// raisedFor is how many stuck nodes the raised maxUnavailable covers
-	// (rollingStrategy, raiseForStuck)
-	raisedFor int
-	// restarted is the DaemonSet as the restart PATCH left it: a rolling
-	// update is followed through its status from there
-	restarted *appsv1.DaemonSet
 	// restoredStrategy says what restoreStrategy put back ("" : nothing),
 	// a write of this run
 	restoredStrategy string
@@ -213,39 +203,13 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// the lease is cancelled. What can fail before the first write is
 	// checked before it.
 	if !s.o.Check && p.writes() {
-		// the audit record is on disk before the first write, or nothing
-		// is written: a full disk is found while the cluster is untouched
-		if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
-			return fmt.Errorf("before any write: %w", err)
-		}
-		s.planned = true
-		if err := s.checkAccess(ctx, p); err != nil {
+		var release func(*error)
+		if ctx, p, release, err = s.lock(ctx, p); err != nil {
 			return err
 		}
-		held, release, lockErr := s.lease.Acquire(ctx, s.o.LockTimeout)
-		if lockErr != nil {
-			return lockErr
-		}
-		defer release()
-		defer func() {
-			cause := context.Cause(held)
-			switch {
-			case err == nil || !errors.Is(cause, lock.ErrLost):
-			case errors.Is(err, lock.ErrLost):
-				err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", err)
-			default:
-				err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, err)
-			}
-		}()
-		ctx = held
-		if p, err = s.plan(ctx); err != nil {
-			return err
-		}
-		if p.ds, err = s.restoreStrategy(ctx, p.ds); err != nil {
-			return err
-		}
+		defer release(&err)
 	}
-	if _, saved, _ := s.savedStrategy(p.ds); s.o.Check && saved && !canaryLeftover(p.ds) {
+	if _, saved, _ := rollout.SavedStrategy(p.ds); s.o.Check && saved && !rollout.CanaryLeftover(p.ds) {
 		// what the real run's restoreStrategy would write
 		s.wouldChange = true
 	}
@@ -258,47 +222,37 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 
 	// 3. the config the pods are to run, captured again
-	after, afterName, err := s.apply(ctx, &p)
+	p, after, afterName, err := s.apply(ctx, p)
 	if err != nil {
 		return err
 	}
 
 	// 4. restart at most once, in one PATCH with the probe, the hash and
 	// the template's volume pointed at the copy of the data it restarts for
-	target, err := s.prepareRestart(ctx, &p, after)
+	p, target, err := s.prepareRestart(ctx, p, after)
 	if err != nil {
 		return err
 	}
-	fleet, latest, err := s.restart(ctx, p, target)
+	rl, latest, err := s.restart(ctx, p, target)
 	if err != nil {
 		return err
 	}
 
 	// 5. roll and wait, node-aware; undo the change if the new template
 	// failed (never on an interrupt or the overall --timeout)
-	fleet, strategy, resumed, err := s.leftover(ctx, p, fleet)
-	if err != nil {
+	if rl, err = s.leftover(ctx, p, rl); err != nil {
 		return err
 	}
-	if fleet == nil {
+	if rl == nil {
 		f.Rollout = rollout.StatusOf(p.ds)
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
-	} else if err := s.roll(ctx, p, fleet, strategy); err != nil {
-		var failed *failure
-		switch {
-		case ctx.Err() != nil || !errors.As(err, &failed):
-			return fmt.Errorf("%w; %s", err, s.nextRun(strategy))
-		case !f.Restarted || resumed:
-			return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
-		case !s.o.RollbackOnFailure:
-			return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, s.nextRun(strategy))
-		}
-		return s.rollback(ctx, p, fleet, err)
+	} else if err := rl.roll(ctx, p); err != nil {
+		return rl.undo(ctx, p, err)
 	}
 	f.UndoConfigMap = latest.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
 	if p.writes() || p.recordLags || f.Restarted {
-		if err := s.settle(ctx, p, latest, afterName, after, fleet); err != nil {
+		if err := s.settle(ctx, p, latest, afterName, after, rl.pods()); err != nil {
 			return err
 		}
 	}
@@ -306,19 +260,59 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	return nil
 }
 
+// lock takes the Lease for a run that writes: the plan record goes to the
+// audit log and the access is checked first (a full disk or a missing verb
+// is found while the cluster is untouched), then the Lease, then the plan
+// made again on a fresh capture (a run that waited for another may find
+// nothing left to do), and a strategy an earlier run left saved is put
+// back. ctx is cancelled if the Lease is lost; release gives it back and
+// says so in the run's error.
+func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(*error), error) {
+	if err := s.d.Audit.Append(s.planRecord(p)); err != nil {
+		return ctx, p, nil, fmt.Errorf("before any write: %w", err)
+	}
+	s.planned = true
+	if err := s.checkAccess(ctx, p); err != nil {
+		return ctx, p, nil, err
+	}
+	held, release, err := s.lease.Acquire(ctx, s.o.LockTimeout)
+	if err != nil {
+		return ctx, p, nil, err
+	}
+	done := func(err *error) {
+		defer release()
+		cause := context.Cause(held)
+		switch {
+		case *err == nil || !errors.Is(cause, lock.ErrLost):
+		case errors.Is(*err, lock.ErrLost):
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", *err)
+		default:
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, *err)
+		}
+	}
+	if p, err = s.plan(held); err == nil {
+		p.ds, s.restoredStrategy, err = s.restoreStrategy(held, p.ds)
+	}
+	if err != nil {
+		done(&err)
+		return ctx, p, nil, err
+	}
+	return held, p, done, nil
+}
+
 // apply makes the config the pods are to run: a change is a new immutable copy
 // (no running kube-proxy reads it yet); a change with no effect on the
 // running kube-proxies is written to the record, which the template
 // does not mount then (see plan). Then capture it again.
-func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, afterName string, err error) {
+func (s *Syncer) apply(ctx context.Context, p plan) (_ plan, after configmap.Snapshot, afterName string, err error) {
 	f := &s.res.Facts
 	afterName = s.o.ConfigMap // the ConfigMap after was captured from
 	if len(p.keys) > 0 && p.noEffect && !s.o.Check {
 		// the record on the DaemonSet comes first; it clears noEffect when
 		// the DaemonSet moved so that its pods no longer run the data
 		// before the change: then the change restarts as usual, on a copy
-		if err := s.markNoEffect(ctx, p); err != nil {
-			return after, afterName, err
+		if err := s.markNoEffect(ctx, &p); err != nil {
+			return p, after, afterName, err
 		}
 	}
 	switch {
@@ -329,27 +323,27 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 		}
 	case len(p.keys) > 0 && p.noEffect:
 		if err := s.writeConfigMap(ctx, p.cm, p.desired); err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		f.ConfigMapChanged, f.RecordChanged = true, true
 		s.step(ctx, StepConfigMapWritten)
 		cm, err := s.cms.Get(ctx)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cm)
 		p.cm = cm // the record as this run wrote it
 		f.ResourceVersionAfter = cm.ResourceVersion
 	case len(p.keys) > 0:
-		if err := s.ensureCopy(ctx, p, p.desired); err != nil {
-			return after, afterName, err
+		if err := s.ensureCopy(ctx, &p, p.desired); err != nil {
+			return p, after, afterName, err
 		}
 		f.ConfigMapChanged = true // until the capture below says otherwise
 		s.step(ctx, StepConfigMapWritten)
 		afterName = configmap.CopyName(s.o.ConfigMap, p.target)
 		cp, err := s.copies.Get(ctx, afterName)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cp)
 	default:
@@ -357,7 +351,7 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 		afterName = p.base.Name
 		cm, err := s.copies.Get(ctx, afterName)
 		if err != nil {
-			return after, afterName, err
+			return p, after, afterName, err
 		}
 		after = configmap.NewSnapshot(cm)
 		if p.base.Name == s.o.ConfigMap {
@@ -367,46 +361,44 @@ func (s *Syncer) apply(ctx context.Context, p *plan) (after configmap.Snapshot, 
 	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
 	f.ConfigMapChanged = after.Hash != p.before.Hash || (s.o.Check && len(p.keys) > 0)
 	if !s.o.Check && after.Hash != p.target {
-		return after, afterName, s.changedUnder(*p, after, afterName)
+		return p, after, afterName, s.changedUnder(p, after, afterName)
 	}
 	if f.ConfigMapName == "" {
 		f.ConfigMapName = p.mounted
 	}
-	return after, afterName, nil
+	return p, after, afterName, nil
 }
 
 // prepareRestart is the hash the restart stamps; a restart gets the copy
 // of the data it restarts for (every restart moves the template onto a
 // copy), and the copy of the data it leaves, for an undo.
-func (s *Syncer) prepareRestart(ctx context.Context, p *plan, after configmap.Snapshot) (target string, err error) {
+func (s *Syncer) prepareRestart(ctx context.Context, p plan, after configmap.Snapshot) (_ plan, target string, err error) {
 	target = after.Hash
 	if s.o.Check {
 		target = p.target // what a real run would stamp
 	} else if (p.reason != "" || p.probe.changes()) && s.o.Restart != RestartNever {
 		// every restart moves the template onto a copy: kubeadm's layout
 		// and clusters of an earlier version move with their next restart
-		if err := s.ensureCopy(ctx, p, after.Data); err != nil {
-			return "", err
+		if err := s.ensureCopy(ctx, &p, after.Data); err != nil {
+			return p, "", err
 		}
 		if p.copy != "" {
-			if err := s.keepPrevious(ctx, p); err != nil {
-				return "", err
+			if err := s.keepPrevious(ctx, &p); err != nil {
+				return p, "", err
 			}
 		}
 	}
-	return target, nil
+	return p, target, nil
 }
 
 // leftover finishes an earlier canary rollout that stopped half-way on
-// this template (when this run restarts nothing itself): the fleet to roll,
-// the strategy, and whether it resumed one.
-func (s *Syncer) leftover(ctx context.Context, p plan, fleet *rollout.Fleet) (*rollout.Fleet, string, bool, error) {
+// this template (when this run restarts nothing itself): what to roll
+// (nil: nothing).
+func (s *Syncer) leftover(ctx context.Context, p plan, rl *rolling) (*rolling, error) {
 	f := &s.res.Facts
-	strategy := s.o.Strategy
-	resumed := false
-	var err error
 	switch {
-	case fleet != nil || !canaryLeftover(p.ds):
+	case rl != nil || !rollout.CanaryLeftover(p.ds):
+		return rl, nil
 	case s.o.Check || s.o.Restart == RestartNever:
 		// an earlier canary stopped half-way: its old pods are a restart
 		// owed, and --restart never deletes no pod (check mode: would resume)
@@ -416,34 +408,25 @@ func (s *Syncer) leftover(ctx context.Context, p plan, fleet *rollout.Fleet) (*r
 		}
 		// check mode says what a real run would do: resume, a change
 		s.wouldChange = s.wouldChange || (s.o.Check && s.o.Restart != RestartNever)
-	default:
-		// an earlier canary stopped half-way on this template: finish it
-		s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
-		if fleet, err = s.observe(ctx, p.ds, true); err != nil {
-			return nil, "", false, err
+		return nil, nil
+	}
+	// an earlier canary stopped half-way on this template: finish it
+	s.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", s.o.Namespace, s.o.DaemonSet)
+	fleet, err := s.observe(ctx, p.ds, true)
+	if err != nil {
+		return nil, err
+	}
+	if fleet.PendingCount() > 0 {
+		// old pods to delete: a restart, reported and audited as one
+		f.RestartRequired, f.Restarted = true, true
+		if f.RestartReason == "" {
+			f.RestartReason = ReasonPending
 		}
-		strategy, resumed = StrategyCanary, true
-		if fleet.PendingCount() > 0 {
-			// old pods to delete: a restart, reported and audited as one
-			f.RestartRequired, f.Restarted = true, true
-			if f.RestartReason == "" {
-				f.RestartReason = ReasonPending
-			}
-			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
-				return nil, "", false, err
-			}
+		if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
+			return nil, err
 		}
 	}
-	return fleet, strategy, resumed, nil
-}
-
-// nextRun says what a rerun does after a rollout that stopped without a
-// rollback.
-func (s *Syncer) nextRun(strategy string) string {
-	if strategy == StrategyCanary {
-		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
-	}
-	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+	return &rolling{s: s, fleet: fleet, strategy: StrategyCanary, resumed: true}, nil
 }
 
 // plan is everything one capture tells us.
@@ -517,7 +500,7 @@ func (s *Syncer) imageChange(ds *appsv1.DaemonSet) string {
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !canaryLeftover(p.ds)) || p.resume || p.recordLags
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags
 }
 
 func (s *Syncer) plan(ctx context.Context) (plan, error) {
@@ -574,7 +557,7 @@ func (s *Syncer) plan(ctx context.Context) (plan, error) {
 	if p.reason == "" && p.image != "" {
 		p.reason = ReasonImageChanged
 	}
-	p.resume = canaryLeftover(p.ds) && s.o.Restart != RestartNever
+	p.resume = rollout.CanaryLeftover(p.ds) && s.o.Restart != RestartNever
 	if err := s.validateConfig(p.next(s.o.Container), p); err != nil {
 		return p, err
 	}
@@ -723,9 +706,9 @@ func (s *Syncer) changedUnder(p plan, after configmap.Snapshot, name string) err
 
 // restart decides and sends the one PATCH (hash, restart, probe, and for a
 // canary the switch to OnDelete). It returns the DaemonSet as last read or
-// written and, when pods are to roll, the fleet as observed just before
-// the PATCH.
-func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fleet, *appsv1.DaemonSet, error) {
+// written and, when pods are to roll, what the rollout needs: the fleet as
+// observed just before the PATCH, and what the PATCH did.
+func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rolling, *appsv1.DaemonSet, error) {
 	if ctx.Err() != nil {
 		// interrupted, or the lease was lost: never restart then (the
 		// restart is owed, and the next run does it)
@@ -733,7 +716,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	}
 	f := &s.res.Facts
 	ds := p.ds
-	var fleet *rollout.Fleet
+	rl := &rolling{s: s, strategy: s.o.Strategy}
 	var sent *rollout.Change       // the restart PATCH last sent
 	var observed *appsv1.DaemonSet // the DaemonSet the fleet was listed for
 	first := true
@@ -751,7 +734,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 				// lease, so no other run wrote this restartedAt and hash)
 				s.d.Log.Infof("daemonset %s/%s already has this run's restart (restartedAt %s): its response was lost", s.o.Namespace, s.o.DaemonSet, sent.RestartedAt())
 				if sent.SaveStrategy != "" {
-					s.strategyChanged = true // its raise or OnDelete is in too
+					rl.strategyChanged = true // its raise or OnDelete is in too
 				}
 				f.Restarted = true
 				return nil
@@ -761,39 +744,7 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			}
 		}
 		first = false
-		reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
-		image := s.imageChange(ds)
-		if reason == "" && image != "" {
-			reason = ReasonImageChanged
-		}
-		f.RestartRequired, f.RestartReason = reason != "", reason
-		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
-		if s.o.Restart != RestartNever {
-			if reason != "" || adopt || p.probe.changes() {
-				ch.Hash = hash
-			}
-			if reason != "" {
-				at := rollout.NextRestartAt(ds, s.d.Clock.Now())
-				ch.RestartAt = &at
-			}
-			ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
-			if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
-				ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
-			}
-		}
-		f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
-		f.ImageBefore, f.ImageChanged = rollout.ContainerImage(ds, s.o.Container), image != ""
-		f.Image = f.ImageBefore
-		if image != "" && s.o.Restart != RestartNever {
-			f.Image = image
-		}
-		if !f.RestartRequired && f.ProbeChanged {
-			f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
-		}
-		if !f.RestartRequired && p.noEffect && f.ConfigMapChanged {
-			f.RestartReason = ReasonNoEffect
-		}
-		adopted := adopt && ch.Hash != "" && !ch.Restarts()
+		ch, reason, adopted := s.patchFor(p, ds, hash)
 		if s.o.Restart == RestartNever && reason != "" && p.copy != "" && ds.Annotations[rollout.PendingConfigAnnotation] != p.copy && !s.o.Check {
 			// the config is in its copy, which no pod mounts: the restart
 			// onto it is owed, and the DaemonSet says so for the next run
@@ -808,43 +759,11 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 			return nil
 		}
 		if ch.Restarts() {
-			// a conflict is most often the DaemonSet controller writing
-			// status: the pods listed for the same spec still hold (the
-			// watch replays everything since that list), and listing 5000
-			// nodes and pods again would take long enough for the next
-			// status write to conflict too
-			if fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
-				var err error
-				if fleet, err = s.observe(ctx, ds, false); err != nil {
-					return err
-				}
-				observed = ds
-			}
-			if s.conn == nil {
-				if err := s.baseline(ctx, fleet, p.probe.port); err != nil {
-					return err
-				}
-			}
-			strategy := s.rollingStrategy
-			if s.o.Strategy == StrategyCanary {
-				strategy = func(ch *rollout.Change, ds *appsv1.DaemonSet, _ *rollout.Fleet) error {
-					return s.canaryStrategy(ch, ds)
-				}
-			}
-			if err := strategy(&ch, ds, fleet); err != nil {
+			var err error
+			if observed, err = s.readyToRestart(ctx, p, ds, &ch, rl, observed); err != nil {
 				return err
 			}
-			if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
-				return err
-			}
-		}
-		if ch.Restarts() {
-			// the PATCH carries the resourceVersion ds was read at: the
-			// template generation it moves to is known, and the hash
-			// holds only once the template has reached it
-			ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
 			sent = &ch
-			s.markRestart(s.d.Clock.Now())
 		}
 		patched, err := s.dss.Apply(ctx, ch)
 		if err != nil {
@@ -852,13 +771,13 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 		}
 		if ch.Restarts() && rollout.TemplateGeneration(patched) < ch.TemplateGeneration {
 			if ch.SaveStrategy != "" {
-				s.finishStrategy(ctx)
+				rl.finishStrategy(ctx)
 			}
 			return fmt.Errorf("daemonset %s/%s: the restart PATCH left its pod template as it was (template generation still %d), so no pod is replaced; something (an admission webhook or policy?) dropped the change from it (%s %q, or the probe): the restart stays owed (the stamped %s holds only once the template moves), fix that and run again",
 				s.o.Namespace, s.o.DaemonSet, rollout.TemplateGeneration(patched), rollout.RestartedAtAnnotation, ch.RestartedAt(), rollout.HashAnnotation)
 		}
 		if ch.SaveStrategy != "" { // saved only once the PATCH is in
-			s.strategyChanged = true
+			rl.strategyChanged = true
 		}
 		ds = patched
 		f.Restarted, f.Adopted = ch.Restarts(), adopted
@@ -873,9 +792,104 @@ func (s *Syncer) restart(ctx context.Context, p plan, hash string) (*rollout.Fle
 	if err != nil || !f.Restarted {
 		return nil, ds, err
 	}
-	fleet.SetGeneration(rollout.TemplateGeneration(ds))
-	s.restarted = ds
-	return fleet, ds, nil
+	rl.fleet.SetGeneration(rollout.TemplateGeneration(ds))
+	rl.ds = ds
+	return rl, ds, nil
+}
+
+// readyToRestart makes the restart PATCH ch ready to send on ds: the
+// fleet observed before it, the connectivity baseline, the rollout's
+// updateStrategy, the intent in the audit log, the template generation it
+// moves to. observed is the DaemonSet the fleet was listed for, returned
+// as it is then: a conflict is most often the DaemonSet controller writing
+// status, and the pods listed for the same spec still hold (the watch
+// replays everything since that list), while listing 5000 nodes and pods
+// again would take long enough for the next status write to conflict too.
+func (s *Syncer) readyToRestart(ctx context.Context, p plan, ds *appsv1.DaemonSet, ch *rollout.Change, rl *rolling, observed *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	var err error
+	if rl.fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
+		if rl.fleet, err = s.observe(ctx, ds, false); err != nil {
+			return observed, err
+		}
+		observed = ds
+	}
+	if rl.conn == nil {
+		if rl.conn, err = s.baseline(ctx, rl.fleet, p.probe.port); err != nil {
+			return observed, err
+		}
+	}
+	if err := s.strategy(ch, ds, rl); err != nil {
+		return observed, err
+	}
+	if err := s.d.Audit.Append(s.record(audit.PhaseIntent, nil)); err != nil {
+		return observed, err
+	}
+	// the PATCH carries the resourceVersion ds was read at: the template
+	// generation it moves to is known, and the hash holds only once the
+	// template has reached it
+	ch.TemplateGeneration = rollout.TemplateGeneration(ds) + 1
+	rl.conn.markRestart(s.d.Clock.Now())
+	return observed, nil
+}
+
+// patchFor decides the one PATCH on ds as read: the hash it stamps, the
+// restart, the probe, the image, and the template's volume pointed at the
+// copy of the config; the facts say so. adopted: it stamps the hash on
+// pods that run it already, restarting none.
+func (s *Syncer) patchFor(p plan, ds *appsv1.DaemonSet, hash string) (ch rollout.Change, reason string, adopted bool) {
+	f := &s.res.Facts
+	reason, adopt := decide(s.o.Restart, f.ConfigMapChanged, ds, hash, p.noEffect && hash == p.target, s.mountsCopyOf(ds, p.volume, hash))
+	image := s.imageChange(ds)
+	if reason == "" && image != "" {
+		reason = ReasonImageChanged
+	}
+	f.RestartRequired, f.RestartReason = reason != "", reason
+	ch = rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
+	if s.o.Restart != RestartNever {
+		if reason != "" || adopt || p.probe.changes() {
+			ch.Hash = hash
+		}
+		if reason != "" {
+			at := rollout.NextRestartAt(ds, s.d.Clock.Now())
+			ch.RestartAt = &at
+		}
+		ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
+		if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
+			ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
+		}
+	}
+	f.ProbeChanged = ch.Probe != nil || ch.LivenessProbe != nil
+	f.ImageBefore, f.ImageChanged = rollout.ContainerImage(ds, s.o.Container), image != ""
+	f.Image = f.ImageBefore
+	if image != "" && s.o.Restart != RestartNever {
+		f.Image = image
+	}
+	if !f.RestartRequired && f.ProbeChanged {
+		f.RestartRequired, f.RestartReason = true, ReasonProbeChanged
+	}
+	if !f.RestartRequired && p.noEffect && f.ConfigMapChanged {
+		f.RestartReason = ReasonNoEffect
+	}
+	return ch, reason, adopt && ch.Hash != "" && !ch.Restarts()
+}
+
+// strategy adds the rollout's updateStrategy to the restart PATCH: for a
+// canary the switch to OnDelete; for a rolling update maxUnavailable raised
+// for the stuck nodes (see rollout.Change.RaiseFor), or a strategy an
+// earlier run left saved put back.
+func (s *Syncer) strategy(ch *rollout.Change, ds *appsv1.DaemonSet, rl *rolling) error {
+	if s.o.Strategy == StrategyCanary {
+		return ch.OnDelete(ds)
+	}
+	stuck := rl.fleet.Stuck()
+	raise, err := ch.RaiseFor(ds, stuck)
+	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
+	if err != nil || !raise.Raised() {
+		return err
+	}
+	rl.raisedFor = stuck
+	s.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, s.o.Namespace, s.o.DaemonSet, raise.From, raise.To)
+	return nil
 }
 
 // observe surveys the nodes and lists the pods, before the restart. Live

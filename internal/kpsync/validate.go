@@ -14,6 +14,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // validateConfig refuses data kube-proxy itself would refuse to start
@@ -35,7 +36,7 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 			set = append(set, path)
 		}
 	}
-	if len(p.keys) == 0 && p.reason == "" && !p.probe.changes() && !canaryLeftover(ds) && p.image == "" {
+	if len(p.keys) == 0 && p.reason == "" && !p.probe.changes() && !rollout.CanaryLeftover(ds) && p.image == "" {
 		return nil // nothing written, nothing restarted
 	}
 	obj := s.o.Namespace + "/" + s.o.ConfigMap

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -568,10 +567,12 @@ func (f *Fleet) describe(pending []string) string {
 }
 
 // Track watches the pods from where Observe left off, calling step after
-// every change until step reports done or fails. When the rollout makes no
-// progress for recheck, pending nodes are looked at again: one that started
-// to go away meanwhile is skipped instead of waited for.
-func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, recheck time.Duration, step func() (bool, error)) error {
+// every change until step reports done or fails. A node finishing (or
+// skipped) is progress on t. With no progress for t's recheck period,
+// pending nodes are looked at again: one that started to go away meanwhile
+// is skipped instead of waited for. With none for the progress deadline,
+// Track ends with ErrNoProgress.
+func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, t *Timers, step func() (bool, error)) error {
 	if done, err := step(); done || err != nil {
 		return err
 	}
@@ -586,9 +587,7 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, rechec
 		return fmt.Errorf("watch pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	defer w.Stop()
-	ticker := c.Clock.NewTicker(recheck)
-	defer ticker.Stop()
-	lastPending := -1
+	pending := f.PendingCount()
 	for {
 		select {
 		case <-ctx.Done():
@@ -609,12 +608,17 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, rechec
 					f.upsert(p)
 				}
 			}
-		case <-ticker.C():
-			if n := f.PendingCount(); n == lastPending {
-				c.recheck(ctx, f, f.Pending(), policy)
-			} else {
-				lastPending = n
+		case <-t.tick():
+			if t.Overdue() {
+				return f.NotBack(ErrNoProgress)
 			}
+			if t.recheckDue() {
+				c.recheck(ctx, f, f.Pending(), policy)
+			}
+		}
+		if n := f.PendingCount(); n < pending {
+			t.Progress()
+			pending = n
 		}
 		if done, err := step(); done || err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,12 +65,13 @@ func (m *progressMark) advance(ds *appsv1.DaemonSet) bool {
 // its wall time.
 //
 // seen gets every status the watch brings, and whether it is progress (see
-// progressMark): the stall time starts again then. FollowStatus returns true once
-// the status is complete, false once it has made no progress for stall: a
+// progressMark), recorded on t. FollowStatus returns true once the status
+// is complete, false once it has made no progress for t's stall time: a
 // pod of the new template that cannot run, or a node that went away, holds
 // the controller, and only the pods say which. The caller then follows the
-// pods (see Track).
-func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall time.Duration, seen func(ds *appsv1.DaemonSet, progress bool)) (bool, error) {
+// pods (see Track). With no progress for the progress deadline it ends
+// with ErrNoProgress.
+func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, t *Timers, seen func(ds *appsv1.DaemonSet, progress bool)) (bool, error) {
 	if Complete(from) {
 		return true, nil
 	}
@@ -87,17 +87,23 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall 
 		return false, fmt.Errorf("watch daemonset %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	defer w.Stop()
-	timer := c.Clock.NewTimer(stall)
-	defer timer.Stop()
 	mark := markOf(from)
 	for {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-timer.C():
-			return false, nil
+		case <-t.tick():
+			if t.Overdue() {
+				return false, ErrNoProgress
+			}
+			if t.stalled() {
+				return false, nil
+			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
+				if ctx.Err() != nil { // the watch ends with the context
+					return false, ctx.Err()
+				}
 				return false, fmt.Errorf("watch daemonset %s/%s: closed", c.Namespace, c.Name)
 			}
 			switch ev.Type {
@@ -111,13 +117,12 @@ func (c Client) FollowStatus(ctx context.Context, from *appsv1.DaemonSet, stall 
 				continue
 			}
 			progress := mark.advance(ds)
+			if progress {
+				t.Progress()
+			}
 			seen(ds, progress)
 			if Complete(ds) {
 				return true, nil
-			}
-			if progress {
-				timer.Stop()
-				timer.Reset(stall)
 			}
 		}
 	}

@@ -68,12 +68,17 @@ type followed struct {
 	err      error
 }
 
-// follow runs FollowStatus with a stall time of 10s; seen gets the
-// resourceVersion of every status it is shown.
+// follow runs FollowStatus with a stall time of 10s (and an hour for the
+// other timers); seen gets the resourceVersion of every status it is shown.
 func follow(ctx context.Context, c Client, from *appsv1.DaemonSet, seen chan<- string) chan followed {
+	return followWith(ctx, c, NewTimers(c.Clock, time.Hour, time.Hour, 10*time.Second), from, seen)
+}
+
+func followWith(ctx context.Context, c Client, timers *Timers, from *appsv1.DaemonSet, seen chan<- string) chan followed {
 	out := make(chan followed, 1)
 	go func() {
-		complete, err := c.FollowStatus(ctx, from, 10*time.Second, func(ds *appsv1.DaemonSet, _ bool) {
+		defer timers.Stop()
+		complete, err := c.FollowStatus(ctx, from, timers, func(ds *appsv1.DaemonSet, _ bool) {
 			seen <- ds.ResourceVersion
 		})
 		out <- followed{complete, err}
@@ -112,8 +117,8 @@ func TestFollowStatusEndsWhenComplete(t *testing.T) {
 }
 
 // The stall time runs from the last progress; a status that moves without
-// progress (a pod flapping) does not restart it. The follower's timer is
-// the fake clock's only waiter: it is pending until the stall time.
+// progress (a pod flapping) does not restart it. A status shown is seen
+// only while the follower still follows.
 func TestFollowStatusGivesUpWhenNothingMoves(t *testing.T) {
 	c, clk, watches := followFixture(t)
 	seen := make(chan string)
@@ -133,12 +138,11 @@ func TestFollowStatusGivesUpWhenNothingMoves(t *testing.T) {
 	show(statusDS("3", 2, 3, 1, 1, 1)) // none: a new pod went unready
 	clk.Step(5 * time.Second)
 	show(statusDS("4", 2, 3, 2, 2, 2)) // progress: the stall time starts again
-	show(statusDS("5", 2, 3, 2, 1, 1)) // (its timer is reset once this one is seen)
+	show(statusDS("5", 2, 3, 2, 1, 1)) // no progress: the stall time runs from "4"
 	clk.Step(6 * time.Second)
-	assert.True(t, clk.HasWaiters(), "11s after the first progress, 6s after the last: still following")
+	// 11s after the first progress, 6s after the last: still following
 	show(statusDS("6", 2, 3, 2, 2, 2)) // back where it was: no progress
-	clk.Step(4 * time.Second)
-	assert.False(t, clk.HasWaiters(), "10s after the last progress")
+	clk.Step(4 * time.Second)          // 10s after the last progress
 	r := wait(t, out)
 	require.NoError(t, r.err)
 	assert.False(t, r.complete, "stalled, not complete")
@@ -169,4 +173,31 @@ func TestFollowStatusInterrupted(t *testing.T) {
 	cancel()
 	r := wait(t, out)
 	assert.ErrorIs(t, r.err, context.Canceled)
+}
+
+// Following the status, no progress for the progress deadline ends the
+// wait with ErrNoProgress, whatever the stall time.
+func TestFollowStatusEndsAtTheProgressDeadline(t *testing.T) {
+	c, clk, watches := followFixture(t)
+	seen := make(chan string)
+	out := followWith(context.Background(), c, NewTimers(c.Clock, 30*time.Second, time.Hour, time.Hour), statusDS("1", 1, 3, 3, 3, 3), seen)
+	w := <-watches
+	show := func(ds *appsv1.DaemonSet) {
+		t.Helper()
+		go w.Modify(ds)
+		select {
+		case <-seen:
+		case r := <-out:
+			t.Fatalf("returned %+v before status %s", r, ds.ResourceVersion)
+		}
+	}
+	show(statusDS("2", 2, 3, 1, 2, 2)) // progress
+	clk.Step(20 * time.Second)
+	show(statusDS("3", 2, 3, 2, 2, 2)) // progress 20s later: the deadline starts again
+	clk.Step(20 * time.Second)
+	show(statusDS("4", 2, 3, 2, 1, 1)) // no progress; 20s after the last, still following
+	clk.Step(10 * time.Second)
+	r := wait(t, out)
+	assert.ErrorIs(t, r.err, ErrNoProgress)
+	assert.False(t, r.complete)
 }
