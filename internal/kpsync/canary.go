@@ -36,7 +36,8 @@ type canary struct {
 // rest, at most batch nodes in flight; with --zone-label, zone by zone
 // (one LIST of nodes per 500). Nodes already on the new template (a
 // resumed canary) need nothing; nodes unready before take no slot: the
-// controller replaces their pods once the strategy is restored.
+// controller replaces their pods once the strategy is restored. Nodes
+// with no pod take none either.
 func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary, error) {
 	s, fleet := rl.s, rl.fleet
 	live := fleet.Live()
@@ -50,7 +51,9 @@ func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary
 	}
 	var todo []string
 	for _, n := range live {
-		if !fleet.Done(n) && !fleet.Exempted(n) {
+		// a node without a pod (a resumed canary's, see observe) has none
+		// to delete: it takes no slot, the controller creates its pod
+		if !fleet.Done(n) && !fleet.Exempted(n) && fleet.HasPod(n) {
 			todo = append(todo, n)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
@@ -420,6 +422,29 @@ func TestResumedCanaryIsReportedAndAudited(t *testing.T) {
 	assert.Equal(t, "outcome", lines[2].Phase)
 	assert.Equal(t, "succeeded", lines[2].Outcome)
 	assert.NotNil(t, lines[2].Rollout)
+}
+
+// A resumed canary waits for a node whose pod the earlier run deleted and
+// whose successor the controller had not created (an admission webhook
+// refused it, say): the rollout is done only once that node runs a pod of
+// the new template too, and the result counts it.
+func TestResumedCanaryWaitsForANodeLeftWithoutAPod(t *testing.T) {
+	f := newRollingFixture(t, 4)
+	leftoverCanary(t, f)
+	require.NoError(t, f.client.Tracker().Delete(podsGVR, "kube-system", "kube-proxy-node-1-1"))
+	f.podController(t, func(node, gen string) *corev1.Pod {
+		// the controller's next sync creates every missing pod, node-1's too
+		if _, err := f.client.Tracker().Get(podsGVR, "kube-system", "kube-proxy-node-1-"+gen); err != nil {
+			assert.NoError(t, f.client.Tracker().Create(podsGVR, kubeProxyPod("node-1", gen, true), "kube-system"))
+		}
+		return kubeProxyPod(node, gen, true)
+	})
+	res, err := f.run(t, Options{Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	r := res.Facts.Rollout
+	assert.Equal(t, [2]int32{4, 4}, [2]int32{r.Desired, r.Updated}, "node-1 is one of the nodes the rollout reached")
+	assert.Equal(t, types.UID("node-1-2"), f.podUID(t, "kube-proxy-node-1-2"), "node-1 runs a pod of the new template")
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
 }
 
 // A raised maxUnavailable an earlier run saved and did not put back (it

@@ -899,11 +899,12 @@ func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet, resume bool)
 	// the node survey and the pod list are independent: both before the
 	// restart, side by side (at 5000 nodes each is ten LIST pages)
 	var skipped map[string]string
+	var live []string
 	var surveyErr error
 	surveyed := make(chan struct{})
 	go func() {
 		defer close(surveyed)
-		skipped, surveyErr = nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes)
+		skipped, live, surveyErr = nodes.SurveyFor(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes, &ds.Spec.Template.Spec)
 	}()
 	fleet, err := s.dss.Observe(ctx, ds, map[string]string{})
 	<-surveyed
@@ -929,6 +930,17 @@ func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet, resume bool)
 	fleet.Exempt(r.UnreadyBefore)
 	if len(r.UnreadyBefore) > 0 {
 		s.d.Log.Infof("%d live node(s) had no Ready kube-proxy before the restart: left out of the wait and of the batches: %v", len(r.UnreadyBefore), r.UnreadyBefore)
+	}
+	// live nodes the DaemonSet belongs on but that have no pod of it: when
+	// a canary resumes, an earlier run may have deleted theirs, and the
+	// rollout is not done before they run one of the new template
+	switch missing := fleet.Missing(live); {
+	case len(missing) == 0:
+	case resume:
+		fleet.Expect(missing)
+		s.d.Log.Infof("%d live node(s) have no kube-proxy pod (an earlier run may have deleted theirs): waiting for the DaemonSet controller to create them: %v", len(missing), missing)
+	default:
+		s.d.Log.Warnf("%d live node(s) have no kube-proxy pod of daemonset %s/%s before the restart (the controller has not created theirs): not waited for: %v", len(missing), s.o.Namespace, s.o.DaemonSet, missing)
 	}
 	if len(skipped) > 0 {
 		s.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), r.SkippedNodes)

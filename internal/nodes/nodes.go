@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
@@ -80,8 +82,20 @@ type Skipped struct {
 // (name -> reason): a 5000-node cluster costs a few list pages, and no Node
 // object outlives its page.
 func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy) (map[string]string, error) {
-	skipped := map[string]string{}
-	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	skipped, _, err := SurveyFor(ctx, api, now, p, nil)
+	return skipped, err
+}
+
+// SurveyFor is Survey that also returns, sorted, the live nodes a pod of
+// spec belongs on as the DaemonSet controller decides it (see Runs), in
+// the same pages. A nil spec returns no live node.
+func SurveyFor(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
+	skipped = map[string]string{}
+	var runs func(*corev1.Node) bool
+	if spec != nil {
+		runs = Runs(spec)
+	}
+	err = kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return api.List(ctx, o)
 	}, func(obj runtime.Object) error {
 		n, ok := obj.(*corev1.Node)
@@ -90,13 +104,52 @@ func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy) (map[s
 		}
 		if r := Classify(n, now, p); r != Live {
 			skipped[n.Name] = r
+		} else if runs != nil && runs(n) {
+			live = append(live, n.Name)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
+		return nil, nil, fmt.Errorf("list nodes: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
 	}
-	return skipped, nil
+	sort.Strings(live)
+	return skipped, live, nil
+}
+
+// daemonTolerations are the tolerations the DaemonSet controller adds to
+// every pod it creates, whatever the template says.
+var daemonTolerations = []corev1.Toleration{
+	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// Runs says whether the DaemonSet controller puts a pod of spec on a node:
+// the pod's required node affinity and node selector match it, and every
+// NoSchedule or NoExecute taint is tolerated, with the tolerations the
+// controller adds (and, for a host-network pod, network-unavailable).
+// These are the controller's own rules, from the scheduling helpers it
+// uses.
+func Runs(spec *corev1.PodSpec) func(*corev1.Node) bool {
+	pod := &corev1.Pod{Spec: *spec.DeepCopy()}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, daemonTolerations...)
+	if pod.Spec.HostNetwork {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	scheduling := func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}
+	return func(n *corev1.Node) bool {
+		if ok, err := affinity.Match(n); !ok || err != nil {
+			return false
+		}
+		_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, pod.Spec.Tolerations, scheduling)
+		return !untolerated
+	}
 }
 
 // List turns a skip map into the sorted facts list.

@@ -89,3 +89,70 @@ func TestSurveyPagesAndKeepsOnlySkipped(t *testing.T) {
 	assert.Equal(t, map[string]string{"node-0007": ToBeDeleted, "node-0407": ToBeDeleted, "node-0807": ToBeDeleted}, skipped)
 	assert.Equal(t, []Skipped{{"node-0007", ToBeDeleted}, {"node-0407", ToBeDeleted}, {"node-0807", ToBeDeleted}}, List(skipped))
 }
+
+// Runs decides as the DaemonSet controller does: node selector and
+// required affinity, then taints, with the tolerations the controller adds
+// to every daemon pod (network-unavailable only for a host-network pod).
+func TestRuns(t *testing.T) {
+	linux := func(n *corev1.Node) { n.Labels = map[string]string{"kubernetes.io/os": "linux"} }
+	taint := func(key string, effect corev1.TaintEffect) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			linux(n)
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: effect})
+		}
+	}
+	spec := corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}}
+	hostNet := spec
+	hostNet.HostNetwork = true
+	tolerant := spec
+	tolerant.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	cases := []struct {
+		name string
+		spec corev1.PodSpec
+		node *corev1.Node
+		runs bool
+	}{
+		{"selected", spec, node("a", linux), true},
+		{"not selected", spec, node("a", nil), false},
+		{"affinity excludes it", corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"gpu"}}}}}}}}},
+			node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "gpu"} }), false},
+		{"untolerated NoSchedule taint", spec, node("a", taint("dedicated", corev1.TaintEffectNoSchedule)), false},
+		{"PreferNoSchedule does not count", spec, node("a", taint("dedicated", corev1.TaintEffectPreferNoSchedule)), true},
+		{"cordoned: the controller tolerates it", spec, node("a", taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule)), true},
+		{"not ready: the controller tolerates it", spec, node("a", taint(corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute)), true},
+		{"network unavailable, pod network", spec, node("a", taint(corev1.TaintNodeNetworkUnavailable, corev1.TaintEffectNoSchedule)), false},
+		{"network unavailable, host network", hostNet, node("a", taint(corev1.TaintNodeNetworkUnavailable, corev1.TaintEffectNoSchedule)), true},
+		{"kube-proxy tolerates every taint", tolerant, node("a", taint("dedicated", corev1.TaintEffectNoExecute)), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.runs, Runs(&c.spec)(c.node))
+		})
+	}
+}
+
+// SurveyFor returns the live nodes the pod belongs on, in the same pages
+// as the skipped ones: neither a node going away nor one the pod does not
+// select is among them.
+func TestSurveyForListsLiveNodesThePodBelongsOn(t *testing.T) {
+	linux := func(n *corev1.Node) { n.Labels = map[string]string{"kubernetes.io/os": "linux"} }
+	client := fake.NewClientset(
+		node("b", linux),
+		node("a", linux),
+		node("windows", nil),
+		node("leaving", func(n *corev1.Node) {
+			linux(n)
+			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+		}),
+	)
+	spec := &corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
+	skipped, live, err := SurveyFor(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"leaving": ToBeDeleted}, skipped)
+	assert.Equal(t, []string{"a", "b"}, live)
+	_, live, err = SurveyFor(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
+	require.NoError(t, err)
+	assert.Empty(t, live, "no pod spec, no live node named")
+}

@@ -225,6 +225,31 @@ func (f *Fleet) Skip(node, reason string) {
 	f.touch(node)
 }
 
+// Missing returns the nodes of want (sorted) that have no pod of the
+// DaemonSet and are not expected yet.
+func (f *Fleet) Missing(want []string) []string {
+	var out []string
+	for _, n := range want {
+		if !f.HasPod(n) && !f.expected[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// HasPod reports whether a node has a pod of the DaemonSet.
+func (f *Fleet) HasPod(node string) bool { return len(f.byNode[node]) > 0 }
+
+// Expect adds nodes the rollout must reach although they had no pod when
+// the fleet was observed: it waits for the DaemonSet controller to create
+// theirs, from the new template.
+func (f *Fleet) Expect(nodes []string) {
+	for _, n := range nodes {
+		f.expected[n] = true
+		f.touch(n)
+	}
+}
+
 // Exempt leaves live nodes out of the completion check (their pod was
 // already not Ready before the restart: not the restart's doing).
 func (f *Fleet) Exempt(nodes []string) {

@@ -216,6 +216,12 @@ func TestInterruptedCanaryResumes(t *testing.T) {
 	allow()
 	rerun := runBinary(t, bin, args, nil)
 	require.Equal(t, 0, rerun.code, "rerun: %s\n%s", rerun.stdout, rerun.stderr)
+	// extra[0] had no pod when the rerun began: it waited for the one the
+	// controller made there, and counts it
+	var resumed result
+	require.NoError(t, json.Unmarshal([]byte(rerun.stdout), &resumed), rerun.stdout)
+	assert.EqualValues(t, len(before), resumed.Rollout.Updated, "rerun: %s", rerun.stderr)
+	assert.NotEmpty(t, c.PodUIDs(t)[extra[0]], "the rerun ended with a pod on %s", extra[0])
 	c.WaitRolloutComplete(t, 2*time.Minute)
 	perNode := history.Stop()
 	cluster.AssertAllReplaced(t, before, c.PodUIDs(t))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -199,30 +200,46 @@ func denyKubeProxyPodsOn(t *testing.T, c *cluster.Cluster, nodes ...string) (rem
 		},
 	}
 	ar := c.Client.AdmissionregistrationV1()
+	// the policy takes effect, and is gone, once the API server has seen
+	// it: both are probed with a dry run of a pod for the first node
+	admitted := func() (bool, error) {
+		_, err := c.Client.CoreV1().Pods(c.Namespace).Create(ctx, admissionProbe(c, nodes[0]), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	remove = func() {
 		_ = ar.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
 		_ = ar.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+		// the DaemonSet controller backs off after each refused pod: a
+		// refusal after this returns would delay the node's pod by minutes
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return admitted() })
+		assert.NoError(t, err, "admission policy never went away")
 	}
 	_, err := ar.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(remove)
 	_, err = ar.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ok, err := admitted()
+		return !ok && err == nil, nil
+	})
+	require.NoError(t, err, "admission policy never took effect")
+	return remove
+}
 
-	// the policy takes effect once the API server has compiled it: probe with a dry run
-	probe := &corev1.Pod{
+// admissionProbe is a pod the DaemonSet controller would make for node, for a dry
+// run through admission.
+func admissionProbe(c *cluster.Cluster, node string) *corev1.Pod {
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-admission-probe-", Namespace: c.Namespace},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "x", Image: "x"}},
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodes[0]}}}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}},
 			}}},
 		},
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.Client.CoreV1().Pods(c.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
-	})
-	require.NoError(t, err, "admission policy never took effect")
-	return remove
 }
