@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -445,6 +446,20 @@ func TestResumedCanaryWaitsForANodeLeftWithoutAPod(t *testing.T) {
 	assert.Equal(t, [2]int32{4, 4}, [2]int32{r.Desired, r.Updated}, "node-1 is one of the nodes the rollout reached")
 	assert.Equal(t, types.UID("node-1-2"), f.podUID(t, "kube-proxy-node-1-2"), "node-1 runs a pod of the new template")
 	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+}
+
+// A fresh restart neither waits for nor counts a live node that had no
+// pod of the DaemonSet before it (not this run's doing), and says so.
+func TestRestartWarnsOfANodeWithoutAPod(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	require.NoError(t, f.client.Tracker().Delete(podsGVR, "kube-system", "kube-proxy-node-1-1"))
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	res, err := f.run(t, Options{Spec: configmap.Spec{Server: "https://10.0.0.1:6443"}, Strategy: StrategyCanary, CanaryNodes: 1, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	r := res.Facts.Rollout
+	assert.Equal(t, [2]int32{2, 2}, [2]int32{r.Desired, r.Updated}, "the two nodes with a pod")
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "1 live node(s) have no kube-proxy pod of daemonset kube-system/kube-proxy before the restart: [node-1]")
 }
 
 // A raised maxUnavailable an earlier run saved and did not put back (it

@@ -940,7 +940,7 @@ func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet, resume bool)
 		fleet.Expect(missing)
 		s.d.Log.Infof("%d live node(s) have no kube-proxy pod (an earlier run may have deleted theirs): waiting for the DaemonSet controller to create them: %v", len(missing), missing)
 	default:
-		s.d.Log.Warnf("%d live node(s) have no kube-proxy pod of daemonset %s/%s before the restart (the controller has not created theirs): not waited for: %v", len(missing), s.o.Namespace, s.o.DaemonSet, missing)
+		s.warn(fmt.Sprintf("%d live node(s) have no kube-proxy pod of daemonset %s/%s before the restart: %v; the restart does not wait for them, the DaemonSet controller creates theirs (see its events if it does not)", len(missing), s.o.Namespace, s.o.DaemonSet, missing))
 	}
 	if len(skipped) > 0 {
 		s.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), r.SkippedNodes)
