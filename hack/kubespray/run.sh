@@ -20,6 +20,8 @@
 #              inventory; the pods it replaced and the most nodes without a
 #              Ready kube-proxy at once (from a watch); patched, each pod
 #              replaced once, never more nodes down than maxUnavailable
+#     egress   the packets that tried to leave the tier's network in the
+#              mode (hack/kind/egress.sh); must be 0
 #   nodes, rerun and settings end with kube-proxy's own /configz on every node
 #   against kubespray's variables (mode, clusterCIDR, minSyncPeriod) and the
 #   ConfigMap (hack/kubespray/measure.py).
@@ -318,13 +320,27 @@ settings() {
   fi
 }
 
+# egress MODE: the packets that tried to leave the tier's network since
+# hosts-MODE made it (hack/kind/egress.sh counts and drops them; hosts.sh
+# down removes the counter with the network, so each mode counts its own).
+# Every address the tier uses is on that network: it must be 0.
+egress() {
+  local network="${KS_NETWORK:-kps-kubespray}" n
+  n="$("${REPO_ROOT}/hack/kind/egress.sh" count "${network}")"
+  figure "egress-$1" "packets that tried to leave the ${network} network: ${n}"
+  if [[ "${n}" != 0 ]]; then
+    echo "${n} packets tried to leave the ${network} network (dropped): something in the ${1} run reached for an address outside the tier; see which with iptables -L DOCKER-USER -v -n while KS_KEEP=1 keeps the hosts"
+    return 1
+  fi
+}
+
 # table: the modes' steps, one row each, for the end of the summary.
 table() {
   local s mode row cell
   row="| step |" cell="| --- |"
   for mode in ${KS_MODES}; do row+=" ${mode} |" cell+=" --- |"; done
   printf '\n%s\n%s\n' "${row}" "${cell}"
-  for s in hosts cluster nodes rerun settings; do
+  for s in hosts cluster nodes rerun settings egress; do
     row="| ${s} |"
     for mode in ${KS_MODES}; do
       # hosts has a time only; a mode that stopped early, not even that.
@@ -353,6 +369,7 @@ for mode in ${KS_MODES}; do
   step "nodes-${mode}" nodes "${mode}"
   step "rerun-${mode}" rerun "${mode}" "${tree}"
   step "settings-${mode}" settings "${mode}" "${tree}"
+  step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
 log "kubespray tier: every step passed"
