@@ -24,3 +24,10 @@ RUNC_VERSION := v1.3.3
 CNI_PLUGINS_VERSION := v1.9.1
 CRICTL_VERSION := v1.34.0
 NERDCTL_VERSION := v1.7.7
+# The kubespray tier's upgrade (KS_UPGRADE=1 make test-kubespray): cluster.yml
+# installs this version, upgrade-cluster.yml takes the cluster to
+# KUBERNETES_VERSION (hack/tools/upgrade-from builds it). A patch release of
+# the same minor: kubespray at KUBESPRAY_COMMIT refuses anything older than
+# 1.34.0 (kube_version_min_required, the first version of its checksum
+# tables), so a 1.33 install is not possible there.
+KUBESPRAY_UPGRADE_FROM := v1.34.3

@@ -9,7 +9,7 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray]
+# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade]
 #   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
@@ -17,6 +17,9 @@
 #   kubespray: what kubespray's download role takes besides those
 #         (hack/kubespray/build.sh): containerd, runc, the CNI plugins,
 #         crictl, nerdctl, etcdctl and etcdutl
+#   upgrade: the kubespray tier's upgrade (KS_UPGRADE=1): kubeadm, kubelet,
+#         kubectl, kube-apiserver, kube-controller-manager, kube-scheduler
+#         and kube-proxy at KUBESPRAY_UPGRADE_FROM, named NAME-VERSION
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -26,8 +29,8 @@ FORCE=0 GROUP=control-plane
 for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
-    control-plane | kind | kubespray) GROUP="${arg}" ;;
-    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray]" ;;
+    control-plane | kind | kubespray | upgrade) GROUP="${arg}" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade]" ;;
   esac
 done
 
@@ -158,6 +161,20 @@ if [[ "${GROUP}" == kubespray ]]; then
   build "${TOOLS_DIR}/etcdctl" "-s -w" "${ETCD_VERSION} $(module_hash "${TOOLS_DIR}/etcdctl")" \
     etcdctl=go.etcd.io/etcd/etcdctl/v3 etcdutl=go.etcd.io/etcd/etcdutl/v3
   log "kubespray tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_PLUGINS_VERSION}, crictl ${CRICTL_VERSION}, nerdctl ${NERDCTL_VERSION}, etcdctl ${ETCD_VERSION}"
+  exit 0
+fi
+if [[ "${GROUP}" == upgrade ]]; then
+  dir="${TOOLS_DIR}/upgrade-from"
+  pinned="$(cd "${dir}" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+  [[ "${pinned}" == "${KUBESPRAY_UPGRADE_FROM}" ]] ||
+    die "hack/tools/upgrade-from pins k8s.io/kubernetes ${pinned}, hack/versions.mk says KUBESPRAY_UPGRADE_FROM ${KUBESPRAY_UPGRADE_FROM}: set the module's kubernetes and staging versions (replace block) to it and run go mod tidy there"
+  pairs=()
+  for name in kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+    pairs+=("${name}-${KUBESPRAY_UPGRADE_FROM}=k8s.io/kubernetes/cmd/${name}")
+  done
+  build "${dir}" "$(k8s_ldflags "${KUBESPRAY_UPGRADE_FROM}")" \
+    "${KUBESPRAY_UPGRADE_FROM} $(module_hash "${dir}")" "${pairs[@]}"
+  log "upgrade tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: $("${TOOLS_BIN}/kubeadm-${KUBESPRAY_UPGRADE_FROM}" version -o short) and its kubelet, kubectl, control plane and kube-proxy"
   exit 0
 fi
 k8s_ldflags="$(k8s_ldflags "${KUBERNETES_VERSION}")"
