@@ -8,6 +8,11 @@
 #                                               (.cache/kind/rootfs-NAME; path on stdout)
 #   hack/kind/build.sh images                   steps 1 and 2 only; the images'
 #                                               names on stdout, one a line
+#   hack/kind/build.sh images-at VERSION        the control plane and kube-proxy
+#                                               images kubeadm VERSION asks for,
+#                                               from the binaries NAME-VERSION
+#                                               (hack/build/tools.sh upgrade);
+#                                               their names on stdout
 #
 #   1. Go binaries (hack/build/tools.sh kind): kind, kubelet, kubeadm,
 #      kube-proxy (KUBERNETES_VERSION and KUBE_PROXY_OLD_VERSION), pause;
@@ -166,35 +171,56 @@ if ! image_fresh "${BASE_IMAGE}" "${base_hash}"; then
   log "image ${BASE_IMAGE}"
 fi
 
-mapfile -t kubeadm_images < <("${TOOLS_BIN}/kubeadm" config images list --kubernetes-version "${KUBERNETES_VERSION}" 2>/dev/null)
-((${#kubeadm_images[@]} > 0)) || die "kubeadm config images list printed nothing"
+# kubeadm_images VERSION SUFFIX: the images kubeadm VERSION asks for, named
+# as it asks, built from the binaries NAME-SUFFIX in TOOLS_BIN (etcd and pause
+# from the project's own, ETCD_VERSION and KUBERNETES_VERSION's); appended to
+# images, the pause image's name left in pause_image.
+kubeadm_images() {
+  local version="$1" suffix="$2" image name h tmp list=()
+  mapfile -t list < <("${TOOLS_BIN}/kubeadm${suffix}" config images list --kubernetes-version "${version}" 2>/dev/null)
+  ((${#list[@]} > 0)) || die "kubeadm${suffix} config images list printed nothing"
+  for image in "${list[@]}"; do
+    name="${image##*/}"
+    name="${name%%:*}"
+    case "${name}" in
+      coredns) continue ;; # not deployed: the kind config skips kubeadm's addon/coredns phase
+      pause)
+        pause_image="${image}"
+        h="$(printf '%s %s' "${base_hash}" "$(bin_hash pause)" | hash_of)"
+        if ! image_fresh "${image}" "${h}"; then
+          tmp="$(mktemp -d)"
+          install -m 0755 "${TOOLS_BIN}/pause" "${tmp}/pause"
+          import_dir "${tmp}" "${image}" "${h}" 'ENTRYPOINT ["/pause"]'
+          rm -rf "${tmp}"
+          log "image ${image}"
+        fi
+        ;;
+      etcd)
+        # kubeadm's tag, the project's etcd build (ETCD_VERSION) inside.
+        component "${image}" "$(printf '%s %s' "${base_hash}" "$(bin_hash etcd)" | hash_of)" \
+          '["/usr/local/bin/etcd"]' "${TOOLS_BIN}/etcd:/usr/local/bin/etcd"
+        ;;
+      kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy)
+        [[ -x "${TOOLS_BIN}/${name}${suffix}" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/${name}${suffix} for ${image}: build it first (hack/build/tools.sh)"
+        component "${image}" "$(printf '%s %s' "${base_hash}" "$(bin_hash "${name}${suffix}")" | hash_of)" \
+          "[\"/usr/local/bin/${name}\"]" "${TOOLS_BIN}/${name}${suffix}:/usr/local/bin/${name}"
+        ;;
+      *) die "kubeadm asks for an image this script does not build: ${image}" ;;
+    esac
+    images+=("${image}")
+  done
+}
+
 images=()
 pause_image=""
-for image in "${kubeadm_images[@]}"; do
-  name="${image##*/}"
-  name="${name%%:*}"
-  case "${name}" in
-    coredns) continue ;; # not deployed: the kind config skips kubeadm's addon/coredns phase
-    pause)
-      pause_image="${image}"
-      h="$(printf '%s %s' "${base_hash}" "$(bin_hash pause)" | hash_of)"
-      if ! image_fresh "${image}" "${h}"; then
-        tmp="$(mktemp -d)"
-        install -m 0755 "${TOOLS_BIN}/pause" "${tmp}/pause"
-        import_dir "${tmp}" "${image}" "${h}" 'ENTRYPOINT ["/pause"]'
-        rm -rf "${tmp}"
-        log "image ${image}"
-      fi
-      ;;
-    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy)
-      # etcd: kubeadm's tag, the project's etcd build (ETCD_VERSION) inside.
-      component "${image}" "$(printf '%s %s' "${base_hash}" "$(bin_hash "${name}")" | hash_of)" \
-        "[\"/usr/local/bin/${name}\"]" "${TOOLS_BIN}/${name}:/usr/local/bin/${name}"
-      ;;
-    *) die "kubeadm asks for an image this script does not build: ${image}" ;;
-  esac
-  images+=("${image}")
-done
+if [[ "${1:-}" == images-at ]]; then
+  [[ $# -eq 2 && "$2" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "usage: hack/kind/build.sh images-at vMAJOR.MINOR.PATCH"
+  [[ -x "${TOOLS_BIN}/kubeadm-$2" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/kubeadm-$2: build the binaries at $2 first (hack/build/tools.sh upgrade builds KUBESPRAY_UPGRADE_FROM)"
+  kubeadm_images "$2" "-$2"
+  printf '%s\n' "${images[@]}"
+  exit 0
+fi
+kubeadm_images "${KUBERNETES_VERSION}" ""
 [[ -n "${pause_image}" ]] || die "kubeadm config images list named no pause image"
 old_proxy="registry.k8s.io/kube-proxy:${KUBE_PROXY_OLD_VERSION}"
 component "${old_proxy}" "$(printf '%s %s' "${base_hash}" "$(bin_hash "kube-proxy-${KUBE_PROXY_OLD_VERSION}")" | hash_of)" \
