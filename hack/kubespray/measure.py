@@ -5,9 +5,15 @@
       WATCH.json: `kubectl get pods -w --output-watch-events -o json` of the
       kube-proxy pods during a step. Prints, one `key=value` a line:
       nodes, pods (distinct UIDs seen), new (pods created during the step),
-      max_per_node (pods seen on one node; 2 = replaced once), and
+      max_per_node (pods seen on one node; 2 = replaced once),
       max_unavailable (most nodes at once without a Ready kube-proxy pod
-      that is not being deleted, after any event of the stream).
+      that is not being deleted, after any event of the stream), and
+      revisions (pod template revisions, the controller-revision-hash
+      label, of the pods created during the step that no pod before it had:
+      the rollouts the pods saw), and gaps (times the watch was started
+      again, after a {"type": "RELIST"} line: an API server restart ended
+      it; what happened while it was down is not seen, and the pods its new
+      list lacks were deleted meanwhile).
 
   measure.py configz KUBEADM_CONFIG CONFIG_CONF FIELD=VALUE... -- NODE=CONFIGZ...
       Compares what kube-proxy runs on each node (CONFIGZ: its /configz) with
@@ -18,7 +24,9 @@
       inventory set, which kubespray's rendering must carry. Prints one line a
       node and field; exit 1 when the ConfigMap or kubespray's rendering
       differs from what kube-proxy runs (stale=ok: only the ConfigMap must match;
-      the drift from kubespray's variables is reported, not failed).
+      the drift from kubespray's variables is reported, not failed; stale=any:
+      a drift from the ConfigMap too, a pod started before the ConfigMap's
+      last write, is reported, not failed).
 """
 import json
 import sys
@@ -76,8 +84,12 @@ def watch(path):
     with open(path, encoding="utf-8") as f:
         events = json_stream(f.read())
     live, seen, initial, nodes, worst = {}, {}, set(), set(), 0
-    listing = True
+    revision, gaps = {}, 0
+    listing, relist = True, None
     for ev in events:
+        if ev.get("type") == "RELIST":
+            gaps, relist, listing = gaps + 1, set(), False
+            continue
         pod = ev["object"]
         uid, node = pod["metadata"]["uid"], pod_node(pod)
         # The watch starts with the existing pods as ADDED events.
@@ -86,7 +98,17 @@ def watch(path):
         else:
             listing = False
         seen[uid] = node
+        revision[uid] = pod["metadata"].get("labels", {}).get("controller-revision-hash", "?")
         nodes.add(node)
+        if relist is not None:
+            if ev["type"] == "ADDED":
+                relist.add(uid)
+                live[uid] = (node, ready(pod))
+                continue
+            # The new list is complete: what it lacks went while the watch was down.
+            for gone in set(live) - relist:
+                live.pop(gone)
+            relist = None
         if ev["type"] == "DELETED":
             live.pop(uid, None)
         else:
@@ -101,6 +123,9 @@ def watch(path):
     print(f"new={len(set(seen) - initial)}")
     print(f"max_per_node={max(per_node.values(), default=0)}")
     print(f"max_unavailable={worst}")
+    before = {revision[u] for u in initial}
+    print(f"revisions={len({revision[u] for u in set(seen) - initial} - before)}")
+    print(f"gaps={gaps}")
 
 
 def get(doc, dotted):
@@ -148,8 +173,9 @@ def versioned(doc, field):
 def configz(args):
     sep = args.index("--")
     kubeadm_config, config_conf, settings = args[0], args[1], args[2:sep]
-    stale_ok = "stale=ok" in settings
-    want = dict(s.split("=", 1) for s in settings if s != "stale=ok")
+    stale_any = "stale=any" in settings
+    stale_ok = stale_any or "stale=ok" in settings
+    want = dict(s.split("=", 1) for s in settings if s not in ("stale=ok", "stale=any"))
     with open(kubeadm_config, encoding="utf-8") as f:
         rendered = [d for d in yaml.safe_load_all(f) if d and d.get("kind") == "KubeProxyConfiguration"]
     if len(rendered) != 1:
@@ -170,7 +196,9 @@ def configz(args):
             (cm, cm_text), (ks, ks_text) = versioned(configmap, field), versioned(rendered[0], field)
             verdict = "ok"
             if not same(run, cm):
-                verdict, bad = "FAIL (not the ConfigMap's)", bad + 1
+                verdict = "STALE (not the ConfigMap's)"
+                if not stale_any:
+                    verdict, bad = "FAIL (not the ConfigMap's)", bad + 1
             elif not same(run, ks):
                 verdict = "STALE (not kubespray's variable)"
                 if not stale_ok:

@@ -20,16 +20,26 @@
 #              inventory; the pods it replaced and the most nodes without a
 #              Ready kube-proxy at once (from a watch); patched, each pod
 #              replaced once, never more nodes down than maxUnavailable
+#     upgrade  KS_UPGRADE=1 only (cluster.yml then installs
+#              KUBESPRAY_UPGRADE_FROM): upgrade-cluster.yml with
+#              -e kube_version=KUBERNETES_VERSION, the settings change kept;
+#              every node and kube-proxy on the new version; the pods it
+#              replaced, the rollouts, the most nodes without a Ready
+#              kube-proxy; patched, one rollout, each pod replaced once,
+#              within maxUnavailable
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
-#   nodes, rerun and settings end with kube-proxy's own /configz on every node
-#   against kubespray's variables (mode, clusterCIDR, minSyncPeriod) and the
-#   ConfigMap (hack/kubespray/measure.py).
+#   nodes, rerun, settings and upgrade end with kube-proxy's own /configz on
+#   every node against kubespray's variables (mode, clusterCIDR,
+#   minSyncPeriod) and the ConfigMap (hack/kubespray/measure.py). rerun,
+#   settings and upgrade count the DaemonSet's rollouts (the newest
+#   ControllerRevision's number, before and after).
 #
 # Cleans up on exit (hosts, file server, registry, network; the project's
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
 # table: .cache/kubespray/logs, .cache/kubespray/summary.txt (ends with a
-# table of the modes' steps: wall time, pods replaced, most unavailable).
+# table of the modes' steps: wall time, pods replaced, rollouts, most
+# unavailable).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -45,6 +55,15 @@ FIGURES="${KS_DIR}/figures"
 # it renders to (kube_proxy_mode is iptables here), and its new value
 # (kubespray's default: 0s).
 SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETTING_VALUE=2s
+# KS_UPGRADE=1: cluster.yml installs KUBESPRAY_UPGRADE_FROM
+# (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
+# step to KUBERNETES_VERSION.
+UPGRADE=0
+case "${KS_UPGRADE:-0}" in
+  0 | "") ;;
+  1) UPGRADE=1 ;;
+  *) die "KS_UPGRADE: 1 (install KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml to KUBERNETES_VERSION) or 0, got '${KS_UPGRADE}'" ;;
+esac
 
 [[ -n "${KUBESPRAY_DIR}" && -f "${KUBESPRAY_DIR}/cluster.yml" && -f "${KUBESPRAY_DIR}/requirements.txt" ]] ||
   die "KUBESPRAY_DIR must be a kubespray checkout (cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
@@ -74,7 +93,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-printf 'kubespray %s, Kubernetes %s, started %s\n' "${commit:0:12}" "${KUBERNETES_VERSION}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+versions="${KUBERNETES_VERSION}"
+if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
+printf 'kubespray %s, Kubernetes %s, started %s\n' "${commit:0:12}" "${versions}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
@@ -142,12 +163,14 @@ patch() {
   done
 }
 
-# cluster MODE TREE [settings]: cluster.yml from TREE against the mode's
-# inventory (settings: with SETTING_VAR at SETTING_VALUE).
+# cluster MODE TREE [settings] [PLAYBOOK [ARG...]]: PLAYBOOK (default
+# cluster.yml) from TREE against the mode's inventory (settings: with
+# SETTING_VAR at SETTING_VALUE), with ARGs.
 cluster() {
-  local mode="$1" tree="$2" inv="${KS_DIR}/inventory-$1"
+  local mode="$1" tree="$2" settings="${3:-}" playbook="${4:-cluster.yml}" inv="${KS_DIR}/inventory-$1"
+  shift "$(($# < 4 ? $# : 4))"
   "${REPO_ROOT}/hack/kubespray/inventory.sh" "${inv}" "${mode}"
-  if [[ "${3:-}" == settings ]]; then
+  if [[ "${settings}" == settings ]]; then
     printf '# The settings step of hack/kubespray/run.sh.\n%s: %s\n' "${SETTING_VAR}" "${SETTING_VALUE}" \
       >"${inv}/group_vars/all/settings.yml"
   fi
@@ -163,7 +186,7 @@ cluster() {
   cd "${tree}"
   # system-packages: no Debian mirror on the hosts; the host image carries
   # kubespray's package list (hack/kubespray/build.sh).
-  ansible-playbook -i "${inv}/hosts.yaml" cluster.yml --skip-tags system-packages
+  ansible-playbook -i "${inv}/hosts.yaml" "${playbook}" --skip-tags system-packages "$@"
 }
 
 # cp_ssh CMD: CMD on the control plane host, with its admin kubeconfig.
@@ -183,6 +206,14 @@ nodes() {
     kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s
     kubectl get nodes -o wide; kubectl -n kube-system get pods -o wide'
   configz "$1" nodes
+}
+
+# revision: the number of kube-proxy's newest ControllerRevision (each change
+# of the DaemonSet's pod template makes one: a rollout).
+revision() {
+  cp_ssh 'kubectl -n kube-system get controllerrevisions -l k8s-app=kube-proxy \
+    -o jsonpath="{range .items[*]}{.metadata.ownerReferences[0].name} {.revision}{\"\\n\"}{end}"' |
+    awk '$1 == "kube-proxy" {print $2}' | sort -n | tail -n1
 }
 
 # proxy_uids: "NODE UID" of every kube-proxy pod, once the DaemonSet is
@@ -205,7 +236,8 @@ figure() {
 # config on the first control plane) and the kube-proxy ConfigMap
 # (hack/kubespray/measure.py); fails on a difference. FIELD=VALUE: what the
 # inventory set, which kubespray's rendering must carry. stale=ok: kube-proxy
-# may run other settings than kubespray's variables (then reported).
+# may run other settings than kubespray's variables (then reported);
+# stale=any: than its ConfigMap too (then reported).
 configz() {
   local mode="$1" name="$2-$1" dir host files=() rc=0
   shift 2
@@ -227,6 +259,8 @@ configz() {
     figure "${name}" "/configz FAILED: ${runs}"
     echo "kube-proxy's /configz differs from its ConfigMap or from kubespray's variables (above)"
     return 1
+  elif grep -q "STALE (not the ConfigMap's)" "${dir}/result.txt"; then
+    figure "${name}" "/configz: ${runs}, not all the ConfigMap's (a pod started before its last write)"
   elif grep -q STALE "${dir}/result.txt"; then
     figure "${name}" "/configz: ${runs}, not kubespray's ${SETTING_VAR}"
   else
@@ -234,23 +268,29 @@ configz() {
   fi
 }
 
-# cluster_watched MODE TREE STEP [settings]: cluster MODE TREE [settings]
-# with kube-proxy's pods watched from the control plane; records the pods it
-# replaced (by UID) and the most nodes without a Ready kube-proxy at once
-# (hack/kubespray/measure.py), and leaves them in REPLACED, TOTAL, NEW,
-# MAX_PER_NODE, MAX_UNAVAILABLE.
+# cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
+# MODE TREE [settings [PLAYBOOK [ARG...]]] with kube-proxy's pods watched
+# from the control plane; records the pods it replaced (by UID), the
+# DaemonSet's rollouts (ControllerRevisions made) and the most nodes without
+# a Ready kube-proxy at once (hack/kubespray/measure.py), and leaves them in
+# REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE.
 cluster_watched() {
-  local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline
+  local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline rev_before rev_after
+  shift 3
   out="${LOGS}/${name}.watch.json"
   pidfile="/run/kps-watch-${name}.pid"
   before="$(proxy_uids)"
   [[ -n "${before}" ]] || { echo "no kube-proxy pod before ${name}"; return 1; }
   TOTAL="$(wc -l <<<"${before}")"
+  rev_before="$(revision)"
+  [[ "${rev_before}" =~ ^[0-9]+$ ]] || { echo "no ControllerRevision of kube-proxy's DaemonSet before ${name}"; return 1; }
   : >"${out}"
   # The watch lists the existing pods first (as ADDED events): cluster.yml
-  # starts once it has.
-  cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 kubectl -n kube-system get pods -l k8s-app=kube-proxy \
-    --watch --output-watch-events -o json" >"${out}" 2>"${LOGS}/${name}.watch.err" &
+  # starts once it has. An API server restart (upgrade-cluster.yml) ends
+  # kubectl's watch: it starts again, after a RELIST line
+  # (hack/kubespray/measure.py). timeout's kill ends its process group.
+  local again='while :; do kubectl -n kube-system get pods -l k8s-app=kube-proxy --watch --output-watch-events -o json; echo "{\"type\": \"RELIST\"}"; sleep 1; done'
+  cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 sh -c '${again}'" >"${out}" 2>"${LOGS}/${name}.watch.err" &
   watch_pid=$!
   # shellcheck disable=SC2064 # the pid and file of this step's watch
   trap "cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
@@ -260,8 +300,9 @@ cluster_watched() {
     ((SECONDS < deadline)) || { echo "the watch listed fewer than ${TOTAL} kube-proxy pods within 60s"; return 1; }
     sleep 0.2
   done
-  cluster "${mode}" "${tree}" "${4:-}"
+  cluster "${mode}" "${tree}" "$@"
   after="$(proxy_uids)"
+  rev_after="$(revision)"
   cp_ssh "kill \$(cat ${pidfile})"
   wait "${watch_pid}" || true
   trap - EXIT
@@ -271,14 +312,21 @@ cluster_watched() {
       new) NEW="${value}" ;;
       max_per_node) MAX_PER_NODE="${value}" ;;
       max_unavailable) MAX_UNAVAILABLE="${value}" ;;
+      revisions) REVISIONS="${value}" ;;
+      gaps) GAPS="${value}" ;;
     esac
   done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
-  [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" ]] || { echo "no figures from ${out}"; return 1; }
+  [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" ]] || { echo "no figures from ${out}"; return 1; }
   REPLACED="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
+  ROLLOUTS=$((rev_after - rev_before))
   echo "kube-proxy pods before: ${before//$'\n'/, }"
   echo "kube-proxy pods after:  ${after//$'\n'/, }"
   figure "${name}" "kube-proxy pods replaced ${REPLACED} of ${TOTAL} (pods created ${NEW}, most on one node ${MAX_PER_NODE})"
+  figure "${name}" "rollouts of the DaemonSet: ${ROLLOUTS} (ControllerRevision ${rev_before} to ${rev_after}; template revisions among the new pods: ${REVISIONS})"
   figure "${name}" "most nodes without a Ready kube-proxy at once: ${MAX_UNAVAILABLE}"
+  if ((${GAPS:-0} > 0)); then
+    figure "${name}" "the watch started again ${GAPS} times (its connection to the API server ended): what happened while it was down is not seen"
+  fi
 }
 
 # rerun MODE TREE: cluster.yml again, nothing changed in the inventory; counts
@@ -334,13 +382,59 @@ egress() {
   fi
 }
 
+# upgrade MODE TREE: upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM to
+# KUBERNETES_VERSION (kubespray's documented -e kube_version=...), the
+# settings step's inventory kept. Every node's kubelet and every kube-proxy
+# pod on the new version afterwards. Patched (docs/kubespray-upgrade.patch):
+# one rollout, the new image's, each pod replaced once, never more nodes
+# without a Ready kube-proxy than maxUnavailable. Unpatched: recorded, and
+# kube-proxy may run settings its ConfigMap got after the pod started
+# (kubespray writes the ConfigMap after kubeadm rolled the new image).
+upgrade() {
+  local budget image kubelets
+  image="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.template.spec.containers[0].image}"')"
+  [[ "${image}" == *":${KUBESPRAY_UPGRADE_FROM}" ]] ||
+    { echo "kube-proxy runs ${image}, not ${KUBESPRAY_UPGRADE_FROM}: cluster.yml did not install KUBESPRAY_UPGRADE_FROM (is .cache/kubespray/files.yml from a build without KS_UPGRADE=1?)"; return 1; }
+  budget="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.updateStrategy.rollingUpdate.maxUnavailable}"')"
+  cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
+  image="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.template.spec.containers[0].image}"')"
+  kubelets="$(cp_ssh 'kubectl get nodes -o jsonpath="{range .items[*]}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}"')"
+  figure "upgrade-$1" "${KUBESPRAY_UPGRADE_FROM} to ${KUBERNETES_VERSION}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
+  [[ "${image}" == *":${KUBERNETES_VERSION}" ]] || { echo "after upgrade-cluster.yml kube-proxy's DaemonSet runs ${image}, not ${KUBERNETES_VERSION}"; return 1; }
+  if grep -vqx "${KUBERNETES_VERSION}" <<<"${kubelets}"; then
+    echo "after upgrade-cluster.yml not every kubelet is at ${KUBERNETES_VERSION}: ${kubelets//$'\n'/, }"
+    return 1
+  fi
+  if [[ "$1" == unpatched ]]; then
+    configz "$1" upgrade stale=any "${SETTING_FIELD}=${SETTING_VALUE}"
+    return
+  fi
+  configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
+  [[ "${budget}" =~ ^[0-9]+$ ]] || { echo "maxUnavailable '${budget}': the check counts nodes, not a percentage"; return 1; }
+  if ((ROLLOUTS != 1)); then
+    echo "the patched upgrade rolled kube-proxy's DaemonSet ${ROLLOUTS} times; the new image needs one (docs/kubespray.md, Upgrades)"
+    return 1
+  fi
+  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
+    echo "the patched upgrade replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
+    return 1
+  fi
+  if ((MAX_UNAVAILABLE > budget)); then
+    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget}"
+    return 1
+  fi
+}
+
 # table: the modes' steps, one row each, for the end of the summary.
 table() {
   local s mode row cell
   row="| step |" cell="| --- |"
   for mode in ${KS_MODES}; do row+=" ${mode} |" cell+=" --- |"; done
   printf '\n%s\n%s\n' "${row}" "${cell}"
-  for s in hosts cluster nodes rerun settings egress; do
+  local steps="hosts cluster nodes rerun settings"
+  if ((UPGRADE)); then steps+=" upgrade"; fi
+  steps+=" egress"
+  for s in ${steps}; do
     row="| ${s} |"
     for mode in ${KS_MODES}; do
       # hosts has a time only; a mode that stopped early, not even that.
@@ -369,6 +463,7 @@ for mode in ${KS_MODES}; do
   step "nodes-${mode}" nodes "${mode}"
   step "rerun-${mode}" rerun "${mode}" "${tree}"
   step "settings-${mode}" settings "${mode}" "${tree}"
+  if ((UPGRADE)); then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
   step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
