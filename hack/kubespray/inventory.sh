@@ -107,6 +107,10 @@ kubeadm_ignore_preflight_errors: ["all"]
 dns_mode: none
 resolvconf_mode: none
 enable_nodelocaldns: false
+# and so no CoreDNS Deployment to scale down: upgrade-cluster.yml's "Kubeadm |
+# scale down coredns replicas to 0 if not using coredns dns_mode" fails on it
+# (deployments.apps "coredns" not found); only the upgrade reads this;
+kubeadm_scale_down_coredns_enabled: false
 # no load balancer image: workers talk to the control plane directly;
 loadbalancer_apiserver_localhost: false
 # this VM cannot grant CAP_SYS_RESOURCE (hack/kind/runc-wrapper): no
