@@ -120,7 +120,7 @@ require (
 	k8s.io/apimachinery v0.34.4 // indirect
 	k8s.io/client-go v0.34.4 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/component-helpers v0.30.14 // indirect
+	k8s.io/component-helpers v0.34.4 // indirect
 	k8s.io/controller-manager v0.30.14 // indirect
 	k8s.io/kms v0.30.14 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect

@@ -119,7 +119,7 @@ require (
 	k8s.io/apimachinery v0.34.4 // indirect
 	k8s.io/client-go v0.34.4 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/component-helpers v0.31.14 // indirect
+	k8s.io/component-helpers v0.34.4 // indirect
 	k8s.io/controller-manager v0.31.14 // indirect
 	k8s.io/cri-api v0.31.14 // indirect
 	k8s.io/cri-client v0.0.0 // indirect

@@ -114,7 +114,7 @@ require (
 	k8s.io/apimachinery v0.34.4 // indirect
 	k8s.io/client-go v0.34.4 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/component-helpers v0.33.13 // indirect
+	k8s.io/component-helpers v0.34.4 // indirect
 	k8s.io/controller-manager v0.33.13 // indirect
 	k8s.io/cri-api v0.33.13 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
