@@ -255,7 +255,7 @@ func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
 	if m == nil || s.o.Restart == RestartNever || s.o.Strategy != StrategyCanary {
 		return nil
 	}
-	skipped, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes)
+	skipped, _, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes, nil)
 	if err != nil {
 		return err
 	}

@@ -904,7 +904,7 @@ func (s *Syncer) observe(ctx context.Context, ds *appsv1.DaemonSet, resume bool)
 	surveyed := make(chan struct{})
 	go func() {
 		defer close(surveyed)
-		skipped, live, surveyErr = nodes.SurveyFor(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes, &ds.Spec.Template.Spec)
+		skipped, live, surveyErr = nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes, &ds.Spec.Template.Spec)
 	}()
 	fleet, err := s.dss.Observe(ctx, ds, map[string]string{})
 	<-surveyed

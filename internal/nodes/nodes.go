@@ -78,18 +78,12 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-// Survey lists all nodes page by page and returns only the skipped ones
-// (name -> reason): a 5000-node cluster costs a few list pages, and no Node
-// object outlives its page.
-func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy) (map[string]string, error) {
-	skipped, _, err := SurveyFor(ctx, api, now, p, nil)
-	return skipped, err
-}
-
-// SurveyFor is Survey that also returns, sorted, the live nodes a pod of
-// spec belongs on as the DaemonSet controller decides it (see Runs), in
-// the same pages. A nil spec returns no live node.
-func SurveyFor(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
+// Survey lists all nodes page by page and returns the skipped ones (name ->
+// reason) and, sorted, the live nodes a pod of spec belongs on as the
+// DaemonSet controller decides it (see Runs); a nil spec returns no live
+// node. A 5000-node cluster costs a few list pages, and no Node object
+// outlives its page.
+func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
 	skipped = map[string]string{}
 	var runs func(*corev1.Node) bool
 	if spec != nil {

@@ -84,7 +84,7 @@ func TestSurveyPagesAndKeepsOnlySkipped(t *testing.T) {
 		objs = append(objs, node(fmt.Sprintf("node-%04d", i), mod))
 	}
 	client := fake.NewClientset(objs...)
-	skipped, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy)
+	skipped, _, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"node-0007": ToBeDeleted, "node-0407": ToBeDeleted, "node-0807": ToBeDeleted}, skipped)
 	assert.Equal(t, []Skipped{{"node-0007", ToBeDeleted}, {"node-0407", ToBeDeleted}, {"node-0807", ToBeDeleted}}, List(skipped))
@@ -133,10 +133,10 @@ func TestRuns(t *testing.T) {
 	}
 }
 
-// SurveyFor returns the live nodes the pod belongs on, in the same pages
+// Survey returns the live nodes the pod belongs on, in the same pages
 // as the skipped ones: neither a node going away nor one the pod does not
 // select is among them.
-func TestSurveyForListsLiveNodesThePodBelongsOn(t *testing.T) {
+func TestSurveyListsLiveNodesThePodBelongsOn(t *testing.T) {
 	linux := func(n *corev1.Node) { n.Labels = map[string]string{"kubernetes.io/os": "linux"} }
 	client := fake.NewClientset(
 		node("b", linux),
@@ -148,11 +148,11 @@ func TestSurveyForListsLiveNodesThePodBelongsOn(t *testing.T) {
 		}),
 	)
 	spec := &corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
-	skipped, live, err := SurveyFor(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec)
+	skipped, live, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"leaving": ToBeDeleted}, skipped)
 	assert.Equal(t, []string{"a", "b"}, live)
-	_, live, err = SurveyFor(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
+	_, live, err = Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
 	require.NoError(t, err)
 	assert.Empty(t, live, "no pod spec, no live node named")
 }
