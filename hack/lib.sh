@@ -46,6 +46,16 @@ done < "${REPO_ROOT}/hack/versions.mk"
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# ks_upgrade: UPGRADE=1 when KS_UPGRADE=1 asks make test-kubespray for its
+# upgrade step (hack/kubespray/run.sh, and build.sh for its artifacts), else 0.
+ks_upgrade() {
+  case "${KS_UPGRADE:-0}" in
+    0 | "") UPGRADE=0 ;;
+    1) UPGRADE=1 ;;
+    *) die "KS_UPGRADE: 1 (cluster.yml installs KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml upgrades to KUBERNETES_VERSION) or 0, got '${KS_UPGRADE}'" ;;
+  esac
+}
+
 # The architectures `make release` builds, by GOARCH, as kubespray names
 # them (its image_arch): amd64, arm64, arm (armv7l hosts), ppc64le; s390x too,
 # which kubespray does not name but Go builds at no extra cost.

@@ -66,6 +66,8 @@ step "which modes read each field: the effect table against kube-proxy's source"
 hack/difftest/effectsrc.sh
 step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
 hack/build/venv.sh
+step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
+"$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
 step "build the binary, the collection's modules and its tarball"
 make --no-print-directory build
 hack/build/dist.sh

@@ -45,12 +45,7 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_PACKAGES="systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,sudo,iptables,nftables,conntrack,ipset,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,bash,ca-certificates,curl,jq,procps,socat,openssl,rsync,unzip,tar,e2fsprogs,ebtables,iputils-ping,apparmor"
 HOST_RECIPE=1
 ARCH=amd64
-UPGRADE=0
-case "${KS_UPGRADE:-0}" in
-  0 | "") ;;
-  1) UPGRADE=1 ;;
-  *) die "KS_UPGRADE: 1 (install KUBESPRAY_UPGRADE_FROM, then upgrade) or 0, got '${KS_UPGRADE}'" ;;
-esac
+ks_upgrade
 
 [[ "$(id -u)" == 0 ]] || die "building the kubespray tier needs root (debootstrap, chroot)"
 mkdir -p "${FILES}" "${LOGS}"

@@ -80,14 +80,25 @@ def ready(pod):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def watch(path):
-    with open(path, encoding="utf-8") as f:
-        events = json_stream(f.read())
+def watch_figures(events):
+    """The figures of `measure.py watch` from the events of one stream."""
     live, seen, initial, nodes, worst = {}, {}, set(), set(), 0
     revision, gaps = {}, 0
     listing, relist = True, None
+
+    def unavailable():
+        up = {n for n, r in live.values() if r}
+        return len(nodes - up)
+
+    def end_relist():
+        # The new list is complete: what it lacks went while the watch was down.
+        for gone in set(live) - relist:
+            live.pop(gone)
+
     for ev in events:
         if ev.get("type") == "RELIST":
+            if relist is not None:
+                end_relist()
             gaps, relist, listing = gaps + 1, set(), False
             continue
         pod = ev["object"]
@@ -105,27 +116,37 @@ def watch(path):
                 relist.add(uid)
                 live[uid] = (node, ready(pod))
                 continue
-            # The new list is complete: what it lacks went while the watch was down.
-            for gone in set(live) - relist:
-                live.pop(gone)
+            end_relist()
             relist = None
         if ev["type"] == "DELETED":
             live.pop(uid, None)
         else:
             live[uid] = (node, ready(pod))
-        up = {n for n, r in live.values() if r}
-        worst = max(worst, len(nodes - up))
+        worst = max(worst, unavailable())
+    # A stream that ends inside a relist: its list is all there is.
+    if relist is not None:
+        end_relist()
+        worst = max(worst, unavailable())
     per_node = {}
     for node in seen.values():
         per_node[node] = per_node.get(node, 0) + 1
-    print(f"nodes={len(nodes)}")
-    print(f"pods={len(seen)}")
-    print(f"new={len(set(seen) - initial)}")
-    print(f"max_per_node={max(per_node.values(), default=0)}")
-    print(f"max_unavailable={worst}")
     before = {revision[u] for u in initial}
-    print(f"revisions={len({revision[u] for u in set(seen) - initial} - before)}")
-    print(f"gaps={gaps}")
+    return {
+        "nodes": len(nodes),
+        "pods": len(seen),
+        "new": len(set(seen) - initial),
+        "max_per_node": max(per_node.values(), default=0),
+        "max_unavailable": worst,
+        "revisions": len({revision[u] for u in set(seen) - initial} - before),
+        "gaps": gaps,
+    }
+
+
+def watch(path):
+    with open(path, encoding="utf-8") as f:
+        figures = watch_figures(json_stream(f.read()))
+    for key, value in figures.items():
+        print(f"{key}={value}")
 
 
 def get(doc, dotted):

@@ -18,8 +18,9 @@
 #              UID); patched, it must replace none
 #     settings cluster.yml with kube_proxy_min_sync_period changed in the
 #              inventory; the pods it replaced and the most nodes without a
-#              Ready kube-proxy at once (from a watch); patched, each pod
-#              replaced once, never more nodes down than maxUnavailable
+#              Ready kube-proxy at once (from a watch); patched, one
+#              rollout, each pod replaced once, never more nodes down than
+#              maxUnavailable
 #     upgrade  KS_UPGRADE=1 only (cluster.yml then installs
 #              KUBESPRAY_UPGRADE_FROM): upgrade-cluster.yml with
 #              -e kube_version=KUBERNETES_VERSION, the settings change kept;
@@ -58,12 +59,7 @@ SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETT
 # KS_UPGRADE=1: cluster.yml installs KUBESPRAY_UPGRADE_FROM
 # (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
 # step to KUBERNETES_VERSION.
-UPGRADE=0
-case "${KS_UPGRADE:-0}" in
-  0 | "") ;;
-  1) UPGRADE=1 ;;
-  *) die "KS_UPGRADE: 1 (install KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml to KUBERNETES_VERSION) or 0, got '${KS_UPGRADE}'" ;;
-esac
+ks_upgrade
 
 [[ -n "${KUBESPRAY_DIR}" && -f "${KUBESPRAY_DIR}/cluster.yml" && -f "${KUBESPRAY_DIR}/requirements.txt" ]] ||
   die "KUBESPRAY_DIR must be a kubespray checkout (cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
@@ -196,6 +192,12 @@ cp_ssh() {
   key="$(sed -n 's/^SSH_KEY=//p' "${KS_DIR}/hosts.env")"
   ssh -i "${key}" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
     "root@${ip}" "export KUBECONFIG=/etc/kubernetes/admin.conf; $1"
+}
+
+# ds_field JSONPATH: a field of kube-proxy's DaemonSet (JSONPATH without its
+# braces, and without double quotes).
+ds_field() {
+  cp_ssh "kubectl -n kube-system get daemonset kube-proxy -o jsonpath='{$1}'"
 }
 
 # nodes: every node Ready and kube-proxy's DaemonSet rolled out; kube-proxy
@@ -340,16 +342,47 @@ rerun() {
   configz "$1" rerun
 }
 
+# rolled_once WHAT BUDGET: after cluster_watched, the patched checks of a
+# step that changes kube-proxy's settings or image: one rollout of the
+# DaemonSet (docs/kubespray.md), each pod replaced once, never more nodes
+# without a Ready kube-proxy than BUDGET, the DaemonSet's maxUnavailable (a
+# number, or a percentage of the nodes rounded up, as the DaemonSet
+# controller reads it; unset: 1).
+rolled_once() {
+  local what="$1" budget="${2:-1}" allowed
+  if [[ "${budget}" =~ ^[0-9]+$ ]]; then
+    allowed="${budget}"
+  elif [[ "${budget}" =~ ^([0-9]+)%$ ]]; then
+    allowed=$(((BASH_REMATCH[1] * TOTAL + 99) / 100))
+  else
+    echo "the DaemonSet's maxUnavailable '${budget}' is neither a number nor a percentage"
+    return 1
+  fi
+  if ((ROLLOUTS != 1)); then
+    echo "${what} rolled kube-proxy's DaemonSet ${ROLLOUTS} times; it needs one (docs/kubespray.md)"
+    return 1
+  fi
+  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
+    echo "${what} replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
+    return 1
+  fi
+  if ((MAX_UNAVAILABLE > allowed)); then
+    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget} (${allowed} of ${TOTAL} nodes)"
+    return 1
+  fi
+}
+
 # settings MODE TREE: cluster.yml with SETTING_VAR at SETTING_VALUE in the
-# inventory. Patched: kube-proxy runs it, each pod replaced once, never more
-# nodes without a Ready kube-proxy than the DaemonSet's maxUnavailable.
+# inventory. Patched: kube-proxy runs it, one rollout, each pod replaced
+# once, never more nodes without a Ready kube-proxy than the DaemonSet's
+# maxUnavailable.
 # Unpatched: kubespray's cluster.yml writes the kubeadm config but leaves an
 # existing cluster's kube-proxy ConfigMap alone (only kubeadm init and
 # upgrade-cluster.yml's "kubeadm init phase addon kube-proxy" write it):
 # recorded, not failed.
 settings() {
   local budget
-  budget="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.updateStrategy.rollingUpdate.maxUnavailable}"')"
+  budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
   cluster_watched "$1" "$2" settings settings
   figure "settings-$1" "${SETTING_VAR}: ${SETTING_VALUE}, the DaemonSet's maxUnavailable: ${budget}"
   if [[ "$1" == unpatched ]]; then
@@ -357,15 +390,7 @@ settings() {
     return
   fi
   configz "$1" settings "${SETTING_FIELD}=${SETTING_VALUE}"
-  [[ "${budget}" =~ ^[0-9]+$ ]] || { echo "maxUnavailable '${budget}': the check counts nodes, not a percentage"; return 1; }
-  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
-    echo "the patched settings change replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
-    return 1
-  fi
-  if ((MAX_UNAVAILABLE > budget)); then
-    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget}"
-    return 1
-  fi
+  rolled_once "the patched settings change" "${budget}"
 }
 
 # egress MODE: the packets that tried to leave the tier's network since
@@ -392,12 +417,12 @@ egress() {
 # (kubespray writes the ConfigMap after kubeadm rolled the new image).
 upgrade() {
   local budget image kubelets
-  image="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.template.spec.containers[0].image}"')"
+  image="$(ds_field ".spec.template.spec.containers[0].image")"
   [[ "${image}" == *":${KUBESPRAY_UPGRADE_FROM}" ]] ||
     { echo "kube-proxy runs ${image}, not ${KUBESPRAY_UPGRADE_FROM}: cluster.yml did not install KUBESPRAY_UPGRADE_FROM (is .cache/kubespray/files.yml from a build without KS_UPGRADE=1?)"; return 1; }
-  budget="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.updateStrategy.rollingUpdate.maxUnavailable}"')"
+  budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
   cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
-  image="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{.spec.template.spec.containers[0].image}"')"
+  image="$(ds_field ".spec.template.spec.containers[0].image")"
   kubelets="$(cp_ssh 'kubectl get nodes -o jsonpath="{range .items[*]}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}"')"
   figure "upgrade-$1" "${KUBESPRAY_UPGRADE_FROM} to ${KUBERNETES_VERSION}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
   [[ "${image}" == *":${KUBERNETES_VERSION}" ]] || { echo "after upgrade-cluster.yml kube-proxy's DaemonSet runs ${image}, not ${KUBERNETES_VERSION}"; return 1; }
@@ -410,19 +435,7 @@ upgrade() {
     return
   fi
   configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
-  [[ "${budget}" =~ ^[0-9]+$ ]] || { echo "maxUnavailable '${budget}': the check counts nodes, not a percentage"; return 1; }
-  if ((ROLLOUTS != 1)); then
-    echo "the patched upgrade rolled kube-proxy's DaemonSet ${ROLLOUTS} times; the new image needs one (docs/kubespray.md, Upgrades)"
-    return 1
-  fi
-  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
-    echo "the patched upgrade replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
-    return 1
-  fi
-  if ((MAX_UNAVAILABLE > budget)); then
-    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget}"
-    return 1
-  fi
+  rolled_once "the patched upgrade" "${budget}"
 }
 
 # table: the modes' steps, one row each, for the end of the summary.
