@@ -448,6 +448,46 @@ func TestResumedCanaryWaitsForANodeLeftWithoutAPod(t *testing.T) {
 	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
 }
 
+// A resumed canary whose node without a pod never gets one (something
+// other than the config refuses it: an admission webhook, a quota) fails
+// at the progress deadline, naming that node, and rolls nothing back: the
+// template is an earlier run's, and no rollback would give the node a pod.
+func TestResumedCanaryWhoseMissingPodNeverComesFailsWithoutRollback(t *testing.T) {
+	f := newRollingFixture(t, 4)
+	leftoverCanary(t, f)
+	require.NoError(t, f.client.Tracker().Delete(podsGVR, "kube-system", "kube-proxy-node-1-1"))
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	const deadline = 30 * time.Second
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		// the fake clock moves only while the wait's ticker waits on it,
+		// a deadline at a time, until the run returns
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+				if f.clock.HasWaiters() {
+					f.clock.Step(deadline)
+				}
+			}
+		}
+	}()
+	res, err := f.run(t, Options{RollbackOnFailure: true, ProgressDeadline: deadline, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	require.ErrorIs(t, err, rollout.ErrNoProgress)
+	assert.Contains(t, err.Error(), "node-1 (no pod)")
+	assert.Contains(t, err.Error(), "the DaemonSet's events explain")
+	assert.Contains(t, err.Error(), "nothing rolled back")
+	assert.False(t, res.Facts.RolledBack)
+	ds := f.daemonSet(t)
+	assert.Equal(t, "2", ds.Annotations[templateGeneration], "the earlier run's template stays")
+	assert.Equal(t, "2026-11-22T11:00:00Z", ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation])
+	_, err = f.client.Tracker().Get(podsGVR, "kube-system", "kube-proxy-node-0-2")
+	assert.NoError(t, err, "the earlier run's canary pod is not deleted")
+}
+
 // A fresh restart neither waits for nor counts a live node that had no
 // pod of the DaemonSet before it (not this run's doing), and says so.
 func TestRestartWarnsOfANodeWithoutAPod(t *testing.T) {

@@ -679,5 +679,13 @@ func (c Client) recheck(ctx context.Context, f *Fleet, pending []string, policy 
 // them and their pods.
 func (f *Fleet) NotBack(cause error) error {
 	pending := f.Pending()
-	return fmt.Errorf("kube-proxy pods on %d live node(s) did not come back: %s: %w", len(pending), f.describe(pending), cause)
+	hint := ""
+	for _, n := range pending {
+		if !f.HasPod(n) {
+			// nothing to roll back or retry here: the pod was never made
+			hint = "; a node with no pod is waiting for the DaemonSet controller to create one, which the DaemonSet's events explain (kubectl describe daemonset)"
+			break
+		}
+	}
+	return fmt.Errorf("kube-proxy pods on %d live node(s) did not come back: %s%s: %w", len(pending), f.describe(pending), hint, cause)
 }
