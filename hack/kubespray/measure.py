@@ -3,7 +3,8 @@
 
   measure.py watch WATCH.json
       WATCH.json: `kubectl get pods -w --output-watch-events -o json` of the
-      kube-proxy pods during a step. Prints, one `key=value` a line:
+      kube-proxy pods during a step (those kube-proxy's DaemonSet controls
+      count). Prints, one `key=value` a line:
       nodes, pods (distinct UIDs seen), new (pods created during the step),
       max_per_node (pods seen on one node; 2 = replaced once),
       max_unavailable (most nodes at once without a Ready kube-proxy pod
@@ -74,6 +75,13 @@ def pod_node(pod):
     return "?"
 
 
+def of_daemonset(pod, name="kube-proxy"):
+    # The watch selects by label; a pod only counts when kube-proxy's
+    # DaemonSet controls it (a pod someone made with the label does not).
+    return any(ref.get("controller") and ref.get("kind") == "DaemonSet" and ref.get("name") == name
+               for ref in pod["metadata"].get("ownerReferences", []))
+
+
 def ready(pod):
     if pod["metadata"].get("deletionTimestamp"):
         return False
@@ -102,6 +110,8 @@ def watch_figures(events):
             gaps, relist, listing = gaps + 1, set(), False
             continue
         pod = ev["object"]
+        if not of_daemonset(pod):
+            continue
         uid, node = pod["metadata"]["uid"], pod_node(pod)
         # The watch starts with the existing pods as ADDED events.
         if listing and ev["type"] == "ADDED" and uid not in seen:

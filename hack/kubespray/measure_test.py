@@ -7,8 +7,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def pod(uid, node, is_ready=True, revision="a", deleting=False):
-    meta = {"uid": uid, "labels": {"controller-revision-hash": revision}}
+def pod(uid, node, is_ready=True, revision="a", deleting=False, owner="kube-proxy"):
+    meta = {
+        "uid": uid,
+        "labels": {"controller-revision-hash": revision},
+        "ownerReferences": [{"kind": "DaemonSet", "name": owner, "controller": True}],
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {
@@ -63,6 +67,12 @@ class WatchFigures(unittest.TestCase):
     def test_a_pod_being_deleted_is_not_ready(self):
         events = listed(*THREE) + [ev("MODIFIED", pod("u3", "n3", deleting=True))]
         self.assertEqual(measure.watch_figures(events)["max_unavailable"], 1)
+
+    def test_a_pod_the_daemonset_does_not_control_is_not_counted(self):
+        # a pod someone made with kube-proxy's label, on a fourth node, never Ready
+        events = listed(*THREE) + [ev("ADDED", pod("x1", "n4", is_ready=False, owner="debug"))]
+        got = measure.watch_figures(events)
+        self.assertEqual((got["nodes"], got["pods"], got["max_unavailable"]), (3, 3, 0))
 
 
 if __name__ == "__main__":
