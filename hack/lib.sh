@@ -56,6 +56,18 @@ ks_upgrade() {
   esac
 }
 
+# ks_lb: LB=haproxy when KS_LB=haproxy asks make test-kubespray for kubespray's
+# local API server load balancer on every node (loadbalancer_apiserver_localhost,
+# kubespray's default layout) as haproxy, else LB=none: nodes reach the
+# control plane directly.
+ks_lb() {
+  case "${KS_LB:-none}" in
+    none | "") LB=none ;;
+    haproxy) LB=haproxy ;;
+    *) die "KS_LB: haproxy (kubespray's local API server load balancer on every node, Debian's haproxy) or none, got '${KS_LB}'" ;;
+  esac
+}
+
 # The architectures `make release` builds, by GOARCH, as kubespray names
 # them (its image_arch): amd64, arm64, arm (armv7l hosts), ppc64le; s390x too,
 # which kubespray does not name but Go builds at no extra cost.

@@ -20,6 +20,11 @@
 # Kubernetes URLs and checksums following kube_version: cluster.yml installs
 # it, upgrade-cluster.yml -e kube_version=KUBERNETES_VERSION upgrades.
 #
+# With KS_LB=haproxy also the image of kubespray's local API server load
+# balancer: Debian's haproxy (debootstrapped with its libraries), started as
+# kubespray's haproxy manifest expects (its config in /usr/local/etc/haproxy),
+# pushed as haproxy:HAPROXY_TAG.
+#
 # and two local images: the hosts' (a debootstrapped Debian with systemd and
 # sshd, started by kind's node entrypoint) and the services' (Debian's
 # docker-registry and busybox httpd on the base image).
@@ -46,6 +51,9 @@ HOST_PACKAGES="systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,sudo
 HOST_RECIPE=1
 ARCH=amd64
 ks_upgrade
+ks_lb
+HAPROXY_IMAGE="kps.local/ks-haproxy:${DEBIAN_SUITE}"
+HAPROXY_RECIPE=1
 
 [[ "$(id -u)" == 0 ]] || die "building the kubespray tier needs root (debootstrap, chroot)"
 mkdir -p "${FILES}" "${LOGS}"
@@ -185,6 +193,21 @@ if ((UPGRADE)); then
   for image in "${from_images[@]}"; do
     grep -q "^${image} " "${KS_DIR}/images.txt.tmp" || printf '%s %s\n' "${image}" "${image##*/}" >>"${KS_DIR}/images.txt.tmp"
   done
+fi
+if [[ "${LB}" == haproxy ]]; then
+  # kubespray's local load balancer: Debian's haproxy and its libraries, in
+  # the foreground as PID 1, reading the config kubespray mounts.
+  lb_root="$("${REPO_ROOT}/hack/kind/build.sh" rootfs ks-haproxy haproxy)"
+  lb_hash="$(printf '%s %s' "${HAPROXY_RECIPE}" "$(cat "${CACHE_DIR}/kind/stamps/rootfs-ks-haproxy")" | hash_of)"
+  if ! image_fresh "${HAPROXY_IMAGE}" "${lb_hash}"; then
+    tar --numeric-owner -C "${lb_root}" -c . |
+      docker import --change "ENV ${PATH_ENV}" --change "LABEL kps.stamp=${lb_hash}" \
+        --change 'CMD ["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]' - "${HAPROXY_IMAGE}" >/dev/null
+    log "image ${HAPROXY_IMAGE}"
+  fi
+  printf '%s haproxy:%s\n' "${HAPROXY_IMAGE}" "${DEBIAN_SUITE}" >>"${KS_DIR}/images.txt.tmp"
+  printf '# KS_LB=haproxy: kubespray'"'"'s local API server load balancer.\nhaproxy_image_repo: "{{ registry_host }}/haproxy"\nhaproxy_image_tag: "%s"\n' \
+    "${DEBIAN_SUITE}" >>"${KS_DIR}/files.yml"
 fi
 mv -f "${KS_DIR}/images.txt.tmp" "${KS_DIR}/images.txt"
 

@@ -13,6 +13,7 @@
 #                                     (hack/kind/cni) as custom_cni_manifests
 #
 # patched also sets kube_proxy_sync_enabled (docs/kubespray*.patch).
+# KS_LB=haproxy: kubespray's local API server load balancer on every node.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -38,6 +39,18 @@ while IFS='=' read -r key value; do
 done <"${KS_DIR}/hosts.env"
 ((${#names[@]} >= 1)) || die "hosts.env names no host"
 [[ "${nofile}" =~ ^[0-9]+$ ]] || die "hosts.env has no NOFILE (the hosts' open-files limit)"
+
+ks_lb
+if [[ "${LB}" == haproxy ]]; then
+  lb_vars="# KS_LB=haproxy: kubespray's default layout, a local API server load
+# balancer on every node (the image: hack/kubespray/build.sh, files.yml);
+loadbalancer_apiserver_localhost: true
+loadbalancer_apiserver_type: haproxy"
+else
+  lb_vars="# no local load balancer (KS_LB=haproxy for one): workers talk to the
+# control plane directly;
+loadbalancer_apiserver_localhost: false"
+fi
 
 rm -rf "${dir}"
 mkdir -p "${dir}/group_vars/all"
@@ -111,8 +124,7 @@ enable_nodelocaldns: false
 # scale down coredns replicas to 0 if not using coredns dns_mode" fails on it
 # (deployments.apps "coredns" not found); only the upgrade reads this;
 kubeadm_scale_down_coredns_enabled: false
-# no load balancer image: workers talk to the control plane directly;
-loadbalancer_apiserver_localhost: false
+${lb_vars}
 # this VM cannot grant CAP_SYS_RESOURCE (hack/kind/runc-wrapper): no
 # oom_score_adj below containerd's own, no open-files limit above the hosts'
 # (kubespray's default, 65535, fails every container with "error setting

@@ -60,6 +60,10 @@ SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETT
 # (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
 # step to KUBERNETES_VERSION.
 ks_upgrade
+# KS_LB=haproxy: kubespray's local API server load balancer on every node, its
+# default layout (hack/kubespray/build.sh builds the image, inventory.sh sets
+# it); none (the default): nodes reach the control plane directly.
+ks_lb
 
 [[ -n "${KUBESPRAY_DIR}" && -f "${KUBESPRAY_DIR}/cluster.yml" && -f "${KUBESPRAY_DIR}/requirements.txt" ]] ||
   die "KUBESPRAY_DIR must be a kubespray checkout (cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
@@ -91,7 +95,7 @@ trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
-printf 'kubespray %s, Kubernetes %s, started %s\n' "${commit:0:12}" "${versions}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+printf 'kubespray %s, Kubernetes %s, local load balancer: %s, started %s\n' "${commit:0:12}" "${versions}" "${LB}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
