@@ -39,11 +39,11 @@ func (a access) String() string {
 // neededAccess lists every verb a run with this plan can use, the
 // rollback's and the canary's included, so that a missing one fails the
 // run before its first write rather than half-way.
-func (s *Syncer) neededAccess(p plan) []access {
+func neededAccess(o Options, p plan) []access {
 	ns := func(verb, group, resource, name string) access {
 		return access{verb: verb, group: group, resource: resource, name: name, namespaced: true}
 	}
-	cm, ds := s.o.ConfigMap, s.o.DaemonSet
+	cm, ds := o.ConfigMap, o.DaemonSet
 	out := []access{
 		ns("get", "", "configmaps", cm),
 		ns("get", "apps", "daemonsets", ds),
@@ -62,7 +62,7 @@ func (s *Syncer) neededAccess(p plan) []access {
 	// (were the DaemonSet to move before it is recorded, the run would
 	// restart after all, and a verb missing then leaves the restart owed)
 	changes := len(p.keys) > 0 && !p.noEffect
-	if changes || (s.o.Restart != RestartNever && (p.reason != "" || p.probe.changes())) {
+	if changes || (o.Restart != RestartNever && (p.reason != "" || p.probe.changes())) {
 		// the copy of the config the template is pointed at (see
 		// ensureCopy): a change makes it also under --restart never, for
 		// the restart it owes; its name comes from its data
@@ -70,18 +70,18 @@ func (s *Syncer) neededAccess(p plan) []access {
 		// of the DaemonSet mounts
 		out = append(out, ns("create", "", "configmaps", ""), ns("list", "apps", "controllerrevisions", ""))
 	}
-	if s.o.Restart != RestartNever && (changes || p.reason != "" || p.probe.changes() || leftover) {
+	if o.Restart != RestartNever && (changes || p.reason != "" || p.probe.changes() || leftover) {
 		// follow the rollout; the canary (and a rollback to OnDelete) deletes pods
 		out = append(out,
 			ns("list", "", "pods", ""), ns("watch", "", "pods", ""),
 			access{verb: "list", resource: "nodes"}, access{verb: "get", resource: "nodes"})
-		if s.o.Strategy == StrategyCanary || leftover || s.o.RollbackOnFailure {
+		if p.roll.strategy == StrategyCanary || leftover || o.RollbackOnFailure {
 			out = append(out, ns("delete", "", "pods", ""))
 		}
-		if (s.o.Verify && s.o.VerifyEndpoints > 0) || (s.o.Connectivity.Health != "" && s.o.Connectivity.Health != verify.Off) {
+		if (o.Verify && o.VerifyEndpoints > 0) || (p.roll.conn.Health != "" && p.roll.conn.Health != verify.Off) {
 			out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy"})
 		}
-		if svcNS, svc, ok := strings.Cut(s.o.Connectivity.Traffic, "/"); ok {
+		if svcNS, svc, ok := strings.Cut(p.roll.conn.Traffic, "/"); ok {
 			// a probe pod per node, deleted after its check (and a killed
 			// run's leftovers by the next), whatever the strategy
 			out = append(out, ns("create", "", "pods", ""), ns("delete", "", "pods", ""),
@@ -95,23 +95,23 @@ func (s *Syncer) neededAccess(p plan) []access {
 // verb the run will use, and fails naming all those it may not. The
 // reviews go out at once: a dozen round trips in a row would all come
 // before the restart.
-func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
-	needed := s.neededAccess(p)
+func checkAccess(ctx context.Context, e *env, p plan) error {
+	needed := neededAccess(e.o, p)
 	allowed := make([]bool, len(needed))
 	errs := make([]error, len(needed))
 	var wg sync.WaitGroup
 	for i, a := range needed {
 		ra := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name}
 		if a.namespaced {
-			ra.Namespace = s.o.Namespace
+			ra.Namespace = e.o.Namespace
 		}
 		if a.namespace != "" {
 			ra.Namespace = a.namespace
 		}
 		wg.Go(func() {
-			review, err := s.reviewAccess(ctx, &authorizationv1.SelfSubjectAccessReview{
+			review, err := e.d.Kube.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra},
-			})
+			}, metav1.CreateOptions{})
 			if err != nil {
 				errs[i] = fmt.Errorf("check permissions before any write (SelfSubjectAccessReview for %s): %w", a, err)
 				return
@@ -131,14 +131,10 @@ func (s *Syncer) checkAccess(ctx context.Context, p plan) error {
 	}
 	if len(denied) > 0 {
 		why := ""
-		if m := s.res.Facts.Migration; m != nil && m.VerifyHealth != verify.Off && slices.Contains(denied, "get on nodes/proxy") {
+		if m := p.migration; m != nil && m.VerifyHealth != verify.Off && slices.Contains(denied, "get on nodes/proxy") {
 			why = fmt.Sprintf("; get on nodes/proxy because the proxy-mode change %s -> %s checks each migrated node's kube-proxy through the API server's node proxy", m.From, m.To)
 		}
-		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), s.o.Namespace, why)
+		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), e.o.Namespace, why)
 	}
 	return nil
-}
-
-func (s *Syncer) reviewAccess(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
-	return s.d.Kube.SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
 }

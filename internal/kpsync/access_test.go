@@ -19,10 +19,9 @@ func TestVerifyTrafficNeedsPodDelete(t *testing.T) {
 	o := Options{Namespace: "kube-system", ConfigMap: "kube-proxy", DaemonSet: "kube-proxy", Restart: RestartAuto, Strategy: StrategyRolling,
 		RollbackOnFailure: false, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "mode", Value: "ipvs"}}},
 		Connectivity: ConnectivityOptions{Health: verify.Auto, Traffic: "default/web"}}
-	s := &Syncer{o: o}
-	p := plan{ds: seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"), keys: []string{"config.conf:mode"}}
+	p := plan{ds: seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"), keys: []string{"config.conf:mode"}, roll: rollAsked(o)}
 	has := func(verb, resource string) bool {
-		for _, a := range s.neededAccess(p) {
+		for _, a := range neededAccess(o, p) {
 			if a.verb == verb && a.resource == resource && a.subresource == "" {
 				return true
 			}
@@ -31,7 +30,8 @@ func TestVerifyTrafficNeedsPodDelete(t *testing.T) {
 	}
 	assert.True(t, has("create", "pods"))
 	assert.True(t, has("delete", "pods"), "the probe pods are deleted after their check")
-	s.o.Connectivity.Traffic = ""
+	o.Connectivity.Traffic = ""
+	p.roll = rollAsked(o)
 	assert.False(t, has("delete", "pods"), "rolling, no rollback, no traffic check: no pod is deleted")
 }
 
@@ -52,7 +52,8 @@ func TestNeededAccessIsWhatTheCodeCalls(t *testing.T) {
 			Connectivity: ConnectivityOptions{Health: verify.Required, Traffic: "default/web"}},
 	} {
 		o.Namespace, o.ConfigMap, o.DaemonSet = "kube-system", "kube-proxy", "kube-proxy"
-		for _, a := range (&Syncer{o: o}).neededAccess(p) {
+		p.roll = rollAsked(o)
+		for _, a := range neededAccess(o, p) {
 			res := a.resource
 			if a.subresource != "" {
 				res += "/" + a.subresource
@@ -84,9 +85,10 @@ func TestNeededAccessCreatesTheCopy(t *testing.T) {
 		{name: "nothing to do", restart: RestartAuto, p: plan{ds: ds}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Syncer{o: Options{Namespace: "kube-system", ConfigMap: "kube-proxy", DaemonSet: "kube-proxy", Restart: tc.restart, Strategy: StrategyRolling}}
+			o := Options{Namespace: "kube-system", ConfigMap: "kube-proxy", DaemonSet: "kube-proxy", Restart: tc.restart, Strategy: StrategyRolling}
+			tc.p.roll = rollAsked(o)
 			got := false
-			for _, a := range s.neededAccess(tc.p) {
+			for _, a := range neededAccess(o, tc.p) {
 				if a.verb == "create" && a.resource == "configmaps" {
 					got = true
 					assert.Empty(t, a.name, "a copy's name comes from its data: no name to review")

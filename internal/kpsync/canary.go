@@ -22,7 +22,9 @@ const StrategyZonal = "zonal"
 // the order one schedule decides: rollout.Zonal, whose one-zone case is
 // the plain canary.
 type canary struct {
-	s     *Syncer
+	e *env
+	// r is the rollout's part of the result: its canary nodes and zones
+	r     *rollout.Status
 	fleet *rollout.Fleet
 	zones *rollout.Zonal
 	// zonal: the schedule has the nodes' zones, reported in the facts
@@ -39,9 +41,9 @@ type canary struct {
 // controller replaces their pods once the strategy is restored. Nodes
 // with no pod take none either.
 func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary, error) {
-	s, fleet := rl.s, rl.fleet
+	e, fleet := rl.e, rl.fleet
 	live := fleet.Live()
-	batch, err := batchSize(s.o.BatchSize, ds, len(live))
+	batch, err := batchSize(e.o.BatchSize, ds, len(live))
 	if err != nil {
 		return nil, err
 	}
@@ -57,22 +59,22 @@ func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary
 			todo = append(todo, n)
 		}
 	}
-	c := &canary{s: s, fleet: fleet, batch: batch, deleted: map[string]bool{}}
-	r := &s.res.Facts.Rollout
-	if s.o.ZoneLabel == "" {
-		c.zones = rollout.OneZone(todo, unready, s.o.CanaryNodes, batch)
+	r := &rl.out.rollout
+	c := &canary{e: e, r: r, fleet: fleet, batch: batch, deleted: map[string]bool{}}
+	if e.o.ZoneLabel == "" {
+		c.zones = rollout.OneZone(todo, unready, rl.canaryNodes, batch)
 		r.CanaryNodes = c.zones.CanaryNodes()
-		s.d.Log.Infof("canary rollout: %d canary node(s) %v, then batches of at most %d over %d live node(s)", len(r.CanaryNodes), r.CanaryNodes, batch, len(live))
+		e.d.Log.Infof("canary rollout: %d canary node(s) %v, then batches of at most %d over %d live node(s)", len(r.CanaryNodes), r.CanaryNodes, batch, len(live))
 		return c, nil
 	}
-	zoneOf, err := nodes.Labels(ctx, s.d.Kube.Nodes(), s.o.ZoneLabel)
+	zoneOf, err := nodes.Labels(ctx, e.d.Kube.Nodes(), e.o.ZoneLabel)
 	if err != nil {
 		return nil, err
 	}
-	c.zones, c.zonal = rollout.NewZonal(todo, zoneOf, unready, s.o.CanaryNodes, batch), true
+	c.zones, c.zonal = rollout.NewZonal(todo, zoneOf, unready, rl.canaryNodes, batch), true
 	r.Strategy, r.Zones, r.CanaryNodes = StrategyZonal, c.zones.Zones, c.zones.CanaryNodes()
 	for _, z := range c.zones.Zones {
-		s.d.Log.Infof("zonal rollout: zone %s: %d node(s), canary %v", z.Name, len(z.Nodes), z.Canary)
+		e.d.Log.Infof("zonal rollout: zone %s: %d node(s), canary %v", z.Name, len(z.Nodes), z.Canary)
 	}
 	return c, nil
 }
@@ -104,9 +106,9 @@ func (c *canary) step(ctx context.Context) (bool, error) {
 	}
 	for {
 		passed := c.zones.CanaryPassed()
-		replace, finished := c.zones.Next(c.s.d.Clock.Now(), c.fleet.Done, skip)
+		replace, finished := c.zones.Next(c.e.d.Clock.Now(), c.fleet.Done, skip)
 		if c.zonal {
-			c.s.res.Facts.Rollout.Zones = c.zones.Zones
+			c.r.Zones = c.zones.Zones
 		}
 		for _, n := range replace {
 			if err := c.replace(ctx, n); err != nil {
@@ -114,13 +116,13 @@ func (c *canary) step(ctx context.Context) (bool, error) {
 			}
 		}
 		if zone := c.zones.Current(); c.zonal && zone != nil && len(replace) > 0 {
-			c.s.d.Log.Debugf("zonal rollout: zone %s: replacing %v", zone.Name, replace)
+			c.e.d.Log.Debugf("zonal rollout: zone %s: replacing %v", zone.Name, replace)
 		}
 		if passed || !c.zones.CanaryPassed() {
 			return finished && c.fleet.PendingCount() == 0, nil
 		}
-		c.s.d.Log.Infof("canary nodes %v run a Ready kube-proxy of the new template; continuing in batches of %d", c.zones.CanaryNodes(), c.batch)
-		c.s.step(ctx, StepCanaryDone)
+		c.e.d.Log.Infof("canary nodes %v run a Ready kube-proxy of the new template; continuing in batches of %d", c.zones.CanaryNodes(), c.batch)
+		c.e.step(ctx, StepCanaryDone)
 	}
 }
 
@@ -135,7 +137,7 @@ func (c *canary) replace(ctx context.Context, node string) error {
 		return nil
 	}
 	c.deleted[node] = true
-	err := c.s.d.Kube.Pods(c.s.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+	err := c.e.d.Kube.Pods(c.e.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
 	if err != nil && !isGone(err) {
 		return fmt.Errorf("delete kube-proxy pod %s on node %s: %w", pod, node, err)
 	}

@@ -49,22 +49,21 @@ type connectivity struct {
 // baseline asks each live node's kube-proxy before the restart (and
 // resolves the traffic check's Service), so that the checks after it
 // compare with how each node was.
-func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) (*connectivity, error) {
-	o := s.o.Connectivity
+func baseline(ctx context.Context, e *env, o ConnectivityOptions, fleet *rollout.Fleet, port int) (*connectivity, error) {
 	if o.Health == "" || o.Health == verify.Off {
 		return nil, nil
 	}
-	if s.d.NodeProxy == nil {
+	if e.d.NodeProxy == nil {
 		return nil, fmt.Errorf("--verify-health needs the node proxy client")
 	}
-	prober, err := s.d.NodeProxy(port)
+	prober, err := e.d.NodeProxy(port)
 	if err != nil {
 		return nil, err
 	}
-	c := &verify.Checker{Prober: prober, Clock: s.d.Clock, Log: s.d.Log, Mode: o.Health,
+	c := &verify.Checker{Prober: prober, Clock: e.d.Clock, Log: e.d.Log, Mode: o.Health,
 		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
 	if o.Traffic != "" {
-		if c.Traffic, err = s.trafficTarget(ctx); err != nil {
+		if c.Traffic, err = trafficTarget(ctx, e, o); err != nil {
 			return nil, err
 		}
 		if err := c.Traffic.Cleanup(ctx); err != nil {
@@ -78,7 +77,7 @@ func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) (
 			return nil, fmt.Errorf("--verify-traffic-paths pod, tried once before any restart: %w; nothing was restarted (the restart is owed to the next run)", err)
 		}
 		if warning != "" {
-			s.warn("--verify-traffic-paths pod, tried once before any restart: " + warning + ": the path fails already, so each node's check after its restart will fail too unless the restart mends it")
+			e.warn("--verify-traffic-paths pod, tried once before any restart: " + warning + ": the path fails already, so each node's check after its restart will fail too unless the restart mends it")
 		}
 	}
 	if err := c.Baseline(ctx, live); err != nil {
@@ -90,16 +89,15 @@ func (s *Syncer) baseline(ctx context.Context, fleet *rollout.Fleet, port int) (
 			conn.unchecked[n] = true
 		}
 	}
-	s.d.Log.Infof("connectivity baseline: %d of %d live node(s) answered; each is checked after its restart", len(conn.unchecked), len(live))
+	e.d.Log.Infof("connectivity baseline: %d of %d live node(s) answered; each is checked after its restart", len(conn.unchecked), len(live))
 	return conn, nil
 }
 
 // trafficTarget resolves --verify-traffic NAMESPACE/NAME to its ClusterIP
 // and first TCP port.
-func (s *Syncer) trafficTarget(ctx context.Context) (*verify.Traffic, error) {
-	o := s.o.Connectivity
+func trafficTarget(ctx context.Context, e *env, o ConnectivityOptions) (*verify.Traffic, error) {
 	ns, name, _ := strings.Cut(o.Traffic, "/")
-	svc, err := s.d.Kube.Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := e.d.Kube.Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--verify-traffic: get service %s: %w (the kubeconfig user needs get on services there, see roles/kube_proxy_sync/files/rbac.yaml)", o.Traffic, err)
 	}
@@ -112,8 +110,8 @@ func (s *Syncer) trafficTarget(ctx context.Context) (*verify.Traffic, error) {
 			if p.NodePort == 0 && slices.Contains(o.TrafficPaths, verify.PathNodePort) {
 				return nil, fmt.Errorf("--verify-traffic-paths nodeport: service %s (type %s) has no node port on its TCP port %d: pick a NodePort or LoadBalancer Service, or leave nodeport out", o.Traffic, svc.Spec.Type, p.Port)
 			}
-			return &verify.Traffic{Pods: s.d.Kube.Pods(s.o.Namespace), Namespace: s.o.Namespace, Image: o.TrafficImage,
-				PodImage: o.TrafficPodImage, Paths: o.TrafficPaths, NodePort: p.NodePort, NodeIP: s.nodeIP(ip),
+			return &verify.Traffic{Pods: e.d.Kube.Pods(e.o.Namespace), Namespace: e.o.Namespace, Image: o.TrafficImage,
+				PodImage: o.TrafficPodImage, Paths: o.TrafficPaths, NodePort: p.NodePort, NodeIP: nodeIP(e, ip),
 				Service: o.Traffic, Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Timeout: o.TrafficTimeout}, nil
 		}
 	}
@@ -123,10 +121,10 @@ func (s *Syncer) trafficTarget(ctx context.Context) (*verify.Traffic, error) {
 // nodeIP returns a node's InternalIP of the ClusterIP's family (what
 // kube-proxy takes as the node's primary IP, the NodePort address every
 // mode serves by default).
-func (s *Syncer) nodeIP(clusterIP string) func(ctx context.Context, node string) (string, error) {
+func nodeIP(e *env, clusterIP string) func(ctx context.Context, node string) (string, error) {
 	v6 := strings.Contains(clusterIP, ":")
 	return func(ctx context.Context, node string) (string, error) {
-		n, err := s.d.Kube.Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := e.d.Kube.Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return "", fmt.Errorf("get node %s for its address: %w (the kubeconfig user needs get on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", node, err)
 		}
@@ -151,7 +149,7 @@ func (c *connectivity) markRestart(at time.Time) {
 // since the last call, before the rollout goes on: a node that fails stops
 // its canary or zone.
 func (rl *rolling) checkDone(ctx context.Context) error {
-	s, c, fleet := rl.s, rl.conn, rl.fleet
+	c, fleet := rl.conn, rl.fleet
 	if c == nil {
 		return nil
 	}
@@ -163,7 +161,7 @@ func (rl *rolling) checkDone(ctx context.Context) error {
 	c.pending, c.first = pending, false
 	defer func() {
 		r := c.checker.Report()
-		s.res.Facts.Connectivity = &r
+		rl.out.connectivity = &r
 	}()
 	var finished []string
 	for n := range c.unchecked {

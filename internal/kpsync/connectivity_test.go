@@ -44,26 +44,28 @@ func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
 		}
 		return verify.Health{Code: 200, PerFamily: true, LastSync: now, CurrentTime: now}, nil
 	})
-	s := &Syncer{
-		o: Options{Connectivity: ConnectivityOptions{Health: verify.Auto, HealthTimeout: 30 * time.Millisecond}},
+	o := ConnectivityOptions{Health: verify.Auto, HealthTimeout: 30 * time.Millisecond}
+	e := &env{
+		o: Options{Connectivity: o},
 		d: Deps{Log: logrus.NewEntry(log), Clock: clock.RealClock{}, NodeProxy: func(port int) (verify.Prober, error) {
 			assert.Equal(t, 10256, port)
 			return prober, nil
 		}},
-		res: &Result{},
+		warns: &warnings{log: logrus.NewEntry(log)},
 	}
 	fleet := newDoneFleet(t, "a", "b", "c", "kwok-0")
-	conn, err := s.baseline(context.Background(), fleet, 10256)
+	conn, err := baseline(context.Background(), e, o, fleet, 10256)
 	require.NoError(t, err)
 	conn.markRestart(restart)
 
-	err = (&rolling{s: s, fleet: fleet, conn: conn}).checkDone(context.Background())
+	rl := &rolling{e: e, fleet: fleet, conn: conn}
+	err = rl.checkDone(context.Background())
 	require.Error(t, err)
 	assert.True(t, verify.IsFailure(err))
 	assert.Contains(t, err.Error(), "node b")
 	assert.Equal(t, 0, asked["c"]-1, "checked in name order: c waits behind the failed b")
 	assert.Equal(t, 1, asked["kwok-0"], "unreachable before: asked once, never after")
-	r := s.res.Facts.Connectivity
+	r := rl.out.connectivity
 	require.NotNil(t, r)
 	assert.Equal(t, 2, r.Checked)
 	assert.Equal(t, 1, r.Passed)

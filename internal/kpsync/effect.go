@@ -1,7 +1,6 @@
 package kpsync
 
 import (
-	"context"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // Which changes need a restart. A change with no effect on any running
@@ -65,10 +63,10 @@ func keyEffects(before, desired map[string]string, keys []string, on []kpvalidat
 // version while its pods are not all of the current template, or when the
 // tag says none) on the OS its template selects (either when it selects
 // none).
-func (s *Syncer) effectTargets(ds *appsv1.DaemonSet) []kpvalidate.Target {
+func effectTargets(o Options, ds *appsv1.DaemonSet) []kpvalidate.Target {
 	var t kpvalidate.Target
 	settled := ds.Status.ObservedGeneration >= ds.Generation && ds.Status.UpdatedNumberScheduled >= ds.Status.DesiredNumberScheduled
-	if v, err := version.ParseGeneric(s.validationVersion(ds)); err == nil && v.Major() == 1 && (settled || s.o.KubeProxyVersion != "") {
+	if v, err := version.ParseGeneric(validationVersion(o, ds)); err == nil && v.Major() == 1 && (settled || o.KubeProxyVersion != "") {
 		t.Minor = int(v.Minor())
 	}
 	t.OS = ds.Spec.Template.Spec.NodeSelector[corev1.LabelOSStable]
@@ -76,23 +74,4 @@ func (s *Syncer) effectTargets(ds *appsv1.DaemonSet) []kpvalidate.Target {
 		t.OS = string(ds.Spec.Template.Spec.OS.Name)
 	}
 	return []kpvalidate.Target{t}
-}
-
-// markNoEffect records on the DaemonSet, before the ConfigMap write, that
-// its pods run the data about to be written as well. A crash after it and
-// before the write leaves a record of data the ConfigMap does not hold,
-// which nothing reads. If the DaemonSet moved so that its pods no longer
-// run the data before the change, it records nothing and the run restarts
-// as usual.
-func (s *Syncer) markNoEffect(ctx context.Context, p *plan) error {
-	ds, err := s.applyFresh(ctx, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
-		if reread && !rollout.Runs(ds, p.before.Hash) {
-			p.noEffect = false
-			return rollout.Change{}, false
-		}
-		return rollout.Change{ResourceVersion: ds.ResourceVersion,
-			NoEffect: rollout.NoEffect(p.target, ds.Annotations[rollout.HashAnnotation])}, true
-	})
-	p.ds = ds
-	return err
 }

@@ -59,52 +59,49 @@ type Migration struct {
 }
 
 // planMigration finds a change of the proxy mode, refuses one kube-proxy
-// does not switch cleanly, and sets the run's strategy and checks for it.
-// It runs with every plan (twice for a run that writes: before and under
-// the Lease); its settings only ever tighten the options.
-func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
-	f := &s.res.Facts
-	asked := s.o.Strategy
-	if s.o.ZoneLabel != "" {
+// does not switch cleanly, and says how the rollout goes for it: the
+// settings it returns only ever tighten the ones asked (p.roll). It runs
+// with every plan (twice for a run that writes: before and under the
+// Lease), each time from the options as asked.
+func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSettings, error) {
+	o, roll := e.o, p.roll
+	asked := o.Strategy
+	if o.ZoneLabel != "" {
 		asked = StrategyZonal
 	}
-	if f.Migration != nil {
-		asked = f.Migration.StrategyAsked // the first plan's, before it tightened them
-	}
-	f.Migration = nil
 	if len(p.keys) == 0 && p.reason == "" {
-		return nil
+		return nil, roll, nil
 	}
 	newText, ok := p.desired[configmap.ConfigKey]
-	if !ok || s.targetsWindows(p) {
-		return nil
+	if !ok || targetsWindows(p) {
+		return nil, roll, nil
 	}
-	running, err := s.runningConfig(ctx, p)
+	running, err := runningConfig(ctx, e, p)
 	if err != nil || running == "" {
-		return err
+		return nil, roll, err
 	}
 	from, err := kpvalidate.ModeOf(running)
 	if err != nil {
-		return nil // the fleet's config does not decode: nothing to migrate from (validation judges the new one)
+		return nil, roll, nil // the fleet's config does not decode: nothing to migrate from (validation judges the new one)
 	}
 	to, err := kpvalidate.ModeOf(newText)
 	if err != nil || from == to {
-		return err
+		return nil, roll, err
 	}
-	obj := fmt.Sprintf("configmap %s/%s", s.o.Namespace, s.o.ConfigMap)
+	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
 	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables
 	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
-	minor, _ := kpvalidate.Rules(s.validationVersion(p.next(s.o.Container)))
-	if v, verr := version.ParseGeneric(s.validationVersion(p.next(s.o.Container))); verr == nil && v.Major() == 1 {
+	minor, _ := kpvalidate.Rules(validationVersion(o, p.next(o.Container)))
+	if v, verr := version.ParseGeneric(validationVersion(o, p.next(o.Container))); verr == nil && v.Major() == 1 {
 		m.KubeProxyVersion = v.String()
 	} else if nft {
 		// between iptables and ipvs no version cleans up: the warning
 		// holds whatever the version
-		return fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
-			obj, from, to, s.o.Namespace, s.o.DaemonSet)
+		return nil, roll, fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
+			obj, from, to, o.Namespace, o.DaemonSet)
 	}
 	if m.Cleanup, err = modeCleanup(minor, from, to, newText, running); err != nil {
-		return fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
+		return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
 	}
 	if !nft {
 		known := minor
@@ -115,46 +112,45 @@ func (s *Syncer) planMigration(ctx context.Context, p *plan) error {
 	}
 	notes, err := kpvalidate.ModeChangeNotes(newText, minor, from, to)
 	if err != nil {
-		return fmt.Errorf("%s: %w", obj, err)
+		return nil, roll, fmt.Errorf("%s: %w", obj, err)
 	}
 	m.Warnings = append(m.Warnings, notes...)
 	for _, w := range m.Warnings {
-		s.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
+		e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 	}
-	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, s.o.Connectivity.Health, s.o.Connectivity.Traffic
+	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, roll.conn.Health, roll.conn.Traffic
 	if m.VerifyTraffic != "" {
-		m.VerifyTrafficPaths = trafficPaths(s.o.Connectivity.TrafficPaths)
+		m.VerifyTrafficPaths = trafficPaths(roll.conn.TrafficPaths)
 		if len(m.VerifyTrafficPaths) < len(verify.AllPaths) {
 			w := fmt.Sprintf("--verify-traffic checks only the path(s) %s: the new mode reprograms the pod (PREROUTING) and NodePort paths as well; add --verify-traffic-paths %s",
 				strings.Join(m.VerifyTrafficPaths, ","), strings.Join(verify.AllPaths, ","))
 			m.Warnings = append(m.Warnings, w)
-			s.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
+			e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 		}
 	}
-	f.Migration = m
 	if !nft {
 		// not a switch kube-proxy cleans up after: rolled as asked, with
 		// the warning (see leftoverWarning)
-		return nil
+		return m, roll, nil
 	}
-	if s.o.Restart != RestartNever {
+	if o.Restart != RestartNever {
 		// canary first whatever the strategy; zonal stays zonal
-		s.o.Strategy, s.o.CanaryNodes = StrategyCanary, max(s.o.CanaryNodes, 1)
-		if s.o.Connectivity.Health == "" || s.o.Connectivity.Health == verify.Off {
-			s.o.Connectivity.Health = verify.Auto
+		roll.strategy, roll.canaryNodes = StrategyCanary, max(roll.canaryNodes, 1)
+		if roll.conn.Health == "" || roll.conn.Health == verify.Off {
+			roll.conn.Health = verify.Auto
 		}
-		if s.o.Connectivity.HealthTimeout <= 0 {
-			s.o.Connectivity.HealthTimeout = time.Minute
+		if roll.conn.HealthTimeout <= 0 {
+			roll.conn.HealthTimeout = time.Minute
 		}
 	}
 	m.Strategy = StrategyCanary
-	if s.o.ZoneLabel != "" {
+	if o.ZoneLabel != "" {
 		m.Strategy = StrategyZonal
 	}
-	m.VerifyHealth = s.o.Connectivity.Health
-	s.d.Log.Infof("proxy mode %s -> %s: %s rollout with %d canary node(s) first, each node's kube-proxy checked (--verify-health %s) before the rollout goes on (--strategy %s asked)",
-		from, to, m.Strategy, s.o.CanaryNodes, m.VerifyHealth, asked)
-	return nil
+	m.VerifyHealth = roll.conn.Health
+	e.d.Log.Infof("proxy mode %s -> %s: %s rollout with %d canary node(s) first, each node's kube-proxy checked (--verify-health %s) before the rollout goes on (--strategy %s asked)",
+		from, to, m.Strategy, roll.canaryNodes, m.VerifyHealth, asked)
+	return m, roll, nil
 }
 
 // modeCleanup says what removes the old mode's rules when kube-proxy
@@ -223,43 +219,44 @@ func leftoverWarning(minor int, from, to string) string {
 // runningConfig is config.conf as the fleet runs it: the data the pods
 // were restarted for, which is the plan's base unless a restart is owed
 // onto a copy (then the template still mounts the older data).
-func (s *Syncer) runningConfig(ctx context.Context, p *plan) (string, error) {
+func runningConfig(ctx context.Context, e *env, p plan) (string, error) {
 	if p.mounted == "" || p.mounted == p.base.Name {
 		return p.before.Data[configmap.ConfigKey], nil
 	}
-	if p.mounted == s.o.ConfigMap {
-		return p.cm.Data[configmap.ConfigKey], nil
+	if p.mounted == e.o.ConfigMap {
+		return p.record.Data[configmap.ConfigKey], nil
 	}
-	if p.mounted == configmap.CopyName(s.o.ConfigMap, configmap.Hash(p.before.Data, nil)) {
+	if p.mounted == configmap.CopyName(e.o.ConfigMap, configmap.Hash(p.before.Data, nil)) {
 		// a copy is named by its data (Copies.Ensure refuses one that is
 		// not): the template mounts the data the plan holds
 		return p.before.Data[configmap.ConfigKey], nil
 	}
-	cm, err := s.copies.Get(ctx, p.mounted)
+	cm, err := e.copies.Get(ctx, p.mounted)
 	if err != nil {
-		return "", fmt.Errorf("read configmap %s/%s, which daemonset %s/%s mounts, for the proxy mode its pods run: %w", s.o.Namespace, p.mounted, s.o.Namespace, s.o.DaemonSet, err)
+		return "", fmt.Errorf("read configmap %s/%s, which daemonset %s/%s mounts, for the proxy mode its pods run: %w", e.o.Namespace, p.mounted, e.o.Namespace, e.o.DaemonSet, err)
 	}
 	return cm.Data[configmap.ConfigKey], nil
 }
 
 // targetsWindows: the DaemonSet's pods run on Windows, which has one mode.
-func (s *Syncer) targetsWindows(p *plan) bool {
+func targetsWindows(p plan) bool {
 	spec := p.ds.Spec.Template.Spec
 	return spec.NodeSelector[corev1.LabelOSStable] == "windows" || (spec.OS != nil && spec.OS.Name == corev1.Windows)
 }
 
 // previewMigration fills the migration's canary nodes and batches from
 // the nodes and pods as they are now: the ones the canary would pick.
-func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
-	m := s.res.Facts.Migration
-	if m == nil || s.o.Restart == RestartNever || s.o.Strategy != StrategyCanary {
+func (pl planner) previewMigration(ctx context.Context, p plan) error {
+	e, o := pl.e, pl.e.o
+	m := p.migration
+	if m == nil || o.Restart == RestartNever || p.roll.strategy != StrategyCanary {
 		return nil
 	}
-	skipped, _, err := nodes.Survey(ctx, s.d.Kube.Nodes(), s.d.Clock.Now(), s.o.Nodes, nil)
+	skipped, _, err := nodes.Survey(ctx, e.d.Kube.Nodes(), e.d.Clock.Now(), o.Nodes, nil)
 	if err != nil {
 		return err
 	}
-	fleet, err := s.dss.Observe(ctx, p.ds, skipped)
+	fleet, err := e.dss.Observe(ctx, p.ds, skipped)
 	if err != nil {
 		return err
 	}
@@ -274,21 +271,21 @@ func (s *Syncer) previewMigration(ctx context.Context, p plan) error {
 			todo = append(todo, n)
 		}
 	}
-	if m.BatchSize, err = batchSize(s.o.BatchSize, p.ds, len(live)); err != nil {
+	if m.BatchSize, err = batchSize(o.BatchSize, p.ds, len(live)); err != nil {
 		return err
 	}
 	rounds := func(n int) int { return (n + m.BatchSize - 1) / m.BatchSize }
-	if s.o.ZoneLabel == "" {
-		m.CanaryNodes = todo[:min(s.o.CanaryNodes, len(todo))]
+	if o.ZoneLabel == "" {
+		m.CanaryNodes = todo[:min(p.roll.canaryNodes, len(todo))]
 		// canary nodes beyond the batch size go a batch at a time too
 		m.Batches = rounds(len(m.CanaryNodes)) - 1 + rounds(len(todo)-len(m.CanaryNodes))
 		return nil
 	}
-	zoneOf, err := nodes.Labels(ctx, s.d.Kube.Nodes(), s.o.ZoneLabel)
+	zoneOf, err := nodes.Labels(ctx, e.d.Kube.Nodes(), o.ZoneLabel)
 	if err != nil {
 		return err
 	}
-	z := rollout.NewZonal(todo, zoneOf, unready, s.o.CanaryNodes, m.BatchSize)
+	z := rollout.NewZonal(todo, zoneOf, unready, p.roll.canaryNodes, m.BatchSize)
 	m.CanaryNodes, m.Batches = append([]string{}, z.CanaryNodes()...), 0
 	for i, zone := range z.Zones {
 		m.Zones = append(m.Zones, zone.Name)

@@ -1,7 +1,6 @@
 package kpsync
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -47,13 +46,13 @@ func findContainer(ds *appsv1.DaemonSet, name string) (*corev1.Container, error)
 }
 
 // planProbe finds kube-proxy's version and the readiness probe it should have.
-func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[string]string) (probePlan, error) {
-	c, err := findContainer(ds, s.o.Container)
+func planProbe(e *env, ds *appsv1.DaemonSet, data map[string]string) (probePlan, error) {
+	c, err := findContainer(ds, e.o.Container)
 	if err != nil {
 		return probePlan{}, err
 	}
 	plan := probePlan{container: c.Name}
-	v := s.kubeProxyVersion(c.Image)
+	v := kubeProxyVersion(e.o, c.Image)
 	if v != nil {
 		plan.version = "v" + v.String()
 	}
@@ -68,7 +67,7 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 			return probePlan{}, err
 		}
 	}
-	switch s.o.ProbePath {
+	switch e.o.ProbePath {
 	case probe.None:
 		if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
 			plan.path = c.ReadinessProbe.HTTPGet.Path
@@ -78,7 +77,7 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 		if v == nil {
 			// the API server's version says nothing: kube-proxy may be
 			// three minors older, and 1.27 does not serve /livez
-			s.d.Log.Warnf("cannot tell the kube-proxy version from image %q: the readiness and liveness probes are left alone; pass --kube-proxy-version or --probe-path to manage them", c.Image)
+			e.d.Log.Warnf("cannot tell the kube-proxy version from image %q: the readiness and liveness probes are left alone; pass --kube-proxy-version or --probe-path to manage them", c.Image)
 			if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
 				plan.path = c.ReadinessProbe.HTTPGet.Path
 			}
@@ -86,14 +85,14 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 		}
 		plan.path = probe.PathFor(v)
 	default:
-		plan.path = s.o.ProbePath
+		plan.path = e.o.ProbePath
 	}
 	plan.healthPath = plan.path
 	if !probe.Matches(c.ReadinessProbe, plan.path, plan.port, host) {
 		plan.probe = probe.Desired(c.ReadinessProbe, plan.path, plan.port, host)
 	}
 	if lp := c.LivenessProbe; plan.path == probe.Livez && lp != nil && lp.HTTPGet != nil && lp.HTTPGet.Path == probe.Healthz {
-		s.d.Log.Infof("the liveness probe of container %s checks /healthz, which fails on nodes being deleted from 1.28 on: moving it to %s", c.Name, probe.Livez)
+		e.d.Log.Infof("the liveness probe of container %s checks /healthz, which fails on nodes being deleted from 1.28 on: moving it to %s", c.Name, probe.Livez)
 		plan.liveness = probe.Desired(lp, probe.Livez, plan.port, host)
 	}
 	return plan, nil
@@ -101,9 +100,9 @@ func (s *Syncer) planProbe(ctx context.Context, ds *appsv1.DaemonSet, data map[s
 
 // kubeProxyVersion: --kube-proxy-version, else the image tag, else nil
 // (never the API server's version: kube-proxy may be older).
-func (s *Syncer) kubeProxyVersion(image string) *version.Version {
-	if s.o.KubeProxyVersion != "" {
-		return version.MustParseGeneric(s.o.KubeProxyVersion) // validated before
+func kubeProxyVersion(o Options, image string) *version.Version {
+	if o.KubeProxyVersion != "" {
+		return version.MustParseGeneric(o.KubeProxyVersion) // validated before
 	}
 	v, err := probe.ImageVersion(image)
 	if err != nil {

@@ -3,13 +3,18 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
 
 // report writes the outcome to the audit log and Events on the DaemonSet,
@@ -18,31 +23,33 @@ import (
 // left to do: its outcome says so, or the plan would look like a run that
 // died). Reporting problems are logged, never turned into a failed run.
 func (s *Syncer) report(ctx context.Context, runErr error) {
-	f := s.res.Facts
-	if s.o.Check || (runErr == nil && !s.res.Changed && !s.planned) {
+	e, f := s.e, s.res.Facts
+	if e.o.Check || (runErr == nil && !s.res.Changed && !s.res.audited) {
 		return
 	}
-	if err := s.d.Audit.Append(s.record(audit.PhaseOutcome, runErr)); err != nil {
-		s.d.Log.Warnf("%v", err)
+	if err := e.d.Audit.Append(s.record(audit.PhaseOutcome, runErr)); err != nil {
+		e.d.Log.Warnf("%v", err)
 	}
 	if f.ConfigMapChanged {
-		s.event(ctx, corev1.EventTypeNormal, "ConfigChanged", fmt.Sprintf("configmap %s/%s changed: %s (audit id %s)", s.o.Namespace, s.o.ConfigMap, strings.Join(f.ChangedKeys, ", "), f.AuditID))
+		e.event(ctx, corev1.EventTypeNormal, "ConfigChanged", fmt.Sprintf("configmap %s/%s changed: %s (audit id %s)", e.o.Namespace, e.o.ConfigMap, strings.Join(f.ChangedKeys, ", "), f.AuditID))
 	}
 	if f.Restarted {
 		typ, msg := corev1.EventTypeNormal, fmt.Sprintf("rollout restart (%s): %d/%d updated (audit id %s)", f.RestartReason, f.Rollout.Updated, f.Rollout.Desired, f.AuditID)
 		if runErr != nil {
 			typ, msg = corev1.EventTypeWarning, msg+": "+runErr.Error()
 		}
-		s.event(ctx, typ, "RolloutRestarted", msg)
+		e.event(ctx, typ, "RolloutRestarted", msg)
 	}
 }
 
-func (s *Syncer) event(ctx context.Context, typ, reason, msg string) {
-	now := metav1.NewTime(s.d.Clock.Now())
+// event records an Event on the DaemonSet; a failure is logged.
+func (e *env) event(ctx context.Context, typ, reason, msg string) {
+	o := e.o
+	now := metav1.NewTime(e.d.Clock.Now())
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: s.o.DaemonSet + ".", Namespace: s.o.Namespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: o.DaemonSet + ".", Namespace: o.Namespace},
 		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: s.o.Namespace, Name: s.o.DaemonSet,
+			APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: o.Namespace, Name: o.DaemonSet,
 		},
 		Reason: reason, Message: msg, Type: typ, Count: 1,
 		FirstTimestamp: now, LastTimestamp: now,
@@ -53,7 +60,115 @@ func (s *Syncer) event(ctx context.Context, typ, reason, msg string) {
 	// a context of its own: the run's may be the one that just ran out
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := s.d.Kube.Events(s.o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		s.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, s.o.Namespace, s.o.DaemonSet, err)
+	if _, err := e.d.Kube.Events(o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		e.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, o.Namespace, o.DaemonSet, err)
 	}
 }
+
+// diffOf is Ansible's diff of the data before and after (nil without --diff).
+func diffOf(e *env, before, after, effects map[string]string) *Diff {
+	if !e.o.Diff {
+		return nil
+	}
+	render := func(data map[string]string) string {
+		b, _ := yaml.Marshal(configmap.RedactData(data))
+		return string(b)
+	}
+	name := fmt.Sprintf("configmap %s/%s data", e.o.Namespace, e.o.ConfigMap)
+	d := &Diff{Before: render(before), After: render(after), BeforeHeader: name + " (before)", AfterHeader: name + " (after)"}
+	if len(effects) > 0 {
+		keys := make([]string, 0, len(effects))
+		for k := range effects {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+": "+effects[k])
+		}
+		d.AfterHeader = fmt.Sprintf("%s (after; effect on the running kube-proxy: %s)", name, strings.Join(parts, ", "))
+	}
+	return d
+}
+
+func (s *Syncer) summary() string {
+	o, f := s.e.o, s.res.Facts
+	obj := fmt.Sprintf("%s/%s", o.Namespace, o.ConfigMap)
+	var parts []string
+	verb := map[bool]string{true: "would change", false: "changed"}[o.Check]
+	if f.ConfigMapChanged {
+		parts = append(parts, fmt.Sprintf("configmap %s %s (%s)", obj, verb, strings.Join(f.ChangedKeys, ", ")))
+	} else {
+		parts = append(parts, fmt.Sprintf("configmap %s unchanged", obj))
+	}
+	switch {
+	case f.Restarted:
+		msg := fmt.Sprintf("restarted daemonset %s/%s (%s): %d/%d updated and available", o.Namespace, o.DaemonSet, f.RestartReason, f.Rollout.Available, f.Rollout.Desired)
+		if n := len(f.Rollout.SkippedNodes); n > 0 {
+			msg += fmt.Sprintf(", %d node(s) going away skipped", n)
+		}
+		parts = append(parts, msg)
+	case f.RestartRequired && o.Check:
+		parts = append(parts, fmt.Sprintf("would restart daemonset %s/%s (%s)", o.Namespace, o.DaemonSet, f.RestartReason))
+	case f.RestartRequired:
+		parts = append(parts, fmt.Sprintf("restart of daemonset %s/%s owed (%s) but --restart=never; a later run with --restart=auto does it", o.Namespace, o.DaemonSet, f.RestartReason))
+	case f.RestartReason == ReasonNoEffect:
+		parts = append(parts, fmt.Sprintf("no restart: no changed key has an effect on the running kube-proxy; daemonset %s/%s records that its pods run this data as well, and the next restart for another reason picks it up", o.Namespace, o.DaemonSet))
+	default:
+		parts = append(parts, "no restart needed")
+	}
+	if s.res.restored != "" {
+		parts = append(parts, s.res.restored)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// planRecord is the audit record of what the run means to write, from
+// its first capture (the one under the lease may find less to do).
+func (s *Syncer) planRecord(p plan) audit.Record {
+	r := s.record(audit.PhasePlan, nil)
+	r.ChangedKeys, r.ChangedKeysEffect, r.ProbePath = p.keys, p.effects, p.probe.path
+	r.Restart, r.RestartReason = p.reason != "", p.reason
+	return r
+}
+
+func (s *Syncer) record(phase string, runErr error) audit.Record {
+	o, f := s.e.o, s.res.Facts
+	r := audit.Record{
+		Time: s.e.d.Clock.Now().UTC(), AuditID: f.AuditID, Phase: phase, Server: configmap.RedactURL(s.e.d.Server),
+		Object:                "configmap/" + o.Namespace + "/" + o.ConfigMap,
+		DaemonSet:             "daemonset/" + o.Namespace + "/" + o.DaemonSet,
+		ResourceVersionBefore: f.ResourceVersionBefore, ResourceVersionAfter: f.ResourceVersionAfter,
+		ChangedKeys: f.ChangedKeys, ChangedKeysEffect: f.ChangedKeysEffect, Restart: f.RestartRequired, RestartReason: f.RestartReason,
+		ProbePath: f.ProbePath, CheckMode: f.CheckMode,
+	}
+	if f.Migration != nil {
+		r.Migration = f.Migration
+	}
+	if phase == audit.PhaseOutcome {
+		r.Outcome, r.Rollout = "succeeded", f.Rollout
+		r.RolledBack, r.RollbackReason = f.RolledBack, f.RollbackReason
+		if runErr != nil {
+			r.Outcome, r.Error = "failed", runErr.Error()
+		}
+	}
+	return r
+}
+
+// warnings are the run's warnings: each logged once and kept for the
+// result (the plan may be made twice).
+type warnings struct {
+	log  *logrus.Entry
+	msgs []string
+}
+
+func (w *warnings) add(msg string) {
+	if slices.Contains(w.msgs, msg) {
+		return
+	}
+	w.log.Warn(msg)
+	w.msgs = append(w.msgs, msg)
+}
+
+// list is the warnings so far, nil when none.
+func (w *warnings) list() []string { return slices.Clone(w.msgs) }

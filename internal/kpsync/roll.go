@@ -61,26 +61,26 @@ func (e *brokenError) Error() string {
 // the new template that cannot run stops it at once; so does a progress
 // deadline with no node finishing.
 func (rl *rolling) roll(ctx context.Context, p plan) error {
-	s := rl.s
+	e := rl.e
 
 	fleet, strategy := rl.fleet, rl.strategy
-	if s.o.Timeout > 0 {
+	if e.o.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.o.Timeout, errOverallTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, e.o.Timeout, errOverallTimeout)
 		defer cancel()
 	}
-	deadline := s.o.ProgressDeadline
+	deadline := e.o.ProgressDeadline
 	if deadline <= 0 {
 		deadline = ProgressDeadline(p.ds, p.probe.container)
 	}
 	// the deadline, recheck and stall timers of the whole wait, whichever
 	// way it follows the rollout
-	timers := rollout.NewTimers(s.d.Clock, deadline, recheckEvery, statusStall)
+	timers := rollout.NewTimers(e.d.Clock, deadline, recheckEvery, statusStall)
 	defer timers.Stop()
-	s.res.Facts.Rollout.Strategy = strategy
-	start := s.d.Clock.Now()
-	w := &waitLog{s: s, ctx: ctx}
-	s.step(ctx, StepDaemonSetPatched)
+	rl.out.rollout.Strategy = strategy
+	start := e.d.Clock.Now()
+	w := &waitLog{e: e, r: &rl.out.rollout, ctx: ctx}
+	e.step(ctx, StepDaemonSetPatched)
 
 	// after each change: the strategy's own move (the canary deletes the
 	// pods its schedule asks for; a rolling update raises maxUnavailable
@@ -123,17 +123,17 @@ func (rl *rolling) roll(ctx context.Context, p plan) error {
 	}
 	var err error
 	followed := false
-	if strategy != StrategyCanary && rl.followsStatus(len(s.res.Facts.Rollout.UnreadyBefore) > 0) {
+	if strategy != StrategyCanary && rl.followsStatus(len(rl.out.rollout.UnreadyBefore) > 0) {
 		followed, err = rl.followStatus(ctx, timers, w.waiting)
 	}
 	if !followed && err == nil {
-		err = s.dss.Track(ctx, fleet, s.o.Nodes, timers, step)
+		err = e.dss.Track(ctx, fleet, e.o.Nodes, timers, step)
 	}
 	rl.fillRollout(start)
 	if err != nil {
 		return rl.waitError(ctx, err, deadline)
 	}
-	if s.o.Verify {
+	if e.o.Verify {
 		if err := rl.verify(ctx, p); err != nil {
 			return &failure{err}
 		}
@@ -148,7 +148,8 @@ func (rl *rolling) roll(ctx context.Context, p plan) error {
 // unavailable nodes, and passes StepWaiting once, whichever way the wait
 // follows the rollout.
 type waitLog struct {
-	s       *Syncer
+	e       *env
+	r       *rollout.Status
 	ctx     context.Context
 	last    time.Time
 	stepped bool
@@ -158,22 +159,22 @@ type waitLog struct {
 func (w *waitLog) waiting() {
 	if !w.stepped {
 		w.stepped = true
-		w.s.step(w.ctx, StepWaiting)
+		w.e.step(w.ctx, StepWaiting)
 	}
 }
 
 // progress looks at the fleet after a change: logged, and a pod of the
 // new template that cannot run is the rollout's failure.
 func (w *waitLog) progress(fleet *rollout.Fleet) error {
-	s, r := w.s, &w.s.res.Facts.Rollout
+	e, r := w.e, w.r
 	if u := fleet.Unavailable(); u > r.MaxUnavailable {
 		r.MaxUnavailable = u
 	}
-	if s.d.Clock.Since(w.last) >= 2*time.Second || fleet.PendingCount() == 0 {
+	if e.d.Clock.Since(w.last) >= 2*time.Second || fleet.PendingCount() == 0 {
 		st := fleet.Status()
-		s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
-			s.o.Namespace, s.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
-		w.last = s.d.Clock.Now()
+		e.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d, %d node(s) skipped",
+			e.o.Namespace, e.o.DaemonSet, st.Updated, st.Desired, st.Available, st.Desired, len(fleet.Skipped))
+		w.last = e.d.Clock.Now()
 		if st.Updated > 0 && fleet.PendingCount() > 0 {
 			w.waiting()
 		}
@@ -189,13 +190,13 @@ func (w *waitLog) progress(fleet *rollout.Fleet) error {
 // is a pod that cannot run, already one); the overall --timeout, an
 // interrupt or an API error are not.
 func (rl *rolling) waitError(ctx context.Context, err error, deadline time.Duration) error {
-	s := rl.s
+	e := rl.e
 
 	switch {
 	case errors.Is(err, rollout.ErrNoProgress):
 		return &failure{fmt.Errorf("no node finished for %s (progress deadline, --progress-deadline): %w", deadline, err)}
 	case errors.Is(context.Cause(ctx), errOverallTimeout):
-		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, s.o.Timeout, err)
+		return fmt.Errorf("%w (%s) while the rollout was still progressing: nothing rolled back, the DaemonSet keeps its new template: %w", errOverallTimeout, e.o.Timeout, err)
 	}
 	return err
 }
@@ -206,16 +207,19 @@ func (rl *rolling) waitError(ctx context.Context, err error, deadline time.Durat
 // connectivity checker), and the wait, the strategy's bookkeeping, the
 // verify and the rollback on it.
 type rolling struct {
-	s        *Syncer
+	e        *env
 	fleet    *rollout.Fleet
 	strategy string
+	// canaryNodes: how many nodes a canary restarts first
+	canaryNodes int
 	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
 	// earlier run left, resumed): a rolling update is followed through
 	// its status from there
 	ds *appsv1.DaemonSet
 	// resumed: the template is an earlier run's (a canary left over),
-	// never rolled back by this one
-	resumed bool
+	// never rolled back by this one; restarted: this run's restart PATCH
+	// put the template in place
+	resumed, restarted bool
 	// strategyChanged: the DaemonSet's own updateStrategy is saved in its
 	// annotation and changed (OnDelete, or a raised maxUnavailable), to be
 	// put back however the rollout ends
@@ -224,6 +228,8 @@ type rolling struct {
 	raisedFor int
 	// conn checks each node after its restart (nil: no check)
 	conn *connectivity
+	// out is the rollout phase's part of the result, as far as it got
+	out rollOutcome
 }
 
 // pods is the fleet to roll, nil when there is nothing to roll.
@@ -250,10 +256,10 @@ func (rl *rolling) followsStatus(unreadyBefore bool) bool {
 // be followed from that list on (Track), which finds what holds the
 // rollout: a pod that cannot run, a node that went away.
 func (rl *rolling) followStatus(ctx context.Context, timers *rollout.Timers, waiting func()) (bool, error) {
-	s := rl.s
+	e := rl.e
 
 	fleet := rl.fleet
-	r := &s.res.Facts.Rollout
+	r := &rl.out.rollout
 	var lastLog time.Time
 	seen := func(ds *appsv1.DaemonSet, _ bool) {
 		st := ds.Status
@@ -263,38 +269,38 @@ func (rl *rolling) followStatus(ctx context.Context, timers *rollout.Timers, wai
 		if u := int(st.DesiredNumberScheduled - st.NumberReady); u > r.MaxUnavailable {
 			r.MaxUnavailable = u
 		}
-		if s.d.Clock.Since(lastLog) >= 2*time.Second || rollout.Complete(ds) {
-			s.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d",
-				s.o.Namespace, s.o.DaemonSet, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
-			lastLog = s.d.Clock.Now()
+		if e.d.Clock.Since(lastLog) >= 2*time.Second || rollout.Complete(ds) {
+			e.d.Log.Infof("rollout of daemonset %s/%s: updated %d/%d, available %d/%d",
+				e.o.Namespace, e.o.DaemonSet, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
+			lastLog = e.d.Clock.Now()
 		}
 		if st.UpdatedNumberScheduled > 0 && !rollout.Complete(ds) {
 			waiting()
 		}
 	}
-	complete, err := s.dss.FollowStatus(ctx, rl.ds, timers, seen)
+	complete, err := e.dss.FollowStatus(ctx, rl.ds, timers, seen)
 	switch {
 	case errors.Is(err, rollout.ErrNoProgress) || (err != nil && ctx.Err() != nil):
 		// no progress for the deadline, interrupted or out of time: one
 		// look at the pods, for the facts and to name the nodes not back
 		look, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if lerr := s.dss.Relist(look, fleet); lerr != nil {
+		if lerr := e.dss.Relist(look, fleet); lerr != nil {
 			return false, fmt.Errorf("kube-proxy pods did not all come back (%v): %w", lerr, err)
 		}
 		return false, fleet.NotBack(err)
 	case errors.Is(err, rollout.ErrDeleted):
 		return false, err
 	case err != nil:
-		s.d.Log.Warnf("following the rollout through the daemonset's status: %v; following its pods instead", err)
+		e.d.Log.Warnf("following the rollout through the daemonset's status: %v; following its pods instead", err)
 	case !complete:
-		s.d.Log.Infof("the status of daemonset %s/%s made no progress for %s: following its pods to see what holds it", s.o.Namespace, s.o.DaemonSet, statusStall)
+		e.d.Log.Infof("the status of daemonset %s/%s made no progress for %s: following its pods to see what holds it", e.o.Namespace, e.o.DaemonSet, statusStall)
 	}
-	if err := s.dss.Relist(ctx, fleet); err != nil {
+	if err := e.dss.Relist(ctx, fleet); err != nil {
 		return false, err
 	}
 	if complete && fleet.PendingCount() > 0 {
-		s.d.Log.Infof("daemonset %s/%s says its rollout is complete, but %d node(s) do not run a Ready kube-proxy of the new template yet: following the pods", s.o.Namespace, s.o.DaemonSet, fleet.PendingCount())
+		e.d.Log.Infof("daemonset %s/%s says its rollout is complete, but %d node(s) do not run a Ready kube-proxy of the new template yet: following the pods", e.o.Namespace, e.o.DaemonSet, fleet.PendingCount())
 	}
 	return complete && fleet.PendingCount() == 0 && len(fleet.Broken()) == 0, nil
 }
@@ -333,27 +339,27 @@ func ProgressDeadline(ds *appsv1.DaemonSet, container string) time.Duration {
 }
 
 func (rl *rolling) fillRollout(start time.Time) {
-	s, fleet := rl.s, rl.fleet
+	e, fleet := rl.e, rl.fleet
 
-	r := &s.res.Facts.Rollout
+	r := &rl.out.rollout
 	st := fleet.Status()
 	r.Desired, r.Updated, r.Available, r.SkippedNodes = st.Desired, st.Updated, st.Available, st.SkippedNodes
-	r.Duration = s.d.Clock.Since(start).Seconds()
+	r.Duration = e.d.Clock.Since(start).Seconds()
 }
 
 // verify looks at the pods afresh (not through the watch): every live node
 // whose pod was Ready before the restart must have a Ready pod of the new
 // template now.
 func (rl *rolling) verify(ctx context.Context, p plan) error {
-	s, before := rl.s, rl.fleet
+	e, before := rl.e, rl.fleet
 
-	now, err := s.dss.Observe(ctx, p.ds, before.Skipped)
+	now, err := e.dss.Observe(ctx, p.ds, before.Skipped)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	now.SetGeneration(before.Generation)
 	unreadyBefore := map[string]bool{}
-	for _, n := range s.res.Facts.Rollout.UnreadyBefore {
+	for _, n := range rl.out.rollout.UnreadyBefore {
 		unreadyBefore[n] = true
 	}
 	var bad []string
@@ -365,27 +371,27 @@ func (rl *rolling) verify(ctx context.Context, p plan) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("verify: kube-proxy was Ready before the restart but is not Ready on the new template on %d node(s): %v", len(bad), bad)
 	}
-	s.d.Log.Infof("verified: every live node that was Ready before runs a Ready kube-proxy of the new template")
-	return s.verifyEndpoints(ctx, now, p.probe.healthPath, p.probe.port)
+	e.d.Log.Infof("verified: every live node that was Ready before runs a Ready kube-proxy of the new template")
+	return verifyEndpoints(ctx, e, now, p.probe.healthPath, p.probe.port)
 }
 
 // verifyEndpoints asks kube-proxy's health endpoint on a sample of live nodes
 // through the API server's node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH).
-func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path string, port int) error {
-	if s.o.VerifyEndpoints <= 0 {
+func verifyEndpoints(ctx context.Context, e *env, fleet *rollout.Fleet, path string, port int) error {
+	if e.o.VerifyEndpoints <= 0 {
 		return nil
 	}
 	var failed []string
 	checked := 0
 	for _, n := range fleet.Live() {
-		if checked == s.o.VerifyEndpoints {
+		if checked == e.o.VerifyEndpoints {
 			break
 		}
 		if !fleet.Done(n) {
 			continue
 		}
 		checked++
-		_, err := s.d.Kube.GetRaw(ctx, fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/%s", n, port, strings.TrimPrefix(path, "/")))
+		_, err := e.d.Kube.GetRaw(ctx, fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/%s", n, port, strings.TrimPrefix(path, "/")))
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", n, err))
 		}
@@ -393,7 +399,27 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 	if len(failed) > 0 {
 		return fmt.Errorf("verify: kube-proxy's %s on port %d did not answer OK through the API server's node proxy on: %s (the kubeconfig user needs get on nodes/proxy)", path, port, strings.Join(failed, "; "))
 	}
-	s.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, checked)
+	e.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, checked)
+	return nil
+}
+
+// strategyFor adds the rollout's updateStrategy to the restart PATCH:
+// for a canary the switch to OnDelete; for a rolling update
+// maxUnavailable raised for the stuck nodes (see rollout.Change.RaiseFor),
+// or a strategy an earlier run left saved put back.
+func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
+	e := rl.e
+	if rl.strategy == StrategyCanary {
+		return ch.OnDelete(ds)
+	}
+	stuck := rl.fleet.Stuck()
+	raise, err := ch.RaiseFor(ds, stuck)
+	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
+	if err != nil || !raise.Raised() {
+		return err
+	}
+	rl.raisedFor = stuck
+	e.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
 	return nil
 }
 
@@ -407,61 +433,43 @@ func (s *Syncer) verifyEndpoints(ctx context.Context, fleet *rollout.Fleet, path
 // back however the wait ends, and any later run does too. A failed raise
 // is logged, not fatal: the wait goes on as it would.
 func (rl *rolling) raiseForStuck(ctx context.Context) {
-	s := rl.s
+	e := rl.e
 
 	stuck := rl.fleet.Stuck()
 	if stuck <= rl.raisedFor {
 		return
 	}
-	ds, err := s.dss.Get(ctx)
+	ds, err := e.dss.Get(ctx)
 	if err != nil {
-		s.d.Log.Warnf("raise maxUnavailable for %d node(s) gone away during the rollout: %v", stuck, err)
+		e.d.Log.Warnf("raise maxUnavailable for %d node(s) gone away during the rollout: %v", stuck, err)
 		return
 	}
 	var raise rollout.Raise
-	_, err = s.applyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
+	_, err = applyFresh(ctx, e.dss, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
 		ch, r, ok, _ := rollout.RaiseDuring(ds, stuck)
 		raise = r
 		return ch, ok
 	})
 	if err != nil {
-		s.d.Log.Warnf("raise maxUnavailable of daemonset %s/%s for %d node(s) gone away during the rollout: %v", s.o.Namespace, s.o.DaemonSet, stuck, err)
+		e.d.Log.Warnf("raise maxUnavailable of daemonset %s/%s for %d node(s) gone away during the rollout: %v", e.o.Namespace, e.o.DaemonSet, stuck, err)
 		return
 	}
 	rl.raisedFor = stuck
 	if raise.Raised() {
 		rl.strategyChanged = true
-		s.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, s.o.Namespace, s.o.DaemonSet, raise.From, raise.To)
+		e.d.Log.Infof("%d node(s) going away hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rest of the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
 	}
-}
-
-// restoreStrategy puts back the updateStrategy an earlier run saved,
-// unless an unfinished canary holds the DaemonSet on OnDelete (that one is
-// resumed, or replaced by this run's restart). It says what it restored
-// ("": nothing).
-func (s *Syncer) restoreStrategy(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, string, error) {
-	ch, saved, err := rollout.Restore(ds)
-	if err != nil || !saved || rollout.CanaryLeftover(ds) {
-		return ds, "", err
-	}
-	what := rollout.Describe(*ch.Strategy)
-	s.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, s.o.Namespace, s.o.DaemonSet)
-	restored, err := s.dss.Apply(ctx, ch)
-	if err != nil {
-		return ds, "", err
-	}
-	return restored, fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, s.o.Namespace, s.o.DaemonSet, rollout.StrategyAnnotation), nil
 }
 
 // finishStrategy restores the strategy after a rollout: a canary that
 // succeeded, a raised maxUnavailable however the rollout ended.
 func (rl *rolling) finishStrategy(ctx context.Context) {
-	s := rl.s
+	e := rl.e
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
-		ds, err := s.dss.Get(ctx)
+		ds, err := e.dss.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -469,11 +477,11 @@ func (rl *rolling) finishStrategy(ctx context.Context) {
 		if err != nil || !saved {
 			return err
 		}
-		_, err = s.dss.Apply(ctx, ch)
+		_, err = e.dss.Apply(ctx, ch)
 		return err
 	})
 	if err != nil {
-		s.d.Log.Errorf("restore updateStrategy of daemonset %s/%s: %v; the next run restores it", s.o.Namespace, s.o.DaemonSet, err)
+		e.d.Log.Errorf("restore updateStrategy of daemonset %s/%s: %v; the next run restores it", e.o.Namespace, e.o.DaemonSet, err)
 	}
 }
 
@@ -489,14 +497,14 @@ func isGone(err error) bool {
 // an earlier run's template, are left as they are, saying what the next
 // run does.
 func (rl *rolling) undo(ctx context.Context, p plan, err error) error {
-	s := rl.s
+	e := rl.e
 	var failed *failure
 	switch {
 	case ctx.Err() != nil || !errors.As(err, &failed):
 		return fmt.Errorf("%w; %s", err, rl.nextRun())
-	case !s.res.Facts.Restarted || rl.resumed:
+	case !rl.restarted || rl.resumed:
 		return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
-	case !s.o.RollbackOnFailure:
+	case !e.o.RollbackOnFailure:
 		return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, rl.nextRun())
 	}
 	return rl.rollback(ctx, p, err)
@@ -505,11 +513,11 @@ func (rl *rolling) undo(ctx context.Context, p plan, err error) error {
 // nextRun says what a rerun does after a rollout that stopped without a
 // rollback.
 func (rl *rolling) nextRun() string {
-	s := rl.s
+	e := rl.e
 	if rl.strategy == StrategyCanary {
-		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", e.o.Namespace, e.o.DaemonSet)
 	}
-	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", s.o.Namespace, s.o.DaemonSet)
+	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", e.o.Namespace, e.o.DaemonSet)
 }
 
 // rollback restores the ConfigMap data captured before the change and the
@@ -519,12 +527,11 @@ func (rl *rolling) nextRun() string {
 // stay as they are, pods of the failed template (broken or not) are
 // replaced by ones reading the restored data. The run still fails, saying why.
 func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
-	s, fleet := rl.s, rl.fleet
+	e, fleet := rl.e, rl.fleet
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	f := &s.res.Facts
-	s.d.Log.Warnf("rolling back: %v", cause)
+	e.d.Log.Warnf("rolling back: %v", cause)
 	// the config travels with the template: no ConfigMap was written
 	// before the rollout (the record is written once it succeeded), and
 	// pointing the template back at the ConfigMap it mounted restores the
@@ -532,7 +539,7 @@ func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
 	// the DaemonSet controller writes status all the while: retry on conflict
 	var restored *appsv1.DaemonSet
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ds, err := s.dss.Get(ctx)
+		ds, err := e.dss.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -552,35 +559,33 @@ func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
 			ch.LivenessProbe = containerLiveness(p.ds, p.probe.container)
 		}
 		if p.image != "" {
-			ch.Image = rollout.ContainerImage(p.ds, s.o.Container)
+			ch.Image = rollout.ContainerImage(p.ds, e.o.Container)
 		}
 		if restore, saved, err := rollout.Restore(ds); err == nil && saved {
 			ch.Strategy, ch.ClearStrategy = restore.Strategy, true
 		}
-		restored, err = s.dss.Apply(ctx, ch)
+		restored, err = e.dss.Apply(ctx, ch)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w; rollback failed too: restoring the template of daemonset %s/%s (pointing it back at configmap %s): %v; run `kubectl rollout undo daemonset/%s -n %s`, or run again with the previous values", cause, s.o.Namespace, s.o.DaemonSet, p.mounted, err, s.o.DaemonSet, s.o.Namespace)
+		return fmt.Errorf("%w; rollback failed too: restoring the template of daemonset %s/%s (pointing it back at configmap %s): %v; run `kubectl rollout undo daemonset/%s -n %s`, or run again with the previous values", cause, e.o.Namespace, e.o.DaemonSet, p.mounted, err, e.o.DaemonSet, e.o.Namespace)
 	}
 	if restored.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
 		// nothing replaces them on its own: delete the failed template's pods
 		for uid, name := range fleet.NewPods() {
-			err := s.d.Kube.Pods(s.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+			err := e.d.Kube.Pods(e.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
 			if err != nil && !isGone(err) {
-				s.d.Log.Warnf("rollback: delete kube-proxy pod %s of the failed template: %v; delete it by hand", name, err)
+				e.d.Log.Warnf("rollback: delete kube-proxy pod %s of the failed template: %v; delete it by hand", name, err)
 			}
 		}
 	}
-	f.RolledBack, f.RollbackReason = true, cause.Error()
-	if p.image != "" {
-		f.Image = f.ImageBefore
-	}
+	rl.out.rolledBack, rl.out.rollbackReason = true, cause.Error()
+	rl.out.imageRestored = p.image != ""
 	if p.copy != "" {
-		f.ConfigMapName, f.PreviousConfigMap = p.mounted, p.copy
+		rl.out.configMapName, rl.out.previousConfigMap = p.mounted, p.copy
 	}
-	s.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored the kube-proxy pod template (configmap %s/%s): %v (audit id %s)", s.o.Namespace, p.mounted, cause, f.AuditID))
-	return fmt.Errorf("rolled back (pod template restored, on configmap %s/%s; kube-proxy pods of the new template replaced): %w", s.o.Namespace, p.mounted, cause)
+	e.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored the kube-proxy pod template (configmap %s/%s): %v (audit id %s)", e.o.Namespace, p.mounted, cause, e.auditID))
+	return fmt.Errorf("rolled back (pod template restored, on configmap %s/%s; kube-proxy pods of the new template replaced): %w", e.o.Namespace, p.mounted, cause)
 }
 
 // restoredStamp is the stamp a rollback puts back: the DaemonSet's as it

@@ -116,12 +116,12 @@ func TestVerifyEndpoints(t *testing.T) {
 	log.SetOutput(io.Discard)
 	fleet := newDoneFleet(t, "a", "b", "c")
 
-	s := &Syncer{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: api, Log: logrus.NewEntry(log)}}
-	require.NoError(t, s.verifyEndpoints(context.Background(), fleet, "/livez", 10256))
+	e := &env{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: api, Log: logrus.NewEntry(log)}}
+	require.NoError(t, verifyEndpoints(context.Background(), e, fleet, "/livez", 10256))
 	assert.Equal(t, []string{"/api/v1/nodes/a:10256/proxy/livez"}, asked)
 
-	s.o.VerifyEndpoints = 2
-	err = s.verifyEndpoints(context.Background(), fleet, "/livez", 10256)
+	e.o.VerifyEndpoints = 2
+	err = verifyEndpoints(context.Background(), e, fleet, "/livez", 10256)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "b (")
 	assert.NotContains(t, err.Error(), "a (")

@@ -11,9 +11,9 @@ import (
 // then sends its service-account token to whoever answers at the server's
 // address. A warning, not a refusal: the cluster may run like this on
 // purpose, and the run did not make it so.
-func (s *Syncer) warnInsecureTLS(data map[string]string) {
+func warnInsecureTLS(e *env, data map[string]string) {
 	for _, name := range configmap.InsecureClusters(data[configmap.KubeconfigKey]) {
-		s.warn(fmt.Sprintf("configmap %s/%s: %s: cluster %q has insecure-skip-tls-verify: true, so kube-proxy does not check the API server's certificate and sends its token to whoever answers; set certificate-authority instead",
-			s.o.Namespace, s.o.ConfigMap, configmap.KubeconfigKey, name))
+		e.warn(fmt.Sprintf("configmap %s/%s: %s: cluster %q has insecure-skip-tls-verify: true, so kube-proxy does not check the API server's certificate and sends its token to whoever answers; set certificate-authority instead",
+			e.o.Namespace, e.o.ConfigMap, configmap.KubeconfigKey, name))
 	}
 }

@@ -27,10 +27,10 @@ func TestTrafficTargetPaths(t *testing.T) {
 		{Type: corev1.NodeHostName, Address: "node-1"}, {Type: corev1.NodeInternalIP, Address: "fd00::7"},
 		{Type: corev1.NodeInternalIP, Address: "192.0.2.7"}}}}
 	_, kc := kubefake.New(web, plain, node)
-	s := &Syncer{o: Options{Namespace: "kube-system", Connectivity: ConnectivityOptions{Traffic: "default/web",
-		TrafficPaths: []string{verify.PathNode, verify.PathNodePort}}}, d: Deps{Kube: kc}}
+	o := ConnectivityOptions{Traffic: "default/web", TrafficPaths: []string{verify.PathNode, verify.PathNodePort}}
+	e := &env{o: Options{Namespace: "kube-system", Connectivity: o}, d: Deps{Kube: kc}}
 
-	tr, err := s.trafficTarget(context.Background())
+	tr, err := trafficTarget(context.Background(), e, o)
 	require.NoError(t, err)
 	assert.Equal(t, "10.96.0.10:80", tr.Target)
 	assert.Equal(t, int32(30080), tr.NodePort)
@@ -39,12 +39,12 @@ func TestTrafficTargetPaths(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "192.0.2.7", ip, "the InternalIP of the ClusterIP's family")
 
-	s.o.Connectivity.Traffic = "default/plain"
-	_, err = s.trafficTarget(context.Background())
+	o.Traffic = "default/plain"
+	_, err = trafficTarget(context.Background(), e, o)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--verify-traffic-paths nodeport: service default/plain (type ClusterIP) has no node port on its TCP port 443")
 
-	s.o.Connectivity.TrafficPaths = []string{verify.PathNode}
-	_, err = s.trafficTarget(context.Background())
+	o.TrafficPaths = []string{verify.PathNode}
+	_, err = trafficTarget(context.Background(), e, o)
 	assert.NoError(t, err, "no nodeport path: any Service with a ClusterIP")
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +28,7 @@ import (
 // kube-proxy would load past with a warning (fields it does not have, keys
 // given twice) becomes the run's warnings; a --set of a field that this
 // kube-proxy does not have is refused, as it would do nothing.
-func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
+func validateConfig(e *env, ds *appsv1.DaemonSet, p plan) error {
 	var set []string
 	for _, k := range p.keys {
 		if path, ok := strings.CutPrefix(k, configmap.ConfigKey+":"); ok {
@@ -39,14 +38,14 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 	if len(p.keys) == 0 && p.reason == "" && !p.probe.changes() && !rollout.CanaryLeftover(ds) && p.image == "" {
 		return nil // nothing written, nothing restarted
 	}
-	obj := s.o.Namespace + "/" + s.o.ConfigMap
+	obj := e.o.Namespace + "/" + e.o.ConfigMap
 	text, ok := p.desired[configmap.ConfigKey]
 	if !ok {
 		return fmt.Errorf("configmap %s has no %q key: kube-proxy reads its configuration from it and would not start; nothing was written and nothing restarted: put the key back (e.g. with --manifest) and run again", obj, configmap.ConfigKey)
 	}
-	minor, note := kpvalidate.Rules(s.validationVersion(ds))
+	minor, note := kpvalidate.Rules(validationVersion(e.o, ds))
 	if note != "" {
-		s.warn(note)
+		e.warn(note)
 	}
 	for _, path := range set {
 		if f, ok := kpvalidate.Lookup(path); ok && f.Since > minor {
@@ -59,9 +58,9 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 		return fmt.Errorf("configmap %s: %w; nothing was written: fix the value (or pass --kube-proxy-version if 1.%d is not the kube-proxy in use)", obj, err, minor)
 	}
 	for _, w := range warns {
-		s.warn(fmt.Sprintf("configmap %s: %s", obj, w))
+		e.warn(fmt.Sprintf("configmap %s: %s", obj, w))
 	}
-	return s.validateKubeconfig(ds, text, p.desired)
+	return validateKubeconfig(e.o, ds, text, p.desired)
 }
 
 // validateKubeconfig checks the kubeconfig config.conf names
@@ -75,18 +74,18 @@ func (s *Syncer) validateConfig(ds *appsv1.DaemonSet, p plan) error {
 // token files it names are the pod's, not ours to check. An empty clientConnection.kubeconfig is kube-proxy's
 // in-cluster config, and a file mounted from elsewhere is not this
 // ConfigMap's business.
-func (s *Syncer) validateKubeconfig(ds *appsv1.DaemonSet, config string, data map[string]string) error {
+func validateKubeconfig(o Options, ds *appsv1.DaemonSet, config string, data map[string]string) error {
 	file, err := kpvalidate.Kubeconfig(config)
 	if err != nil || file == "" {
 		return err // err: already refused by Validate
 	}
-	obj := s.o.Namespace + "/" + s.o.ConfigMap
+	obj := o.Namespace + "/" + o.ConfigMap
 	// the ConfigMap the template mounts: the record, or a copy of it
-	name := s.o.ConfigMap
-	if _, m := configVolume(ds, s.o.Container, s.o.ConfigMap); m != "" {
+	name := o.ConfigMap
+	if _, m := configVolume(ds, o.Container, o.ConfigMap); m != "" {
 		name = m
 	}
-	key, mounted := mountedKey(ds, s.o.Container, name, file)
+	key, mounted := mountedKey(ds, o.Container, name, file)
 	if !mounted {
 		// the container mounts this ConfigMap nowhere we can read (no
 		// template, a projected volume): kubeadm's layout, the key named
@@ -102,7 +101,7 @@ func (s *Syncer) validateKubeconfig(ds *appsv1.DaemonSet, config string, data ma
 	text, ok := data[key]
 	if !ok {
 		return fmt.Errorf("configmap %s has no %q key, which daemonset %s/%s mounts at %s, kube-proxy's clientConnection.kubeconfig: kube-proxy would not start; nothing was written and nothing restarted: put the key back (e.g. with --manifest) and run again",
-			obj, key, s.o.Namespace, s.o.DaemonSet, file)
+			obj, key, o.Namespace, o.DaemonSet, file)
 	}
 	if err := checkKubeconfig(text); err != nil {
 		return fmt.Errorf("configmap %s: %s (clientConnection.kubeconfig %s) is not a kubeconfig kube-proxy can start with: %w; nothing was written and nothing restarted: fix the key (e.g. with --manifest) and run again",
@@ -191,23 +190,13 @@ func mountedKey(ds *appsv1.DaemonSet, container, name, file string) (key string,
 	return "", true
 }
 
-// warn logs msg and adds it to the result's warnings, once per run (the
-// plan may be made twice).
-func (s *Syncer) warn(msg string) {
-	if slices.Contains(s.res.Warnings, msg) {
-		return
-	}
-	s.d.Log.Warn(msg)
-	s.res.Warnings = append(s.res.Warnings, msg)
-}
-
 // validationVersion is the kube-proxy version whose rules apply: never the
 // API server's, which may be newer than kube-proxy.
-func (s *Syncer) validationVersion(ds *appsv1.DaemonSet) string {
-	if s.o.KubeProxyVersion != "" {
-		return s.o.KubeProxyVersion
+func validationVersion(o Options, ds *appsv1.DaemonSet) string {
+	if o.KubeProxyVersion != "" {
+		return o.KubeProxyVersion
 	}
-	c, err := findContainer(ds, s.o.Container)
+	c, err := findContainer(ds, o.Container)
 	if err != nil {
 		return ""
 	}

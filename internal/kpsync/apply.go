@@ -1,0 +1,273 @@
+package kpsync
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// applier is the apply phase: it writes the config the pods are to run
+// (a new immutable copy, or the record for a change with no effect) and
+// captures it again; and it makes the copies the restart points the
+// template at (prepareRestart).
+type applier struct{ e *env }
+
+// apply makes the config the pods are to run: a change is a new immutable copy
+// (no running kube-proxy reads it yet); a change with no effect on the
+// running kube-proxies is written to the record, which the template
+// does not mount then (see plan). Then capture it again.
+func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
+	e := ap.e
+	o := e.o
+	a := applied{name: o.ConfigMap} // the ConfigMap after was captured from
+	if len(p.keys) > 0 && p.noEffect && !o.Check {
+		// the record on the DaemonSet comes first; it clears noEffect when
+		// the DaemonSet moved so that its pods no longer run the data
+		// before the change: then the change restarts as usual, on a copy
+		if err := ap.markNoEffect(ctx, &p); err != nil {
+			return p, a, err
+		}
+	}
+	switch {
+	case o.Check:
+		a.after = p.before
+		if len(p.keys) > 0 && !p.noEffect {
+			a.configMapName = configmap.CopyName(o.ConfigMap, p.target)
+		}
+	case len(p.keys) > 0 && p.noEffect:
+		if err := ap.writeConfigMap(ctx, p.record, p.desired); err != nil {
+			return p, a, err
+		}
+		a.configMapChanged, a.recordChanged = true, true
+		e.step(ctx, StepConfigMapWritten)
+		cm, err := e.cms.Get(ctx)
+		if err != nil {
+			return p, a, err
+		}
+		a.after = configmap.NewSnapshot(cm)
+		p.record = cm // the record as this run wrote it
+		a.rvAfter = cm.ResourceVersion
+	case len(p.keys) > 0:
+		if err := ap.ensureCopy(ctx, &p, p.desired); err != nil {
+			return p, a, err
+		}
+		a.configMapName = p.copy
+		a.configMapChanged = true // until the capture below says otherwise
+		e.step(ctx, StepConfigMapWritten)
+		a.name = configmap.CopyName(o.ConfigMap, p.target)
+		cp, err := e.copies.Get(ctx, a.name)
+		if err != nil {
+			return p, a, err
+		}
+		a.after = configmap.NewSnapshot(cp)
+	default:
+		// nothing written: the ConfigMap the data came from, captured again
+		a.name = p.base.Name
+		cm, err := e.copies.Get(ctx, a.name)
+		if err != nil {
+			return p, a, err
+		}
+		a.after = configmap.NewSnapshot(cm)
+		if p.base.Name == o.ConfigMap {
+			a.rvAfter = cm.ResourceVersion
+		}
+	}
+	a.configMapChanged = a.after.Hash != p.before.Hash || (o.Check && len(p.keys) > 0)
+	if !o.Check && a.after.Hash != p.target {
+		return p, a, ap.changedUnder(p, &a)
+	}
+	if a.configMapName == "" {
+		a.configMapName = p.mounted
+	}
+	return p, a, nil
+}
+
+// prepareRestart is the hash the restart stamps; a restart gets the copy
+// of the data it restarts for (every restart moves the template onto a
+// copy), and the copy of the data it leaves, for an undo.
+func (ap applier) prepareRestart(ctx context.Context, p plan, after configmap.Snapshot) (_ plan, target string, err error) {
+	o := ap.e.o
+	target = after.Hash
+	if o.Check {
+		target = p.target // what a real run would stamp
+	} else if (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever {
+		// every restart moves the template onto a copy: kubeadm's layout
+		// and clusters of an earlier version move with their next restart
+		if err := ap.ensureCopy(ctx, &p, after.Data); err != nil {
+			return p, "", err
+		}
+		if p.copy != "" {
+			if err := ap.keepPrevious(ctx, &p); err != nil {
+				return p, "", err
+			}
+		}
+	}
+	return p, target, nil
+}
+
+// ensureCopy creates the copy of data the restart points the template at
+// (or finds it there), unless the template mounts it already.
+func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]string) error {
+	name := configmap.CopyName(ap.e.o.ConfigMap, configmap.Hash(data, nil))
+	if p.volume == "" || p.mounted == name || p.copy == name {
+		return nil
+	}
+	// the template generation the restart moves to mounts it
+	cp := configmap.NewCopy(p.record, data, p.ds, rollout.TemplateGeneration(p.ds)+1)
+	if _, err := ap.e.copies.Ensure(ctx, cp); err != nil {
+		return fmt.Errorf("%w; nothing restarted", err)
+	}
+	p.copy = name
+	return nil
+}
+
+// keepPrevious makes sure the data the fleet runs before this run's restart
+// is in a copy, and names it for the restart PATCH to record (an undo
+// restores it). kubeadm's layout has it only in the record, which is
+// written once the rollout is done: it gets a copy now.
+func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
+	if p.volume == "" {
+		return nil
+	}
+	if configmap.IsCopyName(ap.e.o.ConfigMap, p.mounted) {
+		p.previous = p.mounted // what the pods mount
+		return nil
+	}
+	name := configmap.CopyName(ap.e.o.ConfigMap, p.before.Hash)
+	if name == p.copy {
+		return nil // a restart onto the same data: nothing to undo to
+	}
+	// what the template generation the fleet runs now mounts (the record):
+	// older in the history than the copy the restart moves to
+	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
+	if _, err := ap.e.copies.Ensure(ctx, cp); err != nil {
+		return fmt.Errorf("keep the config the fleet runs now, for an undo: %w; nothing restarted", err)
+	}
+	p.previous = name
+	return nil
+}
+
+// markNoEffect records on the DaemonSet, before the ConfigMap write, that
+// its pods run the data about to be written as well. A crash after it and
+// before the write leaves a record of data the ConfigMap does not hold,
+// which nothing reads. If the DaemonSet moved so that its pods no longer
+// run the data before the change, it records nothing and the run restarts
+// as usual.
+func (ap applier) markNoEffect(ctx context.Context, p *plan) error {
+	ds, err := applyFresh(ctx, ap.e.dss, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
+		if reread && !rollout.Runs(ds, p.before.Hash) {
+			p.noEffect = false
+			return rollout.Change{}, false
+		}
+		return rollout.Change{ResourceVersion: ds.ResourceVersion,
+			NoEffect: rollout.NoEffect(p.target, ds.Annotations[rollout.HashAnnotation])}, true
+	})
+	p.ds = ds
+	return err
+}
+
+// applyFresh sends the change that build makes of the DaemonSet and, on a
+// conflict (the controller writes status all the time), reads it again and
+// asks build again (reread is then true). When build returns false nothing
+// is sent. It returns the DaemonSet as last read or written.
+func applyFresh(ctx context.Context, dss rollout.Client, ds *appsv1.DaemonSet, build func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool)) (*appsv1.DaemonSet, error) {
+	reread := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if reread {
+			latest, err := dss.Get(ctx)
+			if err != nil {
+				return err
+			}
+			ds = latest
+		}
+		ch, send := build(ds, reread)
+		reread = true
+		if !send {
+			return nil
+		}
+		patched, err := dss.Apply(ctx, ch)
+		if err == nil {
+			ds = patched
+		}
+		return err
+	})
+	return ds, err
+}
+
+// writeConfigMap writes the desired data, the whole of it, with an update
+// carrying the resourceVersion of the capture it was computed from; on a
+// conflict it computes it again on top of the other writer's version. A
+// --manifest is written this way too: with server-side apply the API
+// server removes every key our field manager applied before and now leaves
+// out, so a manifest with only kubeconfig.conf deleted the config.conf an
+// earlier manifest had set. An update removes no key it carries, and it
+// carries them all.
+func (ap applier) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string) error {
+	// one update carrying the resourceVersion the data was validated on:
+	// another writer in between makes it a conflict, and the run stops
+	// rather than write on top of data nobody validated
+	_, err := ap.e.cms.Update(ctx, cm, desired)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w; configmap %s/%s changed after this run read and validated it (another writer): this run wrote nothing; run again, it validates and applies on top of the new data", err, ap.e.o.Namespace, ap.e.o.ConfigMap)
+	}
+	return err
+}
+
+// changedUnder reports a capture whose data is not what the run validated
+// and wrote (or, writing nothing, left): another writer's, or a key the
+// write did not keep. Every key that differs from the capture before goes
+// into changed_keys, the diff and so the audit log, and nothing restarts
+// onto data that was never validated: the DaemonSet's stamp is still the
+// data's before, so the restart is owed and the next run validates the
+// data as it is then.
+func (ap applier) changedUnder(p plan, a *applied) error {
+	after := a.after
+	keys := append([]string{}, p.keys...)
+	var what []string
+	all := map[string]bool{}
+	for _, m := range []map[string]string{p.before.Data, p.desired, after.Data} {
+		for k := range m {
+			all[k] = true
+		}
+	}
+	for k := range all {
+		want, wrote := p.desired[k]
+		got, there := after.Data[k]
+		switch {
+		case wrote && !there:
+			what = append(what, "key "+k+" removed")
+		case !wrote && there:
+			what = append(what, "key "+k+" added")
+		case want != got:
+			what = append(what, "key "+k+" changed")
+		}
+		old, was := p.before.Data[k]
+		covered := slices.ContainsFunc(keys, func(c string) bool { return c == k || strings.HasPrefix(c, k+":") })
+		if was != there || (old != got && !covered) {
+			keys = append(keys, k)
+		}
+	}
+	if configmap.Hash(nil, p.before.BinaryData) != configmap.Hash(nil, after.BinaryData) {
+		what = append(what, "binaryData changed")
+	}
+	sort.Strings(what)
+	sort.Strings(keys)
+	a.changedKeys = slices.Compact(keys)
+	a.diff = diffOf(ap.e, p.before.Data, after.Data, p.effects)
+	verb := "wrote"
+	if len(p.keys) == 0 {
+		verb = "found"
+	}
+	return fmt.Errorf("configmap %s/%s is not what this run %s: %s (another writer, or a write that did not keep it); nothing restarted onto data that was not validated: the restart is owed, and the next run validates the data as it is then and does it",
+		ap.e.o.Namespace, a.name, verb, strings.Join(what, ", "))
+}

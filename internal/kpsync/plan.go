@@ -1,0 +1,198 @@
+package kpsync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// plan is everything one capture tells us, and what the run decides from it.
+type plan struct {
+	// record is the record ConfigMap (--configmap), base the ConfigMap
+	// whose data the fleet runs (the record, or the copy the template
+	// mounts when the record lags behind it, see base), before its snapshot
+	record *corev1.ConfigMap
+	base   *corev1.ConfigMap
+	ds     *appsv1.DaemonSet
+	before configmap.Snapshot
+	// volume is the template's volume of the config, mounted the
+	// ConfigMap it names before the run ("" when it mounts neither the
+	// record nor a copy), copy the copy this run points it at
+	volume, mounted, copy string
+	// recordLags: the record does not hold the data the fleet runs
+	recordLags bool
+	// previous is the copy of the data the fleet runs before this run
+	// (see keepPrevious), recorded by the restart that moves the template
+	previous string
+	desired  map[string]string
+	keys     []string
+	// deferred are keys changed with no effect, not written while the
+	// template mounts the record (nil: none deferred)
+	deferred []string
+	// target is the hash the data will have once written.
+	target string
+	// effects: each changed key's effect on the running kube-proxies;
+	// noEffect: none has any and the pods run the data before the change,
+	// so the change is written without a restart (see effect.go)
+	effects  map[string]string
+	noEffect bool
+	probe    probePlan
+	// reason and adopt: what the DaemonSet needs given target
+	reason string
+	adopt  bool
+	// resume: an earlier canary stopped half-way, and this run may finish it
+	resume bool
+	// image is the container image the restart sets ("" : unchanged),
+	// imageBefore the one the template runs
+	image, imageBefore string
+	// migration is the plan of a proxy-mode change (nil: none), decided
+	// once modeDecided
+	migration   *Migration
+	modeDecided bool
+	// roll is how the rollout goes: as asked, tightened for a proxy-mode
+	// change (see planMigration)
+	roll rollSettings
+}
+
+// rollSettings are the options the rollout follows, which a proxy-mode
+// change tightens: canary first, each node's kube-proxy checked.
+type rollSettings struct {
+	strategy    string
+	canaryNodes int
+	conn        ConnectivityOptions
+}
+
+// rollAsked are the rollout's settings as the options ask them.
+func rollAsked(o Options) rollSettings {
+	return rollSettings{strategy: o.Strategy, canaryNodes: o.CanaryNodes, conn: o.Connectivity}
+}
+
+// next is the DaemonSet as the restart leaves its template's image: the
+// kube-proxy version the new pods run, whose rules validate the config
+// and choose the probe.
+func (p plan) next(container string) *appsv1.DaemonSet {
+	return withImage(p.ds, container, p.image)
+}
+
+// writes reports whether the run has anything to write.
+func (p plan) writes() bool {
+	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags
+}
+
+// planner is the plan phase: it captures the record and the DaemonSet
+// (and the copy the fleet runs, where it is not the record) and decides
+// from that capture alone.
+type planner struct{ e *env }
+
+func (pl planner) plan(ctx context.Context) (plan, error) {
+	e := pl.e
+	o := e.o
+	p := plan{roll: rollAsked(o)}
+	cm, err := e.cms.Get(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.record = cm
+	if p.ds, err = e.dss.Get(ctx); err != nil {
+		return p, err
+	}
+	p.volume, p.mounted = configVolume(p.ds, o.Container, o.ConfigMap)
+	p.imageBefore = rollout.ContainerImage(p.ds, o.Container)
+	if p.image = imageChange(o, p.ds); p.image != "" {
+		if _, err := findContainer(p.ds, o.Container); err != nil {
+			return p, err
+		}
+		if o.Restart == RestartNever {
+			return p, fmt.Errorf("daemonset %s/%s: container %s runs %s, and the image asked is %s: an image change restarts every pod, which --restart never does not do; nothing was changed: run with --restart auto, or without the image",
+				o.Namespace, o.DaemonSet, o.Container, p.imageBefore, p.image)
+		}
+	}
+	if p.base, err = base(ctx, e, cm, p.ds, p.mounted); err != nil {
+		return p, err
+	}
+	p.before = configmap.NewSnapshot(p.base)
+	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
+	if o.Undo {
+		if p.desired, p.keys, err = undoTo(ctx, e, p); err != nil {
+			return p, err
+		}
+	} else if p.desired, p.keys, err = configmap.Desired(p.base.Data, o.Spec); err != nil {
+		return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, p.base.Name, err)
+	}
+	if p.probe, err = planProbe(e, p.next(o.Container), p.desired); err != nil {
+		return p, err
+	}
+	p.target = p.before.Hash
+	if len(p.keys) > 0 {
+		p.target = configmap.Hash(p.desired, cm.BinaryData)
+	}
+	var none bool
+	p.effects, none = keyEffects(p.base.Data, p.desired, p.keys, effectTargets(o, p.ds))
+	p.noEffect = none && o.Restart != RestartAlways && rollout.Runs(p.ds, p.before.Hash)
+	if len(p.keys) > 0 && !p.noEffect && p.volume == "" {
+		return p, fmt.Errorf("daemonset %s/%s: container %s mounts configmap %s/%s in no volume: kube-proxy-sync points that volume at a copy of the new config, so nothing was written; mount it as kubeadm does (a configMap volume) and run again",
+			o.Namespace, o.DaemonSet, o.Container, o.Namespace, o.ConfigMap)
+	}
+	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect, mountsCopyOf(o, p.ds, p.volume, p.target))
+	if p.reason == "" && p.image != "" {
+		p.reason = ReasonImageChanged
+	}
+	p.resume = rollout.CanaryLeftover(p.ds) && o.Restart != RestartNever
+	if err := validateConfig(e, p.next(o.Container), p); err != nil {
+		return p, err
+	}
+	if p.migration, p.roll, err = planMigration(ctx, e, p); err != nil {
+		return p, err
+	}
+	p.modeDecided = true
+	warnInsecureTLS(e, p.desired)
+	if p.noEffect && (p.mounted == o.ConfigMap || p.recordLags) && len(p.keys) > 0 {
+		// validated, but the record is what the pods mount (or lags
+		// behind them): no write; the change waits for the next run that
+		// restarts
+		e.warn(fmt.Sprintf("configmap %s/%s: %s changed with no effect on the running kube-proxies; not written while daemonset %s/%s mounts it: the next run that restarts kube-proxy carries it",
+			o.Namespace, o.ConfigMap, strings.Join(p.keys, ", "), o.Namespace, o.DaemonSet))
+		p.deferred = p.keys
+		p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
+	}
+	if (p.reason != "" || p.probe.changes()) && p.roll.strategy == StrategyRolling &&
+		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
+		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", o.Namespace, o.DaemonSet)
+	}
+	return p, nil
+}
+
+// decide says whether and why to restart, given the DaemonSet as it is now
+// and the hash of the data its pods should run with. noEffect: the change
+// has no effect on the running kube-proxies, which run the data before it.
+// mountsTarget: the template mounts the copy of that data already (after
+// `kubectl rollout undo`, say): the DaemonSet controller rolls it, and the
+// DaemonSet is stamped for it without a restart.
+func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect, mountsTarget bool) (reason string, adopt bool) {
+	_, ok := ds.Annotations[rollout.HashAnnotation]
+	switch {
+	case policy == RestartAlways:
+		return ReasonForced, false
+	case rollout.Runs(ds, hash):
+		// pods were already restarted for exactly this data (maybe by a
+		// concurrent run that won the race), or run it as well: never
+		// twice for one change
+		return "", false
+	case configChanged && noEffect:
+		return "", false // the caller records that the pods run it as well
+	case mountsTarget:
+		return "", true
+	case configChanged:
+		return ReasonConfigChanged, false
+	case ok:
+		return ReasonPending, false
+	}
+	return "", true
+}
