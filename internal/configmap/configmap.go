@@ -5,9 +5,6 @@ package configmap
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,18 +52,6 @@ func NewSnapshot(cm *corev1.ConfigMap) Snapshot {
 		Data:            cm.Data,
 		BinaryData:      cm.BinaryData,
 	}
-}
-
-// Hash is a stable digest of a ConfigMap's content (data and binaryData);
-// metadata (labels, annotations, resourceVersion) does not count.
-func Hash(data map[string]string, binary map[string][]byte) string {
-	// encoding/json sorts map keys, so this is canonical
-	b, _ := json.Marshal(struct {
-		D map[string]string `json:"d"`
-		B map[string][]byte `json:"b,omitempty"`
-	}{data, binary})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // Spec is the user's desired configuration.

@@ -2,6 +2,9 @@ package configmap
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -42,6 +45,19 @@ const (
 )
 
 var copySuffix = regexp.MustCompile(`^[0-9a-f]{10}$`)
+
+// Hash is a stable digest of a ConfigMap's content (data and binaryData),
+// which names its copies;
+// metadata (labels, annotations, resourceVersion) does not count.
+func Hash(data map[string]string, binary map[string][]byte) string {
+	// encoding/json sorts map keys, so this is canonical
+	b, _ := json.Marshal(struct {
+		D map[string]string `json:"d"`
+		B map[string][]byte `json:"b,omitempty"`
+	}{data, binary})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // CopyName is the name of the copy of record holding data with this hash.
 func CopyName(record, hash string) string {

@@ -1,8 +1,10 @@
 package kpsync
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -118,16 +120,19 @@ func (ap applier) prepareRestart(ctx context.Context, p plan, after configmap.Sn
 // ensureCopy creates the copy of data the restart points the template at
 // (or finds it there), unless the template mounts it already.
 func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]string) error {
-	name := configmap.CopyName(ap.e.o.ConfigMap, configmap.Hash(data, nil))
-	if p.volume == "" || p.mounted == name || p.copy == name {
+	if p.volume == "" {
 		return nil
 	}
 	// the template generation the restart moves to mounts it
-	cp := configmap.NewCopy(p.record, data, p.ds, rollout.TemplateGeneration(p.ds)+1)
+	gen := rollout.TemplateGeneration(p.ds) + 1
+	cp := configmap.NewCopy(p.record, data, p.ds, gen)
+	if p.mounted == cp.Name || p.copy == cp.Name {
+		return nil
+	}
 	if _, err := ap.e.copies.Ensure(ctx, cp); err != nil {
 		return fmt.Errorf("%w; nothing restarted", err)
 	}
-	p.copy = name
+	p.copy = cp.Name
 	return nil
 }
 
@@ -257,13 +262,12 @@ func (ap applier) changedUnder(p plan, a *applied) error {
 			keys = append(keys, k)
 		}
 	}
-	if configmap.Hash(nil, p.before.BinaryData) != configmap.Hash(nil, after.BinaryData) {
+	if !maps.EqualFunc(p.before.BinaryData, after.BinaryData, bytes.Equal) {
 		what = append(what, "binaryData changed")
 	}
 	sort.Strings(what)
 	sort.Strings(keys)
 	a.changedKeys = slices.Compact(keys)
-	a.diff = diffOf(ap.e, p.before.Data, after.Data, p.effects)
 	verb := "wrote"
 	if len(p.keys) == 0 {
 		verb = "found"

@@ -60,6 +60,7 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, fleet *rollout
 	if err != nil {
 		return nil, err
 	}
+	live := fleet.Live()
 	c := &verify.Checker{Prober: prober, Clock: e.d.Clock, Log: e.d.Log, Mode: o.Health,
 		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
 	if o.Traffic != "" {
@@ -70,7 +71,6 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, fleet *rollout
 			return nil, err
 		}
 	}
-	live := fleet.Live()
 	if c.Traffic != nil && len(live) > 0 {
 		warning, err := c.Traffic.Preflight(ctx, live[0])
 		if err != nil {

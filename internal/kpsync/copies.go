@@ -44,12 +44,6 @@ func configVolume(ds *appsv1.DaemonSet, container, record string) (volume, mount
 	return "", ""
 }
 
-// mountsCopyOf reports whether the template's config volume mounts the copy
-// of the data with this hash.
-func mountsCopyOf(o Options, ds *appsv1.DaemonSet, volume, hash string) bool {
-	return volume != "" && rollout.ConfigVolumeOf(ds, volume) == configmap.CopyName(o.ConfigMap, hash)
-}
-
 // base is the ConfigMap whose data the fleet runs, which a change is made
 // on: the record, unless the template mounts a copy whose data the record
 // does not hold and the pods do not run the record's data as well (a run
@@ -115,4 +109,3 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 	e.d.Log.Infof("--undo: restoring configmap %s/%s (keys %v)", e.o.Namespace, prev, keys)
 	return cp.Data, keys, nil
 }
-

@@ -168,31 +168,3 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	return p, nil
 }
-
-// decide says whether and why to restart, given the DaemonSet as it is now
-// and the hash of the data its pods should run with. noEffect: the change
-// has no effect on the running kube-proxies, which run the data before it.
-// mountsTarget: the template mounts the copy of that data already (after
-// `kubectl rollout undo`, say): the DaemonSet controller rolls it, and the
-// DaemonSet is stamped for it without a restart.
-func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect, mountsTarget bool) (reason string, adopt bool) {
-	_, ok := ds.Annotations[rollout.HashAnnotation]
-	switch {
-	case policy == RestartAlways:
-		return ReasonForced, false
-	case rollout.Runs(ds, hash):
-		// pods were already restarted for exactly this data (maybe by a
-		// concurrent run that won the race), or run it as well: never
-		// twice for one change
-		return "", false
-	case configChanged && noEffect:
-		return "", false // the caller records that the pods run it as well
-	case mountsTarget:
-		return "", true
-	case configChanged:
-		return ReasonConfigChanged, false
-	case ok:
-		return ReasonPending, false
-	}
-	return "", true
-}

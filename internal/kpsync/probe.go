@@ -27,6 +27,8 @@ type probePlan struct {
 	// whether or not the probe is managed
 	healthPath string
 	port       int
+	// host is the address kube-proxy's health endpoint binds ("": any)
+	host string
 }
 
 // changes reports whether a probe is to be replaced.
@@ -45,13 +47,27 @@ func findContainer(ds *appsv1.DaemonSet, name string) (*corev1.Container, error)
 	return nil, fmt.Errorf("daemonset %s/%s has no container %q (it has: %s); pass --container", ds.Namespace, ds.Name, name, strings.Join(names, ", "))
 }
 
-// planProbe finds kube-proxy's version and the readiness probe it should have.
+// planProbe finds kube-proxy's version and the readiness probe it should
+// have, for the config data it is to run.
 func planProbe(e *env, ds *appsv1.DaemonSet, data map[string]string) (probePlan, error) {
+	port, host := kpconfig.DefaultHealthzPort, ""
+	if text, ok := data[configmap.ConfigKey]; ok {
+		var err error
+		if port, host, err = kpconfig.HealthzEndpoint(text); err != nil {
+			return probePlan{}, err
+		}
+	}
+	return probeFor(e, ds, port, host)
+}
+
+// probeFor is the probe plan for the DaemonSet as read, with kube-proxy's
+// health endpoint on port and host (from its config, see planProbe).
+func probeFor(e *env, ds *appsv1.DaemonSet, port int, host string) (probePlan, error) {
 	c, err := findContainer(ds, e.o.Container)
 	if err != nil {
 		return probePlan{}, err
 	}
-	plan := probePlan{container: c.Name}
+	plan := probePlan{container: c.Name, port: port, host: host}
 	v := kubeProxyVersion(e.o, c.Image)
 	if v != nil {
 		plan.version = "v" + v.String()
@@ -59,13 +75,6 @@ func planProbe(e *env, ds *appsv1.DaemonSet, data map[string]string) (probePlan,
 	plan.healthPath = probe.Healthz // served by every version
 	if v != nil {
 		plan.healthPath = probe.PathFor(v)
-	}
-	plan.port = kpconfig.DefaultHealthzPort
-	host := ""
-	if text, ok := data[configmap.ConfigKey]; ok {
-		if plan.port, host, err = kpconfig.HealthzEndpoint(text); err != nil {
-			return probePlan{}, err
-		}
 	}
 	switch e.o.ProbePath {
 	case probe.None:

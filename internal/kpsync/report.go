@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -63,32 +61,6 @@ func (e *env) event(ctx context.Context, typ, reason, msg string) {
 	if _, err := e.d.Kube.Events(o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		e.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, o.Namespace, o.DaemonSet, err)
 	}
-}
-
-// diffOf is Ansible's diff of the data before and after (nil without --diff).
-func diffOf(e *env, before, after, effects map[string]string) *Diff {
-	if !e.o.Diff {
-		return nil
-	}
-	render := func(data map[string]string) string {
-		b, _ := yaml.Marshal(configmap.RedactData(data))
-		return string(b)
-	}
-	name := fmt.Sprintf("configmap %s/%s data", e.o.Namespace, e.o.ConfigMap)
-	d := &Diff{Before: render(before), After: render(after), BeforeHeader: name + " (before)", AfterHeader: name + " (after)"}
-	if len(effects) > 0 {
-		keys := make([]string, 0, len(effects))
-		for k := range effects {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, k+": "+effects[k])
-		}
-		d.AfterHeader = fmt.Sprintf("%s (after; effect on the running kube-proxy: %s)", name, strings.Join(parts, ", "))
-	}
-	return d
 }
 
 func (s *Syncer) summary() string {

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/util/retry"
@@ -56,7 +57,7 @@ func (rs restarter) restart(ctx context.Context, p plan, hash string, configChan
 				out.restarted = true
 				return nil
 			}
-			if p.probe, err = planProbe(e, withImage(latest, o.Container, imageChange(o, latest)), p.desired); err != nil {
+			if p.probe, err = probeFor(e, withImage(latest, o.Container, imageChange(o, latest)), p.probe.port, p.probe.host); err != nil {
 				return err
 			}
 		}
@@ -110,7 +111,8 @@ func (rs restarter) restart(ctx context.Context, p plan, hash string, configChan
 	if err != nil || !out.restarted {
 		return nil, out, err
 	}
-	rl.fleet.SetGeneration(rollout.TemplateGeneration(out.ds))
+	gen := rollout.TemplateGeneration(out.ds)
+	rl.fleet.SetGeneration(gen)
 	rl.ds = out.ds
 	rl.restarted = true
 	return rl, out, nil
@@ -194,6 +196,84 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 		out.reason = ReasonNoEffect
 	}
 	return ch, reason, adopt && ch.Hash != "" && !ch.Restarts()
+}
+
+// strategyFor adds the rollout's updateStrategy to the restart PATCH:
+// for a canary the switch to OnDelete; for a rolling update
+// maxUnavailable raised for the stuck nodes (see rollout.Change.RaiseFor),
+// or a strategy an earlier run left saved put back.
+func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
+	e := rl.e
+	if rl.strategy == StrategyCanary {
+		return ch.OnDelete(ds)
+	}
+	stuck := rl.fleet.Stuck()
+	raise, err := ch.RaiseFor(ds, stuck)
+	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
+	if err != nil || !raise.Raised() {
+		return err
+	}
+	rl.raisedFor = stuck
+	e.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
+	return nil
+}
+
+// decide says whether and why to restart, given the DaemonSet as it is now
+// and the hash of the data its pods should run with. noEffect: the change
+// has no effect on the running kube-proxies, which run the data before it.
+// mountsTarget: the template mounts the copy of that data already (after
+// `kubectl rollout undo`, say): the DaemonSet controller rolls it, and the
+// DaemonSet is stamped for it without a restart.
+func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect, mountsTarget bool) (reason string, adopt bool) {
+	_, ok := ds.Annotations[rollout.HashAnnotation]
+	switch {
+	case policy == RestartAlways:
+		return ReasonForced, false
+	case rollout.Runs(ds, hash):
+		// pods were already restarted for exactly this data (maybe by a
+		// concurrent run that won the race), or run it as well: never
+		// twice for one change
+		return "", false
+	case configChanged && noEffect:
+		return "", false // the caller records that the pods run it as well
+	case mountsTarget:
+		return "", true
+	case configChanged:
+		return ReasonConfigChanged, false
+	case ok:
+		return ReasonPending, false
+	}
+	return "", true
+}
+
+// mountsCopyOf reports whether the template's config volume mounts the copy
+// of the data with this hash.
+func mountsCopyOf(o Options, ds *appsv1.DaemonSet, volume, hash string) bool {
+	return volume != "" && rollout.ConfigVolumeOf(ds, volume) == configmap.CopyName(o.ConfigMap, hash)
+}
+
+// withImage is ds with the container's image replaced by image (ds itself
+// when image is "").
+func withImage(ds *appsv1.DaemonSet, container, image string) *appsv1.DaemonSet {
+	if image == "" {
+		return ds
+	}
+	out := ds.DeepCopy()
+	for i := range out.Spec.Template.Spec.Containers {
+		if out.Spec.Template.Spec.Containers[i].Name == container {
+			out.Spec.Template.Spec.Containers[i].Image = image
+		}
+	}
+	return out
+}
+
+// imageChange is the image the restart sets given ds: --image when the
+// container runs another one, else "".
+func imageChange(o Options, ds *appsv1.DaemonSet) string {
+	if o.Image == "" || o.Undo || rollout.ContainerImage(ds, o.Container) == o.Image {
+		return ""
+	}
+	return o.Image
 }
 
 // leftover finds an earlier canary rollout that stopped half-way on this

@@ -109,40 +109,7 @@ type Result struct {
 	audited bool
 }
 
-// Each phase returns its part of the result; these merge them, as far as
-// the phase got, so that a failed run reports what it did.
-
-// mergePlan takes what the plan captured and decided.
-func (r *Result) mergePlan(p plan) {
-	f := &r.Facts
-	if p.record != nil {
-		f.ResourceVersionBefore, f.ResourceVersionAfter = p.record.ResourceVersion, p.record.ResourceVersion
-	}
-	if p.ds != nil {
-		f.ImageBefore, f.Image, f.ImageChanged = p.imageBefore, p.imageBefore, p.image != ""
-		if p.image != "" {
-			f.Image = p.image
-		}
-	}
-	if p.deferred != nil {
-		f.DeferredKeys = p.deferred
-	}
-	if p.modeDecided {
-		f.Migration = p.migration
-	}
-}
-
-// decided takes what the plan the run goes on with says it changes.
-func (r *Result) decided(e *env, p plan) {
-	f := &r.Facts
-	if _, saved, _ := rollout.SavedStrategy(p.ds); e.o.Check && saved && !rollout.CanaryLeftover(p.ds) {
-		// what the real run's restoreStrategy would write
-		r.wouldChange = true
-	}
-	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
-	f.ChangedKeysEffect = p.effects
-	r.Diff = diffOf(e, p.before.Data, p.desired, p.effects)
-}
+// Each phase returns its part of the result (merged by run, see sync.go).
 
 // applied is the apply phase's part of the result.
 type applied struct {
@@ -156,33 +123,9 @@ type applied struct {
 	rvAfter string
 	// configMapName is the ConfigMap the template is to mount
 	configMapName string
-	// changedKeys and diff, when the capture is not what the run
-	// validated (see changedUnder)
+	// changedKeys, when the capture is not what the run validated (see
+	// changedUnder)
 	changedKeys []string
-	diff        *Diff
-}
-
-func (r *Result) mergeApply(e *env, p plan, a applied) {
-	f := &r.Facts
-	f.ConfigMapChanged = a.configMapChanged
-	f.RecordChanged = f.RecordChanged || a.recordChanged
-	if a.rvAfter != "" {
-		f.ResourceVersionAfter = a.rvAfter
-	}
-	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
-	if a.configMapName != "" {
-		f.ConfigMapName = a.configMapName
-	}
-	if a.changedKeys != nil {
-		f.ChangedKeys, r.Diff = a.changedKeys, a.diff
-	}
-}
-
-// mergeCopy takes the copy the restart points the template at.
-func (r *Result) mergeCopy(p plan) {
-	if p.copy != "" {
-		r.Facts.ConfigMapName = p.copy
-	}
 }
 
 // restartOutcome is the restart phase's part of the result.
@@ -206,21 +149,6 @@ type restartOutcome struct {
 	unreadyBefore []string
 }
 
-func (r *Result) mergeRestart(o restartOutcome) {
-	f := &r.Facts
-	if o.decided {
-		f.RestartRequired, f.RestartReason = o.required, o.reason
-		f.Restarted, f.Adopted, f.ProbeChanged = o.restarted, o.adopted, o.probeChanged
-		f.Image, f.ImageBefore, f.ImageChanged = o.image, o.imageBefore, o.imageChanged
-	}
-	if o.configMapName != "" {
-		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap
-	}
-	if o.observed {
-		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
-	}
-}
-
 // resumeOutcome is what finding a canary an earlier run left half-way adds.
 type resumeOutcome struct {
 	// owed: a restart is owed (the leftover's old pods), reason pending
@@ -230,23 +158,6 @@ type resumeOutcome struct {
 	observed        bool
 	skipped         []nodes.Skipped
 	unreadyBefore   []string
-}
-
-func (r *Result) mergeResume(o resumeOutcome) {
-	f := &r.Facts
-	if o.owed && !f.RestartRequired {
-		f.RestartRequired, f.RestartReason = true, ReasonPending
-	}
-	if o.restarted {
-		f.RestartRequired, f.Restarted = true, true
-		if f.RestartReason == "" {
-			f.RestartReason = ReasonPending
-		}
-	}
-	r.wouldChange = r.wouldChange || o.wouldChange
-	if o.observed {
-		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
-	}
 }
 
 // rollOutcome is the rollout phase's part of the result.
@@ -261,26 +172,6 @@ type rollOutcome struct {
 	imageRestored                    bool
 }
 
-func (r *Result) mergeRoll(o rollOutcome) {
-	f := &r.Facts
-	f.Rollout = o.rollout
-	if o.connectivity != nil {
-		f.Connectivity = o.connectivity
-	}
-	if m := f.Migration; m != nil && len(o.rollout.CanaryNodes) > 0 {
-		m.CanaryNodes = o.rollout.CanaryNodes // the ones the rollout picked
-	}
-	if o.rolledBack {
-		f.RolledBack, f.RollbackReason = true, o.rollbackReason
-	}
-	if o.imageRestored {
-		f.Image = f.ImageBefore
-	}
-	if o.configMapName != "" {
-		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap
-	}
-}
-
 // settled is the settle phase's part of the result.
 type settled struct {
 	// configMapName is the ConfigMap the template mounts ("": the record)
@@ -288,16 +179,4 @@ type settled struct {
 	recordChanged bool
 	// rvAfter is the record's resourceVersion once written ("": not)
 	rvAfter string
-}
-
-func (r *Result) mergeSettle(o settled) {
-	f := &r.Facts
-	if o.configMapName != "" {
-		f.ConfigMapName = o.configMapName
-	}
-	f.RecordChanged = f.RecordChanged || o.recordChanged
-	if o.rvAfter != "" {
-		f.ResourceVersionAfter = o.rvAfter
-		f.ResourceVersionChanged = o.rvAfter != f.ResourceVersionBefore
-	}
 }

@@ -403,26 +403,6 @@ func verifyEndpoints(ctx context.Context, e *env, fleet *rollout.Fleet, path str
 	return nil
 }
 
-// strategyFor adds the rollout's updateStrategy to the restart PATCH:
-// for a canary the switch to OnDelete; for a rolling update
-// maxUnavailable raised for the stuck nodes (see rollout.Change.RaiseFor),
-// or a strategy an earlier run left saved put back.
-func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
-	e := rl.e
-	if rl.strategy == StrategyCanary {
-		return ch.OnDelete(ds)
-	}
-	stuck := rl.fleet.Stuck()
-	raise, err := ch.RaiseFor(ds, stuck)
-	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
-	if err != nil || !raise.Raised() {
-		return err
-	}
-	rl.raisedFor = stuck
-	e.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
-	return nil
-}
-
 // raiseForStuck keeps the raise of the restart PATCH true during the wait:
 // a node that started going away after the restart (the wait's recheck
 // skips it) and holds a kube-proxy pod that is not Ready still counts

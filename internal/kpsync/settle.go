@@ -193,4 +193,3 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 	}
 	return out, nil
 }
-

@@ -31,14 +31,6 @@ const (
 	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
 )
 
-// TemplateGeneration is the generation new pods of ds are labelled with.
-func TemplateGeneration(ds *appsv1.DaemonSet) int64 {
-	if g, err := strconv.ParseInt(ds.Annotations[templateGenerationAnnotation], 10, 64); err == nil {
-		return g
-	}
-	return ds.Generation
-}
-
 type podState struct {
 	name     string
 	node     string

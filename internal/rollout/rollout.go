@@ -443,3 +443,11 @@ func StatusOf(ds *appsv1.DaemonSet) Status {
 		Available: ds.Status.NumberAvailable,
 	}
 }
+
+// TemplateGeneration is the generation new pods of ds are labelled with.
+func TemplateGeneration(ds *appsv1.DaemonSet) int64 {
+	if g, err := strconv.ParseInt(ds.Annotations[templateGenerationAnnotation], 10, 64); err == nil {
+		return g
+	}
+	return ds.Generation
+}
