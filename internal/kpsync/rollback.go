@@ -1,0 +1,137 @@
+package kpsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// isGone: the pod is already gone, or is not the one we meant to delete.
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
+}
+
+// undo is what a failed rollout leaves. Only the new template's own
+// failure (a pod that cannot run, no progress for the deadline, a failed
+// check) that this run restarted onto is rolled back, unless
+// --no-rollback; an interrupt, the overall --timeout or an API error, and
+// an earlier run's template, are left as they are, saying what the next
+// run does.
+func (rl *rolling) undo(ctx context.Context, p plan, err error) error {
+	e := rl.e
+	var failed *failure
+	switch {
+	case ctx.Err() != nil || !errors.As(err, &failed):
+		return fmt.Errorf("%w; %s", err, rl.nextRun())
+	case !rl.restarted || rl.resumed:
+		return fmt.Errorf("%w; nothing rolled back: this run did not restart kube-proxy, the template in place is an earlier run's; run with the previous values to replace it", err)
+	case !e.o.RollbackOnFailure:
+		return fmt.Errorf("%w; not rolled back (--no-rollback): %s", err, rl.nextRun())
+	}
+	return rl.rollback(ctx, p, err)
+}
+
+// nextRun says what a rerun does after a rollout that stopped without a
+// rollback.
+func (rl *rolling) nextRun() string {
+	e := rl.e
+	if rl.strategy == StrategyCanary {
+		return fmt.Sprintf("daemonset %s/%s stays on OnDelete with the remaining old pods untouched: the next run with the same values resumes the canary rollout, a run with other values restarts on those", e.o.Namespace, e.o.DaemonSet)
+	}
+	return fmt.Sprintf("configmap and daemonset %s/%s are consistent (the new template is in place, the DaemonSet controller keeps rolling it): the next run with the same values restarts nothing, a run with other values restarts on those", e.o.Namespace, e.o.DaemonSet)
+}
+
+// rollback restores the ConfigMap data captured before the change and the
+// DaemonSet's pod template as it was before the restart (restartedAt, probe)
+// together with its updateStrategy and its stamp (what its pods run). The
+// controller then sees its previous revision again: pods never restarted
+// stay as they are, pods of the failed template (broken or not) are
+// replaced by ones reading the restored data. The run still fails, saying why.
+func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
+	e, fleet := rl.e, rl.fleet
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	e.d.Log.Warnf("rolling back: %v", cause)
+	// the config travels with the template: no ConfigMap was written
+	// before the rollout (the record is written once it succeeded), and
+	// pointing the template back at the ConfigMap it mounted restores the
+	// config
+	// the DaemonSet controller writes status all the while: retry on conflict
+	var restored *appsv1.DaemonSet
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := e.dss.Get(ctx)
+		if err != nil {
+			return err
+		}
+		prev := p.ds.Spec.Template.Annotations[rollout.RestartedAtAnnotation]
+		// the stamp as it was before this run, not the hash of the data
+		// restored: after a restart this run owed (pending), the pods
+		// not reached run older data, and the restart stays owed
+		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: restoredStamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
+		if p.copy != "" {
+			ch.ConfigVolume, ch.ConfigMap = p.volume, p.mounted
+		}
+		if p.probe.probe != nil {
+			old := containerProbe(p.ds, p.probe.container)
+			ch.Probe, ch.RemoveProbe = old, old == nil
+		}
+		if p.probe.liveness != nil {
+			ch.LivenessProbe = containerLiveness(p.ds, p.probe.container)
+		}
+		if p.image != "" {
+			ch.Image = rollout.ContainerImage(p.ds, e.o.Container)
+		}
+		if restore, saved, err := rollout.Restore(ds); err == nil && saved {
+			ch.Strategy, ch.ClearStrategy = restore.Strategy, true
+		}
+		restored, err = e.dss.Apply(ctx, ch)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; rollback failed too: restoring the template of daemonset %s/%s (pointing it back at configmap %s): %v; run `kubectl rollout undo daemonset/%s -n %s`, or run again with the previous values", cause, e.o.Namespace, e.o.DaemonSet, p.mounted, err, e.o.DaemonSet, e.o.Namespace)
+	}
+	if restored.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		// nothing replaces them on its own: delete the failed template's pods
+		for uid, name := range fleet.NewPods() {
+			err := e.d.Kube.Pods(e.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+			if err != nil && !isGone(err) {
+				e.d.Log.Warnf("rollback: delete kube-proxy pod %s of the failed template: %v; delete it by hand", name, err)
+			}
+		}
+	}
+	rl.out.rolledBack, rl.out.rollbackReason = true, cause.Error()
+	rl.out.imageRestored = p.image != ""
+	if p.copy != "" {
+		rl.out.configMapName, rl.out.previousConfigMap = p.mounted, p.copy
+	}
+	e.event(ctx, "Warning", "RolledBack", fmt.Sprintf("restored the kube-proxy pod template (configmap %s/%s): %v (audit id %s)", e.o.Namespace, p.mounted, cause, e.auditID))
+	return fmt.Errorf("rolled back (pod template restored, on configmap %s/%s; kube-proxy pods of the new template replaced): %w", e.o.Namespace, p.mounted, cause)
+}
+
+// restoredStamp is the stamp a rollback puts back: the DaemonSet's as it
+// was before the run. A stamp that did not hold then (its restart left the
+// template as it was: the template generation it waits for is ahead of
+// the template) must not hold after either, but the rollback's own
+// template changes move the template past it; so it is put back waiting
+// for a generation no template reaches, and the restart stays owed until
+// a run restarts and stamps afresh.
+func restoredStamp(before *appsv1.DaemonSet) map[string]*string {
+	stamp := rollout.Stamp(before)
+	if g, err := strconv.ParseInt(before.Annotations[rollout.RestartGenerationAnnotation], 10, 64); err == nil && rollout.TemplateGeneration(before) < g {
+		never := strconv.FormatInt(math.MaxInt64, 10)
+		stamp[rollout.RestartGenerationAnnotation] = &never
+	}
+	return stamp
+}
