@@ -119,9 +119,11 @@ func podEvents(t *testing.T, c *cluster.Cluster, fn func(ctx context.Context, ev
 	return stop
 }
 
-// podStates follows the kube-proxy pods and, after every watch event,
-// passes observe the nodes that have a Ready pod not being deleted. It
-// records the order in which the pods there at the start went away.
+// podStates follows the kube-proxy DaemonSet's pods (by its controller
+// reference: a pod that only carries its labels is none of them) and,
+// after every watch event, passes observe the nodes that have a Ready pod
+// not being deleted. It records the order in which the pods there at the
+// start went away.
 type podStates struct {
 	mu            sync.Mutex
 	replacedOrder []string
@@ -138,7 +140,11 @@ func followPods(t *testing.T, c *cluster.Cluster, observe func(readyNodes map[st
 	st := &podStates{}
 	pods := map[types.UID]pod{}
 	gone := map[types.UID]bool{}
+	owner := c.DaemonSet(t).UID
 	st.stop = podEvents(t, c, func(_ context.Context, ev watch.EventType, p *corev1.Pod) {
+		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != owner {
+			return
+		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if ev == listed {
@@ -199,7 +205,9 @@ func (h *podHistory) Stop() map[string]int {
 	return out
 }
 
-// kubectl finds the kubectl that make cluster-up built, else the one on PATH.
+// kubectl finds the kubectl that make cluster-up built, else the one on
+// PATH. Without one the test skips, or fails where the tier is required
+// (cluster.Required: CI, make test).
 func kubectl(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	if p := filepath.Join(c.RepoRoot, ".cache", "bin", "kubectl"); fileExists(p) {
@@ -207,7 +215,11 @@ func kubectl(t *testing.T, c *cluster.Cluster) string {
 	}
 	p, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Skip("no kubectl: run make cluster-up, which builds one")
+		msg := "no kubectl in .cache/bin nor on PATH: run make cluster-up (or hack/build/tools.sh), which builds .cache/bin/kubectl"
+		if cluster.Required() {
+			t.Fatalf("kubectl required (CI=true or E2E_REQUIRED=1): %s", msg)
+		}
+		t.Skip(msg)
 	}
 	return p
 }

@@ -354,7 +354,7 @@ func kubeadmBinary(t *testing.T, c *cluster.Cluster) string {
 		return p
 	}
 	msg := "no kubeadm in .cache/bin: run hack/build/tools.sh kind, which builds it"
-	if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
+	if cluster.Required() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)

@@ -79,7 +79,7 @@ func connect(t *testing.T) *env {
 	t.Helper()
 	sharedOnce.Do(func() { shared, sharedErr = newEnv() })
 	if sharedErr != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
+		if cluster.Required() {
 			t.Fatalf("real-node cluster required (CI=true or E2E_REQUIRED=1) but unavailable: %v", sharedErr)
 		}
 		t.Skipf("no real-node cluster: %v; run `make kind-up` or set KUBECONFIG", sharedErr)

@@ -160,7 +160,8 @@ func TestKubectlRolloutUndoToAnOldRevisionFindsItsConfig(t *testing.T) {
 }
 
 // kubectlOrSkip is the kubectl a user runs (KUBECTL, else the kind tier's
-// build in .cache/bin), or skips the test without one.
+// build in .cache/bin), or skips the test without one; where the tier is
+// required (cluster.Required: CI, make test) a missing kubectl fails it.
 func (e *env) kubectlOrSkip(t *testing.T) string {
 	t.Helper()
 	kubectl := os.Getenv("KUBECTL")
@@ -168,7 +169,11 @@ func (e *env) kubectlOrSkip(t *testing.T) string {
 		kubectl = filepath.Join(e.root, ".cache", "bin", "kubectl")
 	}
 	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v", err)
+		msg := fmt.Sprintf("no kubectl (KUBECTL, or .cache/bin/kubectl): %v; hack/build/tools.sh builds .cache/bin/kubectl (make cluster-up runs it), or set KUBECTL to one", err)
+		if cluster.Required() {
+			t.Fatalf("kubectl required (CI=true or E2E_REQUIRED=1): %s", msg)
+		}
+		t.Skip(msg)
 	}
 	return kubectl
 }

@@ -120,10 +120,18 @@ func onlyFakeNodes(ctx context.Context, client kubernetes.Interface) error {
 
 func unavailable(t testing.TB, reason string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1" {
+	if Required() {
 		t.Fatalf("e2e cluster required (CI=true or E2E_REQUIRED=1) but unavailable: %s", reason)
 	}
 	t.Skipf("no e2e cluster: %s; run `make cluster-up` or set KUBECONFIG", reason)
+}
+
+// Required reports whether the e2e tiers must run here rather than skip
+// for want of what they need (a cluster, kubectl, kubeadm): under CI=true,
+// and with E2E_REQUIRED=1, which make test sets. A test that skips without
+// something then fails instead, saying what to install or run.
+func Required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("E2E_REQUIRED") == "1"
 }
 
 // RepoRoot walks up from the working directory to the project's go.mod.
@@ -218,17 +226,14 @@ func (c *Cluster) Copies(t testing.TB) map[string]*corev1.ConfigMap {
 	return out
 }
 
-// PodConfigMaps maps node name to the ConfigMap the live kube-proxy pod
-// there mounts (the record or a copy): what that kube-proxy reads
-// whenever it starts, whatever restarts it.
+// PodConfigMaps maps node name to the ConfigMap the DaemonSet's live
+// kube-proxy pod there (see DaemonSetPods) mounts, the record or a copy:
+// what that kube-proxy reads whenever it starts, whatever restarts it.
 func (c *Cluster) PodConfigMaps(t testing.TB) map[string]string {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
-	if err != nil {
-		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
-	}
-	out := make(map[string]string, len(pods.Items))
-	for _, p := range pods.Items {
+	pods := c.DaemonSetPods(t)
+	out := make(map[string]string, len(pods))
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 			continue
 		}
@@ -237,17 +242,13 @@ func (c *Cluster) PodConfigMaps(t testing.TB) map[string]string {
 	return out
 }
 
-// PodsMounting lists the kube-proxy pods ("node/pod") that mount the
-// ConfigMap name, terminating ones included: a pod being deleted still
-// runs its kube-proxy until it is gone.
+// PodsMounting lists the DaemonSet's kube-proxy pods ("node/pod", see
+// DaemonSetPods) that mount the ConfigMap name, terminating ones included:
+// a pod being deleted still runs its kube-proxy until it is gone.
 func (c *Cluster) PodsMounting(t testing.TB, name string) []string {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
-	if err != nil {
-		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
-	}
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range c.DaemonSetPods(t) {
 		if configMapOf(p.Spec.Volumes) == name {
 			out = append(out, p.Spec.NodeName+"/"+p.Name)
 		}
@@ -592,16 +593,34 @@ func (c *Cluster) rolloutTimeout(t testing.TB) time.Duration {
 	return 3*time.Minute + time.Duration(len(nodes.Items))*200*time.Millisecond
 }
 
-// PodUIDs maps node name to the UID of the kube-proxy pod on it. Pods
-// that are terminating are left out; two live pods on one node fail the test.
-func (c *Cluster) PodUIDs(t testing.TB) map[string]types.UID {
+// DaemonSetPods lists the pods the kube-proxy DaemonSet controls (its
+// controller reference, as kube-proxy-sync selects them): a pod that only
+// carries its labels, such as a static pod's mirror or another DaemonSet's
+// pod, is not one of them.
+func (c *Cluster) DaemonSetPods(t testing.TB) []corev1.Pod {
 	t.Helper()
+	ds := c.DaemonSet(t)
 	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(c.ctx(t, time.Minute), metav1.ListOptions{LabelSelector: PodSelector})
 	if err != nil {
 		t.Fatalf("list pods %s in %s: %v", PodSelector, c.Namespace, err)
 	}
-	uids := make(map[string]types.UID, len(pods.Items))
-	for _, p := range pods.Items {
+	var out []corev1.Pod
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], ds) {
+			out = append(out, pods.Items[i])
+		}
+	}
+	return out
+}
+
+// PodUIDs maps node name to the UID of the kube-proxy pod on it (of the
+// DaemonSet's, see DaemonSetPods). Pods that are terminating are left out;
+// two live pods on one node fail the test.
+func (c *Cluster) PodUIDs(t testing.TB) map[string]types.UID {
+	t.Helper()
+	pods := c.DaemonSetPods(t)
+	uids := make(map[string]types.UID, len(pods))
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 			continue
 		}
