@@ -21,7 +21,7 @@ import (
 // applier is the apply phase: it writes the config the pods are to run
 // (a new immutable copy, or the record for a change with no effect) and
 // captures it again; and it makes the copies the restart points the
-// template at (prepareRestart).
+// template at.
 type applier struct{ e *env }
 
 // apply makes the config the pods are to run: a change is a new immutable copy
@@ -86,35 +86,27 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 	}
 	a.configMapChanged = a.after.Hash != p.before.Hash || (o.Check && len(p.keys) > 0)
 	if !o.Check && a.after.Hash != p.target {
+		// the hash the restart stamps is p.target from here on
 		return p, a, ap.changedUnder(p, &a)
 	}
 	if a.configMapName == "" {
 		a.configMapName = p.mounted
 	}
-	return p, a, nil
-}
-
-// prepareRestart is the hash the restart stamps; a restart gets the copy
-// of the data it restarts for (every restart moves the template onto a
-// copy), and the copy of the data it leaves, for an undo.
-func (ap applier) prepareRestart(ctx context.Context, p plan, after configmap.Snapshot) (_ plan, target string, err error) {
-	o := ap.e.o
-	target = after.Hash
-	if o.Check {
-		target = p.target // what a real run would stamp
-	} else if (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever {
-		// every restart moves the template onto a copy: kubeadm's layout
-		// and clusters of an earlier version move with their next restart
-		if err := ap.ensureCopy(ctx, &p, after.Data); err != nil {
-			return p, "", err
+	if !o.Check && (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever {
+		// a restart gets the copy of the data it restarts for (every
+		// restart moves the template onto a copy: kubeadm's layout and
+		// clusters of an earlier version move with their next restart),
+		// and the copy of the data it leaves, for an undo
+		if err := ap.ensureCopy(ctx, &p, a.after.Data); err != nil {
+			return p, a, err
 		}
 		if p.copy != "" {
 			if err := ap.keepPrevious(ctx, &p); err != nil {
-				return p, "", err
+				return p, a, err
 			}
 		}
 	}
-	return p, target, nil
+	return p, a, nil
 }
 
 // ensureCopy creates the copy of data the restart points the template at

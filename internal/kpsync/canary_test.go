@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sync"
 	"testing"
 	"time"
@@ -171,4 +172,37 @@ func TestRollbackToOnDeleteLeavesForeignPodsAlone(t *testing.T) {
 	assert.Empty(t, f.podUID(t, "kube-proxy-node-0-2"), "the canary's broken pod deleted by the rollback")
 	assert.Equal(t, types.UID("kube-proxy-claims-2"), f.podUID(t, "kube-proxy-claims-2"), "the rollback deleted a pod not the DaemonSet's")
 	assert.Equal(t, types.UID("node-1-1"), f.podUID(t, "kube-proxy-node-1-1"), "pods never restarted stay")
+}
+
+func TestBatchSize(t *testing.T) {
+	ds := func(mu *intstr.IntOrString) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{}
+		if mu != nil {
+			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}
+		}
+		return d
+	}
+	ten := intstr.FromString("10%")
+	three := intstr.FromInt32(3)
+	cases := []struct {
+		name string
+		flag string
+		ds   *appsv1.DaemonSet
+		live int
+		want int
+	}{
+		{"default without rollingUpdate is 1", "", ds(nil), 50, 1},
+		{"the DaemonSet's maxUnavailable", "", ds(&three), 50, 3},
+		{"a percentage of live nodes, rounded up", "", ds(&ten), 45, 5},
+		{"flag wins", "5", ds(&three), 50, 5},
+		{"flag percentage", "20%", ds(&three), 50, 10},
+		{"never zero", "1%", ds(nil), 10, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := batchSize(tc.flag, tc.ds, tc.live)
+			assert.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }

@@ -35,8 +35,9 @@ type plan struct {
 	// deferred are keys changed with no effect, not written while the
 	// template mounts the record (nil: none deferred)
 	deferred []string
-	// target is the hash the data will have once written.
-	target string
+	// target is the hash the data will have once written, the hash the
+	// restart stamps; targetCopy the name of its copy
+	target, targetCopy string
 	// effects: each changed key's effect on the running kube-proxies;
 	// noEffect: none has any and the pods run the data before the change,
 	// so the change is written without a restart (see effect.go)
@@ -105,7 +106,7 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	p.volume, p.mounted = configVolume(p.ds, o.Container, o.ConfigMap)
 	p.imageBefore = rollout.ContainerImage(p.ds, o.Container)
-	if p.image = imageChange(o, p.ds); p.image != "" {
+	if p.image = imageChange(o, p.imageBefore); p.image != "" {
 		if _, err := findContainer(p.ds, o.Container); err != nil {
 			return p, err
 		}
@@ -140,7 +141,9 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 		return p, fmt.Errorf("daemonset %s/%s: container %s mounts configmap %s/%s in no volume: kube-proxy-sync points that volume at a copy of the new config, so nothing was written; mount it as kubeadm does (a configMap volume) and run again",
 			o.Namespace, o.DaemonSet, o.Container, o.Namespace, o.ConfigMap)
 	}
-	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, p.ds, p.target, p.noEffect, mountsCopyOf(o, p.ds, p.volume, p.target))
+	_, stamped := p.ds.Annotations[rollout.HashAnnotation]
+	mountsTarget := p.volume != "" && rollout.ConfigVolumeOf(p.ds, p.volume) == configmap.CopyName(o.ConfigMap, p.target)
+	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, rollout.Runs(p.ds, p.target), stamped, p.noEffect, mountsTarget)
 	if p.reason == "" && p.image != "" {
 		p.reason = ReasonImageChanged
 	}
@@ -162,6 +165,7 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 		p.deferred = p.keys
 		p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
 	}
+	p.targetCopy = configmap.CopyName(o.ConfigMap, p.target)
 	if (p.reason != "" || p.probe.changes()) && p.roll.strategy == StrategyRolling &&
 		p.ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && p.ds.Annotations[rollout.StrategyAnnotation] == "" {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", o.Namespace, o.DaemonSet)

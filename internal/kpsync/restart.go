@@ -3,7 +3,6 @@ package kpsync
 import (
 	"context"
 	"fmt"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/util/retry"
@@ -21,13 +20,38 @@ type restarter struct {
 	intent func(restartOutcome) error
 }
 
-// restart decides and sends the one PATCH (hash, restart, probe, and for a
-// canary the switch to OnDelete). Its outcome holds the DaemonSet as last
-// read or written; when pods are to roll, it returns what the rollout
-// needs: the fleet as observed just before the PATCH, and what the PATCH
-// did. configChanged: the data the pods are to run is not what they run.
-func (rs restarter) restart(ctx context.Context, p plan, hash string, configChanged bool) (*rolling, restartOutcome, error) {
+// restart decides and sends the one PATCH (the hash of the data the pods
+// are to run, p.target; restart, probe, and for a canary the switch to
+// OnDelete), or, restarting nothing, finds a canary an earlier run left
+// half-way. Its outcome holds the DaemonSet as last read or written; when
+// pods are to roll, it returns what the rollout needs: the fleet as
+// observed just before the PATCH, and what the PATCH did. configChanged:
+// the data the pods are to run is not what they run.
+func (rs restarter) restart(ctx context.Context, p plan, configChanged bool) (*rolling, restartOutcome, error) {
+	rl, out, err := rs.patch(ctx, p, configChanged)
+	if err != nil || rl != nil {
+		return rl, out, err
+	}
+	if rl, out.resume, err = rs.leftover(ctx, p); err != nil {
+		return nil, out, err
+	}
+	if rl == nil {
+		idle := rollout.StatusOf(p.ds)
+		idle.SkippedNodes, idle.UnreadyBefore = []nodes.Skipped{}, []string{}
+		out.idle = &idle
+		return nil, out, nil
+	}
+	if out.resume.restarted {
+		// old pods to delete: a restart, audited as one
+		err = rs.intent(out)
+	}
+	return rl, out, err
+}
+
+// patch decides and sends the one PATCH; see restart.
+func (rs restarter) patch(ctx context.Context, p plan, configChanged bool) (*rolling, restartOutcome, error) {
 	e, o := rs.e, rs.e.o
+	hash := p.target
 	out := restartOutcome{ds: p.ds}
 	if ctx.Err() != nil {
 		// interrupted, or the lease was lost: never restart then (the
@@ -57,7 +81,7 @@ func (rs restarter) restart(ctx context.Context, p plan, hash string, configChan
 				out.restarted = true
 				return nil
 			}
-			if p.probe, err = probeFor(e, withImage(latest, o.Container, imageChange(o, latest)), p.probe.port, p.probe.host); err != nil {
+			if p.probe, err = probeFor(e, withImage(latest, o.Container, imageChange(o, rollout.ContainerImage(latest, o.Container))), p.probe.port, p.probe.host); err != nil {
 				return err
 			}
 		}
@@ -162,8 +186,13 @@ func (rs restarter) readyToRestart(ctx context.Context, p plan, ds *appsv1.Daemo
 // that run it already, restarting none.
 func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configChanged bool, out *restartOutcome) (ch rollout.Change, reason string, adopted bool) {
 	o := rs.e.o
-	reason, adopt := decide(o.Restart, configChanged, ds, hash, p.noEffect && hash == p.target, mountsCopyOf(o, ds, p.volume, hash))
-	image := imageChange(o, ds)
+	// what the template holds now: its image, the ConfigMap its config
+	// volume mounts, whether its pods run the data with this hash
+	current, mounted, runs := rollout.ContainerImage(ds, o.Container), rollout.ConfigVolumeOf(ds, p.volume), rollout.Runs(ds, hash)
+	_, stamped := ds.Annotations[rollout.HashAnnotation]
+	mountsTarget := p.volume != "" && mounted == p.targetCopy
+	reason, adopt := decide(o.Restart, configChanged, runs, stamped, p.noEffect, mountsTarget)
+	image := imageChange(o, current)
 	if reason == "" && image != "" {
 		reason = ReasonImageChanged
 	}
@@ -179,12 +208,12 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 			ch.RestartAt = &at
 		}
 		ch.Probe, ch.LivenessProbe, ch.Image = p.probe.probe, p.probe.liveness, image
-		if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && rollout.ConfigVolumeOf(ds, p.volume) != p.copy {
+		if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && mounted != p.copy {
 			ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
 		}
 	}
 	out.probeChanged = ch.Probe != nil || ch.LivenessProbe != nil
-	out.imageBefore, out.imageChanged = rollout.ContainerImage(ds, o.Container), image != ""
+	out.imageBefore, out.imageChanged = current, image != ""
 	out.image = out.imageBefore
 	if image != "" && o.Restart != RestartNever {
 		out.image = image
@@ -218,18 +247,19 @@ func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
 	return nil
 }
 
-// decide says whether and why to restart, given the DaemonSet as it is now
-// and the hash of the data its pods should run with. noEffect: the change
-// has no effect on the running kube-proxies, which run the data before it.
-// mountsTarget: the template mounts the copy of that data already (after
-// `kubectl rollout undo`, say): the DaemonSet controller rolls it, and the
-// DaemonSet is stamped for it without a restart.
-func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string, noEffect, mountsTarget bool) (reason string, adopt bool) {
-	_, ok := ds.Annotations[rollout.HashAnnotation]
+// decide says whether and why to restart, given what the DaemonSet holds
+// now for the data its pods should run with: runs, its pods run that data
+// (restarted for it, or running it as well); stamped, it carries a stamp
+// at all. noEffect: the change has no effect on the running kube-proxies,
+// which run the data before it. mountsTarget: the template mounts the copy
+// of that data already (after `kubectl rollout undo`, say): the DaemonSet
+// controller rolls it, and the DaemonSet is stamped for it without a
+// restart.
+func decide(policy string, configChanged, runs, stamped, noEffect, mountsTarget bool) (reason string, adopt bool) {
 	switch {
 	case policy == RestartAlways:
 		return ReasonForced, false
-	case rollout.Runs(ds, hash):
+	case runs:
 		// pods were already restarted for exactly this data (maybe by a
 		// concurrent run that won the race), or run it as well: never
 		// twice for one change
@@ -240,16 +270,19 @@ func decide(policy string, configChanged bool, ds *appsv1.DaemonSet, hash string
 		return "", true
 	case configChanged:
 		return ReasonConfigChanged, false
-	case ok:
+	case stamped:
 		return ReasonPending, false
 	}
 	return "", true
 }
 
-// mountsCopyOf reports whether the template's config volume mounts the copy
-// of the data with this hash.
-func mountsCopyOf(o Options, ds *appsv1.DaemonSet, volume, hash string) bool {
-	return volume != "" && rollout.ConfigVolumeOf(ds, volume) == configmap.CopyName(o.ConfigMap, hash)
+// imageChange is the image the restart sets when the container runs
+// current: --image when that is another one, else "".
+func imageChange(o Options, current string) string {
+	if o.Image == "" || o.Undo || current == o.Image {
+		return ""
+	}
+	return o.Image
 }
 
 // withImage is ds with the container's image replaced by image (ds itself
@@ -265,15 +298,6 @@ func withImage(ds *appsv1.DaemonSet, container, image string) *appsv1.DaemonSet 
 		}
 	}
 	return out
-}
-
-// imageChange is the image the restart sets given ds: --image when the
-// container runs another one, else "".
-func imageChange(o Options, ds *appsv1.DaemonSet) string {
-	if o.Image == "" || o.Undo || rollout.ContainerImage(ds, o.Container) == o.Image {
-		return ""
-	}
-	return o.Image
 }
 
 // leftover finds an earlier canary rollout that stopped half-way on this

@@ -625,3 +625,45 @@ func TestImageChangeTakesTheProbeOfTheNewVersion(t *testing.T) {
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.28.15", rollout.ContainerImage(after, "kube-proxy"))
 	assert.Equal(t, rollout.TemplateGeneration(ds)+1, rollout.TemplateGeneration(after), "one template change")
 }
+
+func TestDecide(t *testing.T) {
+	stamped := func(h string, noEffect ...string) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{}
+		if h != "" {
+			d.Annotations = map[string]string{"kube-proxy-sync.io/config-hash": h}
+		}
+		for _, v := range noEffect {
+			d.Annotations["kube-proxy-sync.io/no-effect-hash"] = v
+		}
+		return d
+	}
+	cases := []struct {
+		name     string
+		policy   string
+		changed  bool
+		noEffect bool
+		ds       *appsv1.DaemonSet
+		reason   string
+		adopt    bool
+	}{
+		{"in sync", RestartAuto, false, false, stamped("h"), "", false},
+		{"changed now", RestartAuto, true, false, stamped("old"), ReasonConfigChanged, false},
+		{"owed by an earlier run", RestartAuto, false, false, stamped("old"), ReasonPending, false},
+		{"another run already restarted for this data", RestartAuto, true, false, stamped("h"), "", false},
+		{"first run adopts", RestartAuto, false, false, stamped(""), "", true},
+		{"always", RestartAlways, false, false, stamped("h"), ReasonForced, false},
+		{"a change with no effect", RestartAuto, true, true, stamped("old"), "", false},
+		{"a change with no effect, always", RestartAlways, true, true, stamped("old"), ReasonForced, false},
+		{"pods run it as well (no-effect earlier)", RestartAuto, false, false, stamped("old", "h@old"), "", false},
+		{"a record for another stamp is stale", RestartAuto, false, false, stamped("old", "h@older"), ReasonPending, false},
+		{"a record for other data", RestartAuto, true, false, stamped("old", "x@old"), ReasonConfigChanged, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, isStamped := tc.ds.Annotations[rollout.HashAnnotation]
+			reason, adopt := decide(tc.policy, tc.changed, rollout.Runs(tc.ds, "h"), isStamped, tc.noEffect, false)
+			assert.Equal(t, tc.reason, reason)
+			assert.Equal(t, tc.adopt, adopt)
+		})
+	}
+}

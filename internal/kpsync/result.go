@@ -147,6 +147,10 @@ type restartOutcome struct {
 	observed      bool
 	skipped       []nodes.Skipped
 	unreadyBefore []string
+	// resume: what a canary an earlier run left half-way adds
+	resume resumeOutcome
+	// idle is the rollout's status when nothing rolls (nil: it rolls)
+	idle *rollout.Status
 }
 
 // resumeOutcome is what finding a canary an earlier run left half-way adds.

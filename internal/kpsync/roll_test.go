@@ -15,87 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
-
-func TestBatchSize(t *testing.T) {
-	ds := func(mu *intstr.IntOrString) *appsv1.DaemonSet {
-		d := &appsv1.DaemonSet{}
-		if mu != nil {
-			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: mu}
-		}
-		return d
-	}
-	ten := intstr.FromString("10%")
-	three := intstr.FromInt32(3)
-	cases := []struct {
-		name string
-		flag string
-		ds   *appsv1.DaemonSet
-		live int
-		want int
-	}{
-		{"default without rollingUpdate is 1", "", ds(nil), 50, 1},
-		{"the DaemonSet's maxUnavailable", "", ds(&three), 50, 3},
-		{"a percentage of live nodes, rounded up", "", ds(&ten), 45, 5},
-		{"flag wins", "5", ds(&three), 50, 5},
-		{"flag percentage", "20%", ds(&three), 50, 10},
-		{"never zero", "1%", ds(nil), 10, 1},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := batchSize(tc.flag, tc.ds, tc.live)
-			assert.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
-func TestDecide(t *testing.T) {
-	stamped := func(h string, noEffect ...string) *appsv1.DaemonSet {
-		d := &appsv1.DaemonSet{}
-		if h != "" {
-			d.Annotations = map[string]string{"kube-proxy-sync.io/config-hash": h}
-		}
-		for _, v := range noEffect {
-			d.Annotations["kube-proxy-sync.io/no-effect-hash"] = v
-		}
-		return d
-	}
-	cases := []struct {
-		name     string
-		policy   string
-		changed  bool
-		noEffect bool
-		ds       *appsv1.DaemonSet
-		reason   string
-		adopt    bool
-	}{
-		{"in sync", RestartAuto, false, false, stamped("h"), "", false},
-		{"changed now", RestartAuto, true, false, stamped("old"), ReasonConfigChanged, false},
-		{"owed by an earlier run", RestartAuto, false, false, stamped("old"), ReasonPending, false},
-		{"another run already restarted for this data", RestartAuto, true, false, stamped("h"), "", false},
-		{"first run adopts", RestartAuto, false, false, stamped(""), "", true},
-		{"always", RestartAlways, false, false, stamped("h"), ReasonForced, false},
-		{"a change with no effect", RestartAuto, true, true, stamped("old"), "", false},
-		{"a change with no effect, always", RestartAlways, true, true, stamped("old"), ReasonForced, false},
-		{"pods run it as well (no-effect earlier)", RestartAuto, false, false, stamped("old", "h@old"), "", false},
-		{"a record for another stamp is stale", RestartAuto, false, false, stamped("old", "h@older"), ReasonPending, false},
-		{"a record for other data", RestartAuto, true, false, stamped("old", "x@old"), ReasonConfigChanged, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			reason, adopt := decide(tc.policy, tc.changed, tc.ds, "h", tc.noEffect, false)
-			assert.Equal(t, tc.reason, reason)
-			assert.Equal(t, tc.adopt, adopt)
-		})
-	}
-}
 
 // The endpoint check goes through the API server's node proxy; an httptest
 // server stands in for the API server.

@@ -244,7 +244,8 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return err
 	}
 
-	// 3. the config the pods are to run, captured again
+	// 3. the config the pods are to run, captured again; the copies the
+	// restart points the template at
 	p, a, err := ap.apply(ctx, p)
 	res.mergeApply(e, p, a)
 	if err != nil {
@@ -252,36 +253,17 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 
 	// 4. restart at most once, in one PATCH with the probe, the hash and
-	// the template's volume pointed at the copy of the data it restarts for
-	p, target, err := ap.prepareRestart(ctx, p, a.after)
-	res.mergeCopy(p)
-	if err != nil {
-		return err
-	}
-	rl, r, err := rs.restart(ctx, p, target, res.Facts.ConfigMapChanged)
+	// the template's volume pointed at the copy of the data it restarts
+	// for; or find a canary an earlier run left half-way
+	rl, r, err := rs.restart(ctx, p, a.configMapChanged)
 	res.mergeRestart(r)
 	if err != nil {
 		return err
 	}
 
 	// 5. roll and wait, node-aware; undo the change if the new template
-	// failed (never on an interrupt or the overall --timeout); or finish
-	// a canary an earlier run left half-way
-	if rl == nil {
-		var resumed resumeOutcome
-		rl, resumed, err = rs.leftover(ctx, p)
-		res.mergeResume(resumed)
-		if err == nil && resumed.restarted {
-			err = s.e.d.Audit.Append(s.record(audit.PhaseIntent, nil))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if rl == nil {
-		res.Facts.Rollout = rollout.StatusOf(p.ds)
-		res.Facts.Rollout.SkippedNodes, res.Facts.Rollout.UnreadyBefore = []nodes.Skipped{}, []string{}
-	} else {
+	// failed (never on an interrupt or the overall --timeout)
+	if rl != nil {
 		err := rl.roll(ctx, p)
 		if err != nil {
 			err = rl.undo(ctx, p, err)
@@ -400,15 +382,11 @@ func (r *Result) mergeApply(e *env, p plan, a applied) {
 	if a.configMapName != "" {
 		f.ConfigMapName = a.configMapName
 	}
+	if p.copy != "" {
+		f.ConfigMapName = p.copy // the copy the restart points the template at
+	}
 	if a.changedKeys != nil {
 		f.ChangedKeys, r.Diff = a.changedKeys, diffOf(e, p.before.Data, a.after.Data, p.effects)
-	}
-}
-
-// mergeCopy takes the copy the restart points the template at.
-func (r *Result) mergeCopy(p plan) {
-	if p.copy != "" {
-		r.Facts.ConfigMapName = p.copy
 	}
 }
 
@@ -424,6 +402,10 @@ func (r *Result) mergeRestart(o restartOutcome) {
 	}
 	if o.observed {
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
+	}
+	r.mergeResume(o.resume)
+	if o.idle != nil {
+		f.Rollout = *o.idle
 	}
 }
 
