@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -161,7 +160,7 @@ func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
 // run the data before the change, it records nothing and the run restarts
 // as usual.
 func (ap applier) markNoEffect(ctx context.Context, p *plan) error {
-	ds, err := applyFresh(ctx, ap.e.dss, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
+	ds, err := ap.e.dss.ApplyFresh(ctx, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
 		if reread && !rollout.Runs(ds, p.before.Hash) {
 			p.noEffect = false
 			return rollout.Change{}, false
@@ -171,34 +170,6 @@ func (ap applier) markNoEffect(ctx context.Context, p *plan) error {
 	})
 	p.ds = ds
 	return err
-}
-
-// applyFresh sends the change that build makes of the DaemonSet and, on a
-// conflict (the controller writes status all the time), reads it again and
-// asks build again (reread is then true). When build returns false nothing
-// is sent. It returns the DaemonSet as last read or written.
-func applyFresh(ctx context.Context, dss rollout.Client, ds *appsv1.DaemonSet, build func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool)) (*appsv1.DaemonSet, error) {
-	reread := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if reread {
-			latest, err := dss.Get(ctx)
-			if err != nil {
-				return err
-			}
-			ds = latest
-		}
-		ch, send := build(ds, reread)
-		reread = true
-		if !send {
-			return nil
-		}
-		patched, err := dss.Apply(ctx, ch)
-		if err == nil {
-			ds = patched
-		}
-		return err
-	})
-	return ds, err
 }
 
 // writeConfigMap writes the desired data, the whole of it, with an update

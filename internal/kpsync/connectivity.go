@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -46,10 +45,11 @@ type connectivity struct {
 	first   bool
 }
 
-// baseline asks each live node's kube-proxy before the restart (and
+// baseline asks each live node's kube-proxy (live: the fleet's live
+// nodes) before the restart (and
 // resolves the traffic check's Service), so that the checks after it
 // compare with how each node was.
-func baseline(ctx context.Context, e *env, o ConnectivityOptions, fleet *rollout.Fleet, port int) (*connectivity, error) {
+func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string, port int) (*connectivity, error) {
 	if o.Health == "" || o.Health == verify.Off {
 		return nil, nil
 	}
@@ -60,7 +60,6 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, fleet *rollout
 	if err != nil {
 		return nil, err
 	}
-	live := fleet.Live()
 	c := &verify.Checker{Prober: prober, Clock: e.d.Clock, Log: e.d.Log, Mode: o.Health,
 		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
 	if o.Traffic != "" {

@@ -55,7 +55,7 @@ func TestCheckDoneStopsOnAFailingNode(t *testing.T) {
 		warns: &warnings{log: logrus.NewEntry(log)},
 	}
 	fleet := newDoneFleet(t, "a", "b", "c", "kwok-0")
-	conn, err := baseline(context.Background(), e, o, fleet, 10256)
+	conn, err := baseline(context.Background(), e, o, fleet.Live(), 10256)
 	require.NoError(t, err)
 	conn.markRestart(restart)
 

@@ -162,7 +162,7 @@ func (rs restarter) readyToRestart(ctx context.Context, p plan, ds *appsv1.Daemo
 		rl.out.rollout.SkippedNodes, rl.out.rollout.UnreadyBefore = seen.skipped, seen.unreadyBefore
 	}
 	if rl.conn == nil {
-		if rl.conn, err = baseline(ctx, rs.e, p.roll.conn, rl.fleet, p.probe.port); err != nil {
+		if rl.conn, err = baseline(ctx, rs.e, p.roll.conn, rl.fleet.Live(), p.probe.port); err != nil {
 			return observed, err
 		}
 	}

@@ -32,7 +32,7 @@ func (rl *rolling) raiseForStuck(ctx context.Context) {
 		return
 	}
 	var raise rollout.Raise
-	_, err = applyFresh(ctx, e.dss, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
+	_, err = e.dss.ApplyFresh(ctx, ds, func(ds *appsv1.DaemonSet, _ bool) (rollout.Change, bool) {
 		ch, r, ok, _ := rollout.RaiseDuring(ds, stuck)
 		raise = r
 		return ch, ok

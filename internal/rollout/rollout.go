@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"strconv"
 	"time"
 
@@ -385,6 +386,34 @@ func (c Client) Get(ctx context.Context) (*appsv1.DaemonSet, error) {
 		return nil, c.explain("get", err)
 	}
 	return ds, nil
+}
+
+// ApplyFresh sends the change that build makes of the DaemonSet and, on a
+// conflict (the controller writes status all the time), reads it again and
+// asks build again (reread is then true). When build returns false nothing
+// is sent. It returns the DaemonSet as last read or written.
+func (c Client) ApplyFresh(ctx context.Context, ds *appsv1.DaemonSet, build func(ds *appsv1.DaemonSet, reread bool) (Change, bool)) (*appsv1.DaemonSet, error) {
+	reread := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if reread {
+			latest, err := c.Get(ctx)
+			if err != nil {
+				return err
+			}
+			ds = latest
+		}
+		ch, send := build(ds, reread)
+		reread = true
+		if !send {
+			return nil
+		}
+		patched, err := c.Apply(ctx, ch)
+		if err == nil {
+			ds = patched
+		}
+		return err
+	})
+	return ds, err
 }
 
 // Apply sends the change as one PATCH.
