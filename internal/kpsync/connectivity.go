@@ -16,23 +16,6 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
-// ConnectivityOptions turn on the checks before and after each node's restart.
-type ConnectivityOptions struct {
-	// Health is verify.Off, verify.Auto or verify.Required.
-	Health string
-	// HealthTimeout: how long a restarted kube-proxy has to show a sync.
-	HealthTimeout time.Duration
-	// Traffic is "namespace/name" of a Service to connect to from each
-	// node after its restart ("" for none).
-	Traffic      string
-	TrafficImage string
-	// TrafficPaths are verify.PathNode, PathPod, PathNodePort (none: node);
-	// TrafficPodImage runs the pod path's connection.
-	TrafficPaths    []string
-	TrafficPodImage string
-	TrafficTimeout  time.Duration
-}
-
 // healthPollInterval is how often a restarted node's /healthz is asked.
 const healthPollInterval = time.Second
 

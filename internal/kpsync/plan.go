@@ -6,86 +6,10 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
-
-// plan is everything one capture tells us, and what the run decides from it.
-type plan struct {
-	// record is the record ConfigMap (--configmap), base the ConfigMap
-	// whose data the fleet runs (the record, or the copy the template
-	// mounts when the record lags behind it, see base), before its snapshot
-	record *corev1.ConfigMap
-	base   *corev1.ConfigMap
-	ds     *appsv1.DaemonSet
-	before configmap.Snapshot
-	// volume is the template's volume of the config, mounted the
-	// ConfigMap it names before the run ("" when it mounts neither the
-	// record nor a copy), copy the copy this run points it at
-	volume, mounted, copy string
-	// recordLags: the record does not hold the data the fleet runs
-	recordLags bool
-	// previous is the copy of the data the fleet runs before this run
-	// (see keepPrevious), recorded by the restart that moves the template
-	previous string
-	desired  map[string]string
-	keys     []string
-	// deferred are keys changed with no effect, not written while the
-	// template mounts the record (nil: none deferred)
-	deferred []string
-	// target is the hash the data will have once written, the hash the
-	// restart stamps; targetCopy the name of its copy
-	target, targetCopy string
-	// effects: each changed key's effect on the running kube-proxies;
-	// noEffect: none has any and the pods run the data before the change,
-	// so the change is written without a restart (see effect.go)
-	effects  map[string]string
-	noEffect bool
-	probe    probePlan
-	// reason and adopt: what the DaemonSet needs given target
-	reason string
-	adopt  bool
-	// resume: an earlier canary stopped half-way, and this run may finish it
-	resume bool
-	// image is the container image the restart sets ("" : unchanged),
-	// imageBefore the one the template runs
-	image, imageBefore string
-	// migration is the plan of a proxy-mode change (nil: none), decided
-	// once modeDecided
-	migration   *Migration
-	modeDecided bool
-	// roll is how the rollout goes: as asked, tightened for a proxy-mode
-	// change (see planMigration)
-	roll rollSettings
-}
-
-// rollSettings are the options the rollout follows, which a proxy-mode
-// change tightens: canary first, each node's kube-proxy checked.
-type rollSettings struct {
-	strategy    string
-	canaryNodes int
-	conn        ConnectivityOptions
-}
-
-// rollAsked are the rollout's settings as the options ask them.
-func rollAsked(o Options) rollSettings {
-	return rollSettings{strategy: o.Strategy, canaryNodes: o.CanaryNodes, conn: o.Connectivity}
-}
-
-// next is the DaemonSet as the restart leaves its template's image: the
-// kube-proxy version the new pods run, whose rules validate the config
-// and choose the probe.
-func (p plan) next(container string) *appsv1.DaemonSet {
-	return withImage(p.ds, container, p.image)
-}
-
-// writes reports whether the run has anything to write.
-func (p plan) writes() bool {
-	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags
-}
 
 // planner is the plan phase: it captures the record and the DaemonSet
 // (and the copy the fleet runs, where it is not the record) and decides

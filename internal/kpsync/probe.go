@@ -13,25 +13,6 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 )
 
-type probePlan struct {
-	container string
-	version   string
-	path      string
-	// probe is the readiness probe to set, nil when the current one is right
-	// or the probe is not managed.
-	probe *corev1.Probe
-	// liveness replaces a liveness probe on /healthz, which from 1.28 on
-	// fails on nodes being deleted (and would get kube-proxy killed there).
-	liveness *corev1.Probe
-	// healthPath and port: kube-proxy's health endpoint for its version,
-	// whether or not the probe is managed
-	healthPath string
-	port       int
-	// host is the address kube-proxy's health endpoint binds ("": any)
-	host string
-}
-
-// changes reports whether a probe is to be replaced.
 func (p probePlan) changes() bool { return p.probe != nil || p.liveness != nil }
 
 // findContainer picks the kube-proxy container of the DaemonSet.

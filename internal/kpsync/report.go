@@ -3,13 +3,9 @@ package kpsync
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -37,29 +33,6 @@ func (s *Syncer) report(ctx context.Context, runErr error) {
 			typ, msg = corev1.EventTypeWarning, msg+": "+runErr.Error()
 		}
 		e.event(ctx, typ, "RolloutRestarted", msg)
-	}
-}
-
-// event records an Event on the DaemonSet; a failure is logged.
-func (e *env) event(ctx context.Context, typ, reason, msg string) {
-	o := e.o
-	now := metav1.NewTime(e.d.Clock.Now())
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: o.DaemonSet + ".", Namespace: o.Namespace},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: o.Namespace, Name: o.DaemonSet,
-		},
-		Reason: reason, Message: msg, Type: typ, Count: 1,
-		FirstTimestamp: now, LastTimestamp: now,
-		Source:              corev1.EventSource{Component: "kube-proxy-sync"},
-		ReportingController: "kube-proxy-sync",
-		ReportingInstance:   "kube-proxy-sync",
-	}
-	// a context of its own: the run's may be the one that just ran out
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := e.d.Kube.Events(o.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		e.d.Log.Warnf("record event %s on daemonset %s/%s: %v", reason, o.Namespace, o.DaemonSet, err)
 	}
 }
 
@@ -126,21 +99,3 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 	}
 	return r
 }
-
-// warnings are the run's warnings: each logged once and kept for the
-// result (the plan may be made twice).
-type warnings struct {
-	log  *logrus.Entry
-	msgs []string
-}
-
-func (w *warnings) add(msg string) {
-	if slices.Contains(w.msgs, msg) {
-		return
-	}
-	w.log.Warn(msg)
-	w.msgs = append(w.msgs, msg)
-}
-
-// list is the warnings so far, nil when none.
-func (w *warnings) list() []string { return slices.Clone(w.msgs) }

@@ -247,59 +247,6 @@ func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
 	return nil
 }
 
-// decide says whether and why to restart, given what the DaemonSet holds
-// now for the data its pods should run with: runs, its pods run that data
-// (restarted for it, or running it as well); stamped, it carries a stamp
-// at all. noEffect: the change has no effect on the running kube-proxies,
-// which run the data before it. mountsTarget: the template mounts the copy
-// of that data already (after `kubectl rollout undo`, say): the DaemonSet
-// controller rolls it, and the DaemonSet is stamped for it without a
-// restart.
-func decide(policy string, configChanged, runs, stamped, noEffect, mountsTarget bool) (reason string, adopt bool) {
-	switch {
-	case policy == RestartAlways:
-		return ReasonForced, false
-	case runs:
-		// pods were already restarted for exactly this data (maybe by a
-		// concurrent run that won the race), or run it as well: never
-		// twice for one change
-		return "", false
-	case configChanged && noEffect:
-		return "", false // the caller records that the pods run it as well
-	case mountsTarget:
-		return "", true
-	case configChanged:
-		return ReasonConfigChanged, false
-	case stamped:
-		return ReasonPending, false
-	}
-	return "", true
-}
-
-// imageChange is the image the restart sets when the container runs
-// current: --image when that is another one, else "".
-func imageChange(o Options, current string) string {
-	if o.Image == "" || o.Undo || current == o.Image {
-		return ""
-	}
-	return o.Image
-}
-
-// withImage is ds with the container's image replaced by image (ds itself
-// when image is "").
-func withImage(ds *appsv1.DaemonSet, container, image string) *appsv1.DaemonSet {
-	if image == "" {
-		return ds
-	}
-	out := ds.DeepCopy()
-	for i := range out.Spec.Template.Spec.Containers {
-		if out.Spec.Template.Spec.Containers[i].Name == container {
-			out.Spec.Template.Spec.Containers[i].Image = image
-		}
-	}
-	return out
-}
-
 // leftover finds an earlier canary rollout that stopped half-way on this
 // template (when this run restarts nothing itself) and hands the rollout
 // phase what finishes it (nil: nothing to roll).

@@ -184,3 +184,36 @@ type settled struct {
 	// rvAfter is the record's resourceVersion once written ("": not)
 	rvAfter string
 }
+
+// Migration is the plan of a proxy-mode change (the result's migration).
+type Migration struct {
+	// From is the mode the fleet runs, To the mode of the new config.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// KubeProxyVersion is the kube-proxy whose start-up the plan relies on.
+	KubeProxyVersion string `json:"kube_proxy_version"`
+	// Strategy is how the run rolls it (canary, or zonal);
+	// StrategyAsked what --strategy said.
+	Strategy      string `json:"strategy"`
+	StrategyAsked string `json:"strategy_asked"`
+	// CanaryNodes restart first, a batch at a time when there are more of
+	// them than BatchSize; Batches counts the rounds after the first one,
+	// of at most BatchSize nodes each (zonal: each zone's canary, then the
+	// rest of it, in the order of Zones). Check mode: the nodes a run
+	// would pick now.
+	CanaryNodes []string `json:"canary_nodes"`
+	BatchSize   int      `json:"batch_size"`
+	Batches     int      `json:"batches"`
+	Zones       []string `json:"zones,omitempty"`
+	// VerifyHealth and VerifyTraffic are the checks each migrated node
+	// passes before the rollout goes on.
+	VerifyHealth  string `json:"verify_health"`
+	VerifyTraffic string `json:"verify_traffic"`
+	// VerifyTrafficPaths are the paths the traffic check connects along.
+	VerifyTrafficPaths []string `json:"verify_traffic_paths,omitempty"`
+	// Cleanup says what removes the old mode's rules on each node.
+	Cleanup string `json:"cleanup"`
+	// Warnings: settings whose meaning changes in the new mode, and rules
+	// that stay behind (also in the result's warnings).
+	Warnings []string `json:"warnings"`
+}

@@ -195,45 +195,6 @@ func (rl *rolling) waitError(ctx context.Context, err error, deadline time.Durat
 	return err
 }
 
-// rolling is the rollout phase of a run: what the restart hands it (the
-// fleet as observed before the restart PATCH, the DaemonSet as that PATCH
-// left it, what it did to the DaemonSet's updateStrategy, the
-// connectivity checker), and the wait, the strategy's bookkeeping, the
-// verify and the rollback on it.
-type rolling struct {
-	e        *env
-	fleet    *rollout.Fleet
-	strategy string
-	// canaryNodes: how many nodes a canary restarts first
-	canaryNodes int
-	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
-	// earlier run left, resumed): a rolling update is followed through
-	// its status from there
-	ds *appsv1.DaemonSet
-	// resumed: the template is an earlier run's (a canary left over),
-	// never rolled back by this one; restarted: this run's restart PATCH
-	// put the template in place
-	resumed, restarted bool
-	// strategyChanged: the DaemonSet's own updateStrategy is saved in its
-	// annotation and changed (OnDelete, or a raised maxUnavailable), to be
-	// put back however the rollout ends
-	strategyChanged bool
-	// raisedFor is how many stuck nodes the raised maxUnavailable covers
-	raisedFor int
-	// conn checks each node after its restart (nil: no check)
-	conn *connectivity
-	// out is the rollout phase's part of the result, as far as it got
-	out rollOutcome
-}
-
-// pods is the fleet to roll, nil when there is nothing to roll.
-func (rl *rolling) pods() *rollout.Fleet {
-	if rl == nil {
-		return nil
-	}
-	return rl.fleet
-}
-
 // ProgressDeadline is how long a rollout may go without any node finishing
 // before it counts as failed, derived from how long one healthy node can
 // take: the old pod's termination grace period, the DaemonSet's
