@@ -332,6 +332,41 @@ func TestRunAfterKubectlRolloutUndo(t *testing.T) {
 	assert.False(t, res.Changed, "%s", res.Msg)
 }
 
+// After `kubectl rollout undo` the stamp still names the config undone; a
+// rerun with the values before the undo restarts onto them (the stamp is a
+// hint that disagrees with what the template mounts), instead of judging
+// them already running and writing the record back to the undone data.
+func TestRerunAfterKubectlRolloutUndoAppliesTheValuesAgain(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	first := res.Facts.ConfigMapName
+	f.clock.Step(time.Second)
+	values := set("mode", "iptables", "clusterCIDR", "10.1.0.0/16")
+	res, err = f.run(t, values)
+	require.NoError(t, err)
+	second, secondData := res.Facts.ConfigMapName, f.configMap(t).Data
+
+	ds := f.daemonSet(t)
+	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = first // what kubectl rollout undo does
+	_, err = f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	f.clock.Step(time.Second)
+	res, err = f.run(t, values)
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted, "the values run again: %s", res.Msg)
+	assert.Equal(t, ReasonConfigChanged, res.Facts.RestartReason)
+	assert.Equal(t, second, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"), "the template mounts the values' copy again")
+	assert.Equal(t, secondData, f.configMap(t).Data, "the record keeps the values")
+	assert.Equal(t, configmap.Hash(secondData, nil), f.daemonSet(t).Annotations[rollout.HashAnnotation])
+
+	f.clock.Step(time.Second)
+	res, err = f.run(t, values)
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "then in sync: %s", res.Msg)
+}
+
 // The copy --undo restores is kept whatever the history: with a history of
 // one, the first change on kubeadm's layout keeps the old data's copy.
 func TestHistoryKeepsWhatAnUndoRestores(t *testing.T) {
