@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,8 @@ import (
 const (
 	// CopyOfLabel on a copy names the record it is a copy of.
 	CopyOfLabel = "kube-proxy-sync.io/config-of"
+	// ManagedByLabel on a copy says kube-proxy-sync made it.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// CopyHashAnnotation on a copy is the full hash of its data (the name
 	// carries the first CopyHashLen characters).
 	CopyHashAnnotation = "kube-proxy-sync.io/config-hash"
@@ -70,17 +73,21 @@ func IsCopyName(record, name string) bool {
 	return ok && copySuffix.MatchString(suffix)
 }
 
-// NewCopy is the immutable copy of the record (its labels, its data),
-// owned by the DaemonSet that mounts it, so that deleting the DaemonSet
-// deletes its history too; generation is the DaemonSet's template
-// generation whose pods mount it (CopyGenerationAnnotation; 0: none).
+// NewCopy is the immutable copy of the record with this data (and the
+// record's binaryData, which kube-proxy does not read but the copy
+// carries, so that its name is the hash of all it holds), owned by the
+// DaemonSet that mounts it, so that deleting the DaemonSet deletes its
+// history too; generation is the DaemonSet's template generation whose
+// pods mount it (CopyGenerationAnnotation; 0: none).
+//
+// A copy carries none of the record's labels, only its own (CopyOfLabel
+// and ManagedByLabel): a cleanup aimed at the record by its labels (kubeadm's
+// k8s-app=kube-proxy, a GitOps prune of what its manifests label) must not
+// catch the config running pods mount; Copies.List finds the copies by
+// CopyOfLabel.
 func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.DaemonSet, generation int64) *corev1.ConfigMap {
-	hash := Hash(data, nil)
-	l := map[string]string{}
-	for k, v := range record.Labels {
-		l[k] = v
-	}
-	l[CopyOfLabel] = record.Name
+	hash := Hash(data, record.BinaryData)
+	l := map[string]string{CopyOfLabel: record.Name, ManagedByLabel: FieldManager}
 	annotations := map[string]string{CopyHashAnnotation: hash}
 	if generation > 0 {
 		annotations[CopyGenerationAnnotation] = strconv.FormatInt(generation, 10)
@@ -90,8 +97,9 @@ func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.Daemon
 			Name: CopyName(record.Name, hash), Namespace: record.Namespace, Labels: l,
 			Annotations: annotations,
 		},
-		Data:      data,
-		Immutable: ptr.To(true),
+		Data:       data,
+		BinaryData: record.BinaryData,
+		Immutable:  ptr.To(true),
 	}
 	if ds != nil && ds.UID != "" {
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}}
@@ -124,10 +132,38 @@ func (c Copies) Ensure(ctx context.Context, cp *corev1.ConfigMap) (*corev1.Confi
 	if err != nil {
 		return nil, err
 	}
-	if Hash(got.Data, got.BinaryData) != Hash(cp.Data, nil) {
-		return nil, fmt.Errorf("configmap %s/%s exists with other data than its name says (not made by kube-proxy-sync?): nothing was restarted onto it; delete it and run again", c.Namespace, cp.Name)
+	return got, c.usable(got, cp)
+}
+
+// Check makes sure the copy cp is there for a pod template to mount, as
+// cp holds it: it reads it, and creates it again from cp when it is gone
+// (a prune, a label-based cleanup, the garbage collector after the
+// DaemonSet was replaced). recreated says so. A copy being deleted, or
+// holding other data than cp, is refused.
+func (c Copies) Check(ctx context.Context, cp *corev1.ConfigMap) (recreated bool, err error) {
+	got, err := c.ConfigMaps.Get(ctx, cp.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err := c.Ensure(ctx, cp)
+		return err == nil, err
 	}
-	return got, nil
+	if err != nil {
+		return false, c.explain("get", cp.Name, err)
+	}
+	return false, c.usable(got, cp)
+}
+
+// usable refuses a copy a pod template must not be pointed at: one being
+// deleted (it is gone a moment later, and pods that start then find no
+// ConfigMap), or one holding other data than want, which has the same name.
+func (c Copies) usable(got, want *corev1.ConfigMap) error {
+	if got.DeletionTimestamp != nil {
+		return fmt.Errorf("configmap %s/%s is being deleted (since %s, finalizers %v): a pod template pointed at it would mount nothing once it is gone; nothing was restarted onto it: let the deletion finish (or remove the finalizers), then run again, and the run makes it anew",
+			c.Namespace, got.Name, got.DeletionTimestamp.UTC().Format(time.RFC3339), got.Finalizers)
+	}
+	if Hash(got.Data, got.BinaryData) != Hash(want.Data, want.BinaryData) {
+		return fmt.Errorf("configmap %s/%s exists with other data than its name says (not made by kube-proxy-sync?): nothing was restarted onto it; delete it and run again", c.Namespace, got.Name)
+	}
+	return nil
 }
 
 // Get reads a copy (or the record) by name.

@@ -109,18 +109,34 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 }
 
 // ensureCopy creates the copy of data the restart points the template at
-// (or finds it there), unless the template mounts it already.
+// (or finds it there). When the template mounts it already, and the
+// restart keeps it, it must be there for the pods the restart starts:
+// made again from data when another hand deleted it, refused when it is
+// being deleted.
 func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]string) error {
+	e := ap.e
 	if p.volume == "" {
 		return nil
 	}
 	// the template generation the restart moves to mounts it
-	gen := rollout.TemplateGeneration(p.ds) + 1
-	cp := configmap.NewCopy(p.record, data, p.ds, gen)
-	if p.mounted == cp.Name || p.copy == cp.Name {
+	gen := rollout.TemplateGeneration(p.ds)
+	cp := configmap.NewCopy(p.record, data, p.ds, gen+1)
+	switch cp.Name {
+	case p.copy:
+		return nil
+	case p.mounted:
+		cp = configmap.NewCopy(p.record, data, p.ds, gen)
+		recreated, err := e.copies.Check(ctx, cp)
+		if err != nil {
+			return fmt.Errorf("%w; nothing restarted", err)
+		}
+		if recreated {
+			e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, was gone (another hand deleted it: a prune, a label-based cleanup, the garbage collector after the DaemonSet was replaced); made again from the data it held, before the restart",
+				e.o.Namespace, cp.Name, e.o.Namespace, e.o.DaemonSet))
+		}
 		return nil
 	}
-	if _, err := ap.e.copies.Ensure(ctx, cp); err != nil {
+	if _, err := e.copies.Ensure(ctx, cp); err != nil {
 		return fmt.Errorf("%w; nothing restarted", err)
 	}
 	p.copy = cp.Name
@@ -129,27 +145,50 @@ func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]strin
 
 // keepPrevious makes sure the data the fleet runs before this run's restart
 // is in a copy, and names it for the restart PATCH to record (an undo
-// restores it). kubeadm's layout has it only in the record, which is
-// written once the rollout is done: it gets a copy now.
+// restores it, and so does a rollback). kubeadm's layout has it only in
+// the record, which is written once the rollout is done: it gets a copy
+// now. A copy the template mounts must be there, or a rollback would point
+// the pods at nothing: made again from the data the plan holds when that
+// is its data, else the run stops before its first restart.
 func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
+	e := ap.e
 	if p.volume == "" {
 		return nil
 	}
-	if configmap.IsCopyName(ap.e.o.ConfigMap, p.mounted) {
+	gen := rollout.TemplateGeneration(p.ds)
+	// what the template generation the fleet runs now mounts: older in the
+	// history than the copy the restart moves to
+	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, gen)
+	if configmap.IsCopyName(e.o.ConfigMap, p.mounted) {
 		p.previous = p.mounted // what the pods mount
+		if cp.Name == p.mounted {
+			recreated, err := e.copies.Check(ctx, cp)
+			if err != nil {
+				return fmt.Errorf("the config the fleet runs, which a rollback restores: %w; nothing restarted", err)
+			}
+			if recreated {
+				e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, was gone (another hand deleted it); made again from the data it held, so that a rollback has it",
+					e.o.Namespace, cp.Name, e.o.Namespace, e.o.DaemonSet))
+			}
+			return nil
+		}
+		mounted, err := e.copies.Get(ctx, p.mounted)
+		if err == nil && mounted.DeletionTimestamp != nil {
+			err = fmt.Errorf("configmap %s/%s is being deleted", e.o.Namespace, p.mounted)
+		}
+		if err != nil {
+			return fmt.Errorf("the config the fleet runs, which a rollback restores: %w: nothing restarted; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, or restore it, then run again",
+				err, e.o.DaemonSet, e.o.Namespace)
+		}
 		return nil
 	}
-	name := configmap.CopyName(ap.e.o.ConfigMap, p.before.Hash)
-	if name == p.copy {
+	if cp.Name == p.copy {
 		return nil // a restart onto the same data: nothing to undo to
 	}
-	// what the template generation the fleet runs now mounts (the record):
-	// older in the history than the copy the restart moves to
-	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
-	if _, err := ap.e.copies.Ensure(ctx, cp); err != nil {
+	if _, err := e.copies.Ensure(ctx, cp); err != nil {
 		return fmt.Errorf("keep the config the fleet runs now, for an undo: %w; nothing restarted", err)
 	}
-	p.previous = name
+	p.previous = cp.Name
 	return nil
 }
 

@@ -112,6 +112,9 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("--undo: the earlier config: %w; nothing was changed", err)
 	}
+	if cp.DeletionTimestamp != nil {
+		return nil, nil, fmt.Errorf("--undo: the earlier config, configmap %s/%s, is being deleted (finalizers %v): a template pointed at it would mount nothing once it is gone; nothing was changed: run with that config's values instead", e.o.Namespace, prev, cp.Finalizers)
+	}
 	var keys []string
 	for k := range cp.Data {
 		if v, ok := p.base.Data[k]; !ok || v != cp.Data[k] {

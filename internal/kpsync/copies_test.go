@@ -444,3 +444,120 @@ func (f *fixture) changeCIDR(t *testing.T, n, history int, step time.Duration, a
 	}
 	return names
 }
+
+// deleteCopy deletes a copy as another hand does; beingDeleted leaves it
+// there with a deletionTimestamp and a finalizer, as a foreground deletion
+// or a finalizer holds it.
+func (f *fixture) deleteCopy(t *testing.T, name string, beingDeleted bool) {
+	t.Helper()
+	if !beingDeleted {
+		require.NoError(t, f.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{}))
+		return
+	}
+	cm := f.getConfigMap(t, name)
+	cm.DeletionTimestamp = ptr.To(metav1.NewTime(time.Unix(1700000000, 0)))
+	cm.Finalizers = []string{"example.com/hold"}
+	require.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), cm, "kube-system"))
+}
+
+// A copy the template mounts that another hand deleted (a prune, a
+// label-based cleanup, the garbage collector) is made again from the data
+// the run holds before a restart keeps the template on it; a copy being
+// deleted stops the run before any write.
+func TestRestartOntoTheMountedCopyNeedsItThere(t *testing.T) {
+	for _, beingDeleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("being deleted %t", beingDeleted), func(t *testing.T) {
+			f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+			res, err := f.run(t, set("mode", "ipvs"))
+			require.NoError(t, err)
+			mounted := res.Facts.ConfigMapName
+			data := f.getConfigMap(t, mounted).Data
+			f.deleteCopy(t, mounted, beingDeleted)
+
+			f.clock.Step(time.Second)
+			f.client.ClearActions()
+			o := set("mode", "ipvs")
+			o.Restart = RestartAlways
+			res, err = f.run(t, o)
+			if beingDeleted {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "is being deleted")
+				assert.Empty(t, f.writes(), "refused before any write")
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, res.Facts.Restarted)
+			assert.Equal(t, mounted, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
+			assert.Equal(t, data, f.getConfigMap(t, mounted).Data, "made again before the restart")
+			assert.Contains(t, strings.Join(res.Warnings, "\n"), "was gone")
+		})
+	}
+}
+
+// A change keeps the copy the fleet runs for a rollback: one another hand
+// deleted is made again before the restart moves the template off it, and
+// one being deleted stops the run before any write.
+func TestChangeNeedsTheRollbackTargetThere(t *testing.T) {
+	for _, beingDeleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("being deleted %t", beingDeleted), func(t *testing.T) {
+			f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+			res, err := f.run(t, set("mode", "ipvs"))
+			require.NoError(t, err)
+			mounted := res.Facts.ConfigMapName
+			f.deleteCopy(t, mounted, beingDeleted)
+
+			f.clock.Step(time.Second)
+			f.client.ClearActions()
+			res, err = f.run(t, set("mode", "ipvs", "clusterCIDR", "10.7.0.0/16"))
+			if beingDeleted {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "is being deleted")
+				assert.NotContains(t, f.writes(), "patch daemonsets", "no restart")
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, res.Facts.Restarted)
+			assert.Equal(t, mounted, res.Facts.PreviousConfigMap)
+			f.getConfigMap(t, mounted) // there again, for a rollback and an undo
+		})
+	}
+}
+
+// --undo refuses a copy being deleted, before any write.
+func TestUndoToACopyBeingDeletedIsRefused(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	_, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	prev := f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation]
+	require.NotEmpty(t, prev)
+	f.deleteCopy(t, prev, true)
+	f.clock.Step(time.Second)
+	f.client.ClearActions()
+	_, err = f.run(t, Options{Undo: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is being deleted")
+	assert.Empty(t, f.writes())
+}
+
+// Copies carry none of the record's labels (a cleanup by kubeadm's labels
+// must not catch them), and a record's binaryData travels with its copy,
+// which is named by all it holds.
+func TestCopiesCarryTheirOwnLabelsAndTheBinaryData(t *testing.T) {
+	record := seedConfigMap()
+	record.Labels = map[string]string{"k8s-app": "kube-proxy", "app": "kube-proxy"}
+	record.BinaryData = map[string][]byte{"extra.bin": []byte{1, 2, 3}}
+	f := newFixture(t, record, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err, "%s", res.Msg)
+	require.True(t, res.Facts.Restarted)
+	cp := f.getConfigMap(t, res.Facts.ConfigMapName)
+	assert.Equal(t, map[string]string{configmap.CopyOfLabel: "kube-proxy", configmap.ManagedByLabel: "kube-proxy-sync"}, cp.Labels)
+	assert.Equal(t, record.BinaryData, cp.BinaryData)
+	assert.Equal(t, configmap.CopyName("kube-proxy", configmap.Hash(cp.Data, cp.BinaryData)), cp.Name)
+	assert.Equal(t, record.BinaryData, f.configMap(t).BinaryData, "the record keeps its binaryData")
+
+	f.clock.Step(time.Second)
+	res, err = f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "%s", res.Msg)
+}

@@ -193,7 +193,7 @@ func runningConfig(ctx context.Context, e *env, p plan) (string, error) {
 	if p.mounted == e.o.ConfigMap {
 		return p.record.Data[configmap.ConfigKey], nil
 	}
-	if p.mounted == configmap.CopyName(e.o.ConfigMap, configmap.Hash(p.before.Data, nil)) {
+	if p.mounted == configmap.CopyName(e.o.ConfigMap, p.before.Hash) {
 		// a copy is named by its data (Copies.Ensure refuses one that is
 		// not): the template mounts the data the plan holds
 		return p.before.Data[configmap.ConfigKey], nil
