@@ -70,6 +70,19 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	if m.Cleanup, err = modeCleanup(minor, from, to, newText, running); err != nil {
 		return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
 	}
+	if p.image != "" && to == kpvalidate.ModeNFTables {
+		// a failed canary or batch rolls the image back too: the kube-proxy
+		// the fleet runs now must remove the nftables tables as well
+		old, note := kpvalidate.Rules(validationVersion(o, p.ds))
+		if note != "" {
+			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s), and its version is unknown, so whether it removes nftables' tables is too: change the image in a run of its own first, then the mode; nothing was written",
+				obj, from, to, p.image, p.imageBefore)
+		}
+		if err := rollbackCleanup(old, from, running); err != nil {
+			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s): %w; nothing was written",
+				obj, from, to, p.image, p.imageBefore, err)
+		}
+	}
 	if !nft {
 		known := minor
 		if m.KubeProxyVersion == "" {
@@ -160,6 +173,26 @@ func modeCleanup(minor int, from, to, newText, runningText string) (string, erro
 		return fmt.Sprintf("kube-proxy 1.%d removes the iptables and IPVS rules of kube-proxy when it starts in nftables mode", minor), nil
 	}
 	return fmt.Sprintf("kube-proxy 1.%d removes its nftables tables (ip and ip6 kube-proxy) when it starts in %s mode", minor, to), nil
+}
+
+// rollbackCleanup says why kube-proxy 1.minor, started again in mode from
+// with runningText (a rollback after a failed switch to nftables that
+// also changed the image), would leave the nftables tables of the new
+// mode behind (nil: it removes them).
+func rollbackCleanup(minor int, from, runningText string) error {
+	if minor < 29 {
+		return fmt.Errorf("kube-proxy 1.%d has no nftables mode and leaves nftables' tables on every node it comes back on: change the image in a run of its own first, then the mode", minor)
+	}
+	if minor <= 32 {
+		on, err := kpvalidate.GateEnabled(runningText, minor, "NFTablesProxyMode")
+		if err != nil {
+			return err
+		}
+		if !on {
+			return fmt.Errorf("kube-proxy 1.%d removes nftables' tables at start-up only with the NFTablesProxyMode feature gate on, which the running %s config leaves off (off by default before 1.31): change the image in a run of its own first, then the mode, or first add featureGates.NFTablesProxyMode: true to the running config", minor, from)
+		}
+	}
+	return nil
 }
 
 // leftoverWarning says what a switch between iptables and ipvs leaves on

@@ -182,27 +182,37 @@ func TestModeChangeKubeProxyWouldNotCleanIsRefused(t *testing.T) {
 		image string
 		spec  configmap.Spec
 		want  string
+		// newImage: the run changes the image too (--image)
+		newImage string
 	}{
 		{"leaving nftables on 1.30 with the gate turned off", nft("true"), "registry.k8s.io/kube-proxy:v1.30.14",
 			setMode("iptables", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "false"}),
-			"mode nftables -> iptables refused: kube-proxy 1.30 removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on"},
+			"mode nftables -> iptables refused: kube-proxy 1.30 removes its nftables rules at start-up only with the NFTablesProxyMode feature gate on", ""},
 		{"leaving nftables on 1.32 with the beta gate turned off", nft("true"), "registry.k8s.io/kube-proxy:v1.32.13",
 			setMode("ipvs", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "false"}),
-			"keep featureGates.NFTablesProxyMode: true in the new config"},
+			"keep featureGates.NFTablesProxyMode: true in the new config", ""},
 		{"an image without a version", seedConfigMap(), "registry.k8s.io/kube-proxy@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-			setMode("nftables"), "pass --kube-proxy-version"},
-		{"nftables on 1.28", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15", setMode("nftables"), "nftables from 1.29 on"},
+			setMode("nftables"), "pass --kube-proxy-version", ""},
+		{"nftables on 1.28", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15", setMode("nftables"), "nftables from 1.29 on", ""},
 		// a failed canary is rolled back to the running config: its
 		// kube-proxy must remove the nftables tables, which 1.30 does only
 		// with the gate on
 		{"entering nftables on 1.30 from a config with the gate off", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.30.14",
 			setMode("nftables", kpconfig.Setting{Path: "featureGates.NFTablesProxyMode", Value: "true"}),
-			"first add featureGates.NFTablesProxyMode: true to the running config"},
+			"first add featureGates.NFTablesProxyMode: true to the running config", ""},
+		// the same with an upgrade to 1.31, whose nftables gate is on by
+		// default: the rollback brings 1.30 back, judged as well
+		{"entering nftables with an upgrade from 1.30 to 1.31, the gate off in the running config", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.30.14",
+			setMode("nftables"), "rolls back to the image the fleet runs (registry.k8s.io/kube-proxy:v1.30.14): kube-proxy 1.30 removes nftables' tables at start-up only with the NFTablesProxyMode feature gate on",
+			"registry.k8s.io/kube-proxy:v1.31.14"},
+		{"entering nftables with an upgrade from 1.28 to 1.33", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15",
+			setMode("nftables"), "kube-proxy 1.28 has no nftables mode and leaves nftables' tables on every node it comes back on",
+			"registry.k8s.io/kube-proxy:v1.33.6"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.cm, seedDaemonSet(tc.image))
-			_, err := f.run(t, Options{Spec: tc.spec, ProbePath: "none"})
+			_, err := f.run(t, Options{Spec: tc.spec, ProbePath: "none", Image: tc.newImage, Container: "kube-proxy"})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), "nothing was written")
