@@ -70,19 +70,24 @@ func runs(ds *appsv1.DaemonSet, volume, record, hash string) bool {
 //
 // A copy the pods owe a restart onto (rollout.PendingConfigAnnotation, a
 // run with --restart never) comes first: it is the config they are to run.
-func base(ctx context.Context, e *env, record *corev1.ConfigMap, ds *appsv1.DaemonSet, mounted string) (*corev1.ConfigMap, error) {
+//
+// edited: the record holds data no copy holds, neither what the fleet runs
+// nor a config it ran before, so another hand wrote it (an operator's
+// `kubectl edit`, the documented kubeadm way, or kubeadm's addon phase):
+// the plan applies that data as a change (see plan).
+func base(ctx context.Context, e *env, record *corev1.ConfigMap, ds *appsv1.DaemonSet, mounted string) (_ *corev1.ConfigMap, edited bool, _ error) {
 	if pending := ds.Annotations[rollout.PendingConfigAnnotation]; configmap.IsCopyName(record.Name, pending) && pending != mounted && mounted != "" {
 		cp, err := e.copies.Get(ctx, pending)
 		if err == nil {
-			return cp, nil
+			return cp, false, nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, false, err
 		}
 		e.warn(fmt.Sprintf("daemonset %s/%s owes a restart onto configmap %s/%s, which is gone: that restart is dropped", e.o.Namespace, e.o.DaemonSet, e.o.Namespace, pending))
 	}
 	if mounted == "" || mounted == record.Name {
-		return record, nil
+		return record, false, nil
 	}
 	hash := configmap.Hash(record.Data, record.BinaryData)
 	// the record's data, or data the pods of that copy run as well (a
@@ -90,14 +95,24 @@ func base(ctx context.Context, e *env, record *corev1.ConfigMap, ds *appsv1.Daem
 	// put there by another hand, `kubectl rollout undo`, is not that copy)
 	stamp := ds.Annotations[rollout.HashAnnotation]
 	if mounted == configmap.CopyName(record.Name, hash) || (len(stamp) >= configmap.CopyHashLen && mounted == configmap.CopyName(record.Name, stamp) && rollout.Runs(ds, hash)) {
-		return record, nil
+		return record, false, nil
 	}
 	cp, err := e.copies.Get(ctx, mounted)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("daemonset %s/%s mounts configmap %s/%s, which does not exist: its pods cannot start; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, then run again: %w",
+		return nil, false, fmt.Errorf("daemonset %s/%s mounts configmap %s/%s, which does not exist: its pods cannot start; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, then run again: %w",
 			e.o.Namespace, e.o.DaemonSet, e.o.Namespace, mounted, e.o.DaemonSet, e.o.Namespace, err)
 	}
-	return cp, err
+	if err != nil {
+		return nil, false, err
+	}
+	// the record lags behind the fleet (a run stopped between its rollout
+	// and its record write, `kubectl rollout undo`): it holds a config the
+	// fleet ran, whose copy is there; or another hand wrote it
+	_, err = e.copies.Get(ctx, configmap.CopyName(record.Name, hash))
+	if apierrors.IsNotFound(err) {
+		return cp, true, nil
+	}
+	return cp, false, err
 }
 
 // undoTo is the data an undo restores: the copy the DaemonSet names as the

@@ -95,6 +95,8 @@ func TestRecordWaitsForThePodsThatMountIt(t *testing.T) {
 	newer.Data["config.conf"] = strings.Replace(seedConfig, "mode: iptables", "mode: ipvs", 1)
 	objs := onCopy(newer, seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
 	objs[0] = seedConfigMap() // the record lags behind the copy the template mounts
+	// the config the fleet ran before, which the restart onto the copy kept
+	objs = append(objs, configmap.NewCopy(seedConfigMap(), seedConfigMap().Data, nil, 1))
 	stale := kubeProxyPod("node-leaving", "1", false)
 	stale.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}
@@ -558,6 +560,51 @@ func TestCopiesCarryTheirOwnLabelsAndTheBinaryData(t *testing.T) {
 
 	f.clock.Step(time.Second)
 	res, err = f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "%s", res.Msg)
+}
+
+// An operator's edit of kubeadm's record (the documented kubeadm way to
+// change kube-proxy's config) once the template mounts a copy is applied
+// as a change, with the values asked on top: shown by --check --diff,
+// validated, rolled, and kept in the record; never silently overwritten.
+func TestAnEditOfTheRecordIsAppliedAsAChange(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	values := set("mode", "ipvs")
+	res, err := f.run(t, values)
+	require.NoError(t, err)
+	before := res.Facts.ConfigMapName
+
+	record := f.configMap(t)
+	record.Data["config.conf"] += "clusterCIDR: 10.9.0.0/16\n" // kubectl edit
+	_, err = f.client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), record, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	f.clock.Step(time.Second)
+	f.client.ClearActions()
+	check := values
+	check.Check, check.Diff = true, true
+	res, err = f.run(t, check)
+	require.NoError(t, err)
+	assert.True(t, res.Changed, "%s", res.Msg)
+	assert.Equal(t, []string{"config.conf"}, res.Facts.ChangedKeys)
+	require.NotNil(t, res.Diff)
+	assert.NotContains(t, res.Diff.Before, "10.9.0.0/16")
+	assert.Contains(t, res.Diff.After, "10.9.0.0/16")
+	assert.Empty(t, f.writes(), "check mode")
+
+	res, err = f.run(t, values)
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted, "%s", res.Msg)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "another hand wrote it")
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	assert.NotEqual(t, before, mounted)
+	assert.Contains(t, f.getConfigMap(t, mounted).Data["config.conf"], "10.9.0.0/16", "the fleet runs the edit")
+	assert.Contains(t, f.configMap(t).Data["config.conf"], "10.9.0.0/16", "the record keeps it")
+	assert.Contains(t, f.configMap(t).Data["config.conf"], "mode: ipvs", "with the values asked")
+
+	f.clock.Step(time.Second)
+	res, err = f.run(t, values)
 	require.NoError(t, err)
 	assert.False(t, res.Changed, "%s", res.Msg)
 }

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,17 +40,31 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 				o.Namespace, o.DaemonSet, o.Container, p.imageBefore, p.image)
 		}
 	}
-	if p.base, err = base(ctx, e, cm, p.ds, p.mounted); err != nil {
+	var edited bool
+	if p.base, edited, err = base(ctx, e, cm, p.ds, p.mounted); err != nil {
 		return p, err
 	}
 	p.before = configmap.NewSnapshot(p.base)
 	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
-	if o.Undo {
+	switch {
+	case o.Undo:
 		if p.desired, p.keys, err = undoTo(ctx, e, p); err != nil {
 			return p, err
 		}
-	} else if p.desired, p.keys, err = configmap.Desired(p.base.Data, o.Spec); err != nil {
-		return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, p.base.Name, err)
+	case edited:
+		// another hand wrote the record: its data is the config asked
+		// for, with the values on top, a change from what the fleet runs
+		// (validated and rolled as any other)
+		if p.desired, p.keys, err = configmap.Desired(cm.Data, o.Spec); err != nil {
+			return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, cm.Name, err)
+		}
+		p.keys = changedFrom(p.base.Data, p.desired, p.keys)
+		e.warn(fmt.Sprintf("configmap %s/%s holds data that is neither what daemonset %s/%s runs (configmap %s) nor a config it ran before: another hand wrote it (an edit, kubeadm); applied as a change on top of what the fleet runs, with the values asked: %s",
+			o.Namespace, cm.Name, o.Namespace, o.DaemonSet, p.base.Name, strings.Join(changedFrom(p.base.Data, cm.Data, nil), ", ")))
+	default:
+		if p.desired, p.keys, err = configmap.Desired(p.base.Data, o.Spec); err != nil {
+			return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, p.base.Name, err)
+		}
 	}
 	if p.probe, err = planProbe(e, p.next(o.Container), p.desired); err != nil {
 		return p, err
@@ -95,4 +110,34 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 		return p, fmt.Errorf("daemonset %s/%s uses updateStrategy OnDelete, so a rollout restart would replace no pod; use --strategy canary (kube-proxy-sync deletes the pods in batches) or switch it to RollingUpdate", o.Namespace, o.DaemonSet)
 	}
 	return p, nil
+}
+
+// changedFrom is keys (each "KEY" or "KEY:FIELD", as configmap.Desired
+// names them) that still differ between before and after, with every
+// other key of either that differs.
+func changedFrom(before, after map[string]string, keys []string) []string {
+	differs := func(k string) bool {
+		b, inBefore := before[k]
+		a, inAfter := after[k]
+		return inBefore != inAfter || a != b
+	}
+	out := []string{}
+	covered := map[string]bool{}
+	for _, c := range keys {
+		k, _, _ := strings.Cut(c, ":")
+		if differs(k) {
+			out = append(out, c)
+			covered[k] = true
+		}
+	}
+	for _, m := range []map[string]string{before, after} {
+		for k := range m {
+			if differs(k) && !covered[k] {
+				out = append(out, k)
+				covered[k] = true
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
