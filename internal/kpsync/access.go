@@ -56,7 +56,10 @@ func neededAccess(o Options, p plan) []access {
 	// the copies: read, listed and deleted beyond the history; the record
 	// written once no pod mounts it
 	out = append(out, ns("update", "", "configmaps", cm), ns("get", "", "configmaps", ""),
-		ns("list", "", "configmaps", ""), ns("delete", "", "configmaps", ""))
+		ns("list", "", "configmaps", ""), ns("delete", "", "configmaps", ""),
+		// the other DaemonSets on the same config, before the record is
+		// written or a copy deleted
+		ns("list", "apps", "daemonsets", ""))
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
 	// a change with no effect on the running kube-proxies restarts nothing
 	// (were the DaemonSet to move before it is recorded, the run would

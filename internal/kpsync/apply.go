@@ -31,6 +31,21 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 	e := ap.e
 	o := e.o
 	a := applied{name: o.ConfigMap} // the ConfigMap after was captured from
+	if len(p.keys) > 0 && p.noEffect {
+		// a change with no effect on this DaemonSet's pods is written to
+		// the record in place: never while another DaemonSet's pods mount
+		// it (its effect on them is not judged)
+		shared, err := e.dss.Sharing(ctx, p.ds, func(name string) bool { return name == o.ConfigMap })
+		if err != nil {
+			return p, a, err
+		}
+		if users := recordUsers(shared, o.ConfigMap); len(users) > 0 {
+			e.warn(fmt.Sprintf("configmap %s/%s: %s changed with no effect on the kube-proxies of daemonset %s/%s; not written while %s of another daemonset mount it: the next run that restarts kube-proxy carries it",
+				o.Namespace, o.ConfigMap, strings.Join(p.keys, ", "), o.Namespace, o.DaemonSet, strings.Join(users, ", ")))
+			a.deferred = p.keys
+			p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
+		}
+	}
 	if len(p.keys) > 0 && p.noEffect && !o.Check {
 		// the record on the DaemonSet comes first; it clears noEffect when
 		// the DaemonSet moved so that its pods no longer run the data

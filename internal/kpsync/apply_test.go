@@ -162,3 +162,18 @@ func TestAnotherWriterOfTheRecordDoesNotReachThePods(t *testing.T) {
 	assert.NotContains(t, cp.Data["config.conf"], "not-a-cidr", "the pods run only validated data")
 	assert.Equal(t, cp.Data, f.configMap(t).Data, "the record holds what the pods run")
 }
+
+// A change with no effect on this DaemonSet's pods is written to the
+// record in place only while no other DaemonSet mounts it: their pods
+// read it, and its effect on them is not judged.
+func TestNoEffectChangeIsDeferredWhileAnotherDaemonSetMountsTheRecord(t *testing.T) {
+	objs := append(onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6")), secondDaemonSet("kube-proxy-windows", "kube-proxy"))
+	f := newFixture(t, objs...)
+	res, err := f.run(t, set("ipvs.scheduler", "lc"))
+	require.NoError(t, err)
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "not written under the other DaemonSet's pods")
+	assert.Equal(t, []string{"config.conf:ipvs.scheduler"}, res.Facts.DeferredKeys)
+	assert.Empty(t, res.Facts.ChangedKeys)
+	assert.False(t, res.Facts.ConfigMapChanged)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "daemonset kube-proxy-windows")
+}

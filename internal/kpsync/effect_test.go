@@ -324,7 +324,8 @@ func TestNoEffectRequests(t *testing.T) {
 		"update configmaps":               1,  // the record: no pod mounts it
 		"get daemonsets":                  2,  // plan, plan under the lease
 		"patch daemonsets":                1,  // the record of the no-effect change, before the write
-		"create selfsubjectaccessreviews": 11, // every verb the run may use (no pod or node verbs: nothing rolls)
+		"create selfsubjectaccessreviews": 12, // every verb the run may use (no pod or node verbs: nothing rolls)
+		"list daemonsets":                 1,  // no other DaemonSet mounts the record, which is written in place
 		"get leases":                      1,
 		"create leases":                   1,
 		"update leases":                   1, // the release

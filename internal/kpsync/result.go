@@ -126,6 +126,9 @@ type applied struct {
 	// changedKeys, when the capture is not what the run validated (see
 	// changedUnder)
 	changedKeys []string
+	// deferred: keys changed with no effect, not written while another
+	// DaemonSet mounts the record (nil: none)
+	deferred []string
 }
 
 // restartOutcome is the restart phase's part of the result.

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,6 +63,10 @@ type recordUse struct {
 	// known: the DaemonSet and the record as this run last read or
 	// wrote them, not read again
 	known bool
+	// shared: what other DaemonSets mount of the record and its copies
+	// (see sharing), once sharedRead
+	shared     []rollout.Sharing
+	sharedRead bool
 }
 
 // recordUse starts from the DaemonSet as this run last read or wrote it
@@ -97,6 +102,36 @@ func (st settler) recordUse(ctx context.Context, ds *appsv1.DaemonSet, record *c
 		}
 	}
 	return u, nil
+}
+
+// sharing is what the other DaemonSets of the namespace mount of the
+// record and its copies, listed once.
+func (u *recordUse) sharing(ctx context.Context, e *env) ([]rollout.Sharing, error) {
+	if !u.sharedRead {
+		shared, err := e.dss.Sharing(ctx, u.ds, func(name string) bool {
+			return name == e.o.ConfigMap || configmap.IsCopyName(e.o.ConfigMap, name)
+		})
+		if err != nil {
+			return nil, err
+		}
+		u.shared, u.sharedRead = shared, true
+	}
+	return u.shared, nil
+}
+
+// recordUsers names the other DaemonSets whose template mounts the record,
+// and their pods that do.
+func recordUsers(shared []rollout.Sharing, record string) []string {
+	var out []string
+	for _, sh := range shared {
+		if slices.Contains(sh.Template, record) {
+			out = append(out, "daemonset "+sh.DaemonSet)
+		}
+		for _, pod := range sh.Pods[record] {
+			out = append(out, "pod "+pod)
+		}
+	}
+	return out
 }
 
 // mounts are the pods with the ConfigMaps they mount, listed unless known.
@@ -139,10 +174,18 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 			return out, err
 		}
 		by, _ := pods.MountedBy(o.ConfigMap)
+		shared, err := u.sharing(ctx, e)
+		if err != nil {
+			return out, err
+		}
+		others := recordUsers(shared, o.ConfigMap)
 		switch {
 		case len(by) > 0:
 			e.warn(fmt.Sprintf("configmap %s/%s is not written yet: pod(s) %s still mount it (a node going away, or a rollout not finished); a later run writes it once no pod does",
 				o.Namespace, o.ConfigMap, strings.Join(by, ", ")))
+		case len(others) > 0:
+			e.warn(fmt.Sprintf("configmap %s/%s is not written: %s of another daemonset mount it, and a write would change their config under them; it stays as they run it (the fleet of daemonset %s/%s runs configmap %s)",
+				o.Namespace, o.ConfigMap, strings.Join(others, ", "), o.Namespace, o.DaemonSet, mounted))
 		case o.Check:
 			out.recordChanged = true
 		default:
@@ -168,6 +211,23 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 	for _, name := range []string{p.mounted, u.ds.Annotations[rollout.PendingConfigAnnotation], u.ds.Annotations[rollout.PreviousConfigAnnotation]} {
 		if name != "" {
 			inUse[name] = true // what an undo restores, what a restart is owed onto
+		}
+	}
+	// what the other DaemonSets on the same config run and can roll back to
+	shared, err := u.sharing(ctx, e)
+	if err != nil {
+		e.warn(fmt.Sprintf("no old copy of configmap %s/%s deleted: %v", o.Namespace, o.ConfigMap, err))
+		return out, nil
+	}
+	for _, sh := range shared {
+		for _, name := range sh.Template {
+			inUse[name] = true
+		}
+		for name := range sh.Pods {
+			inUse[name] = true
+		}
+		for name := range sh.Revisions {
+			inUse[name] = true
 		}
 	}
 	// what `kubectl rollout undo --to-revision` restores: a template of

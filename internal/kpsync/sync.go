@@ -248,6 +248,13 @@ func (r *Result) mergeApply(e *env, p plan, a applied) {
 	if p.copy != "" {
 		f.ConfigMapName = p.copy // the copy the restart points the template at
 	}
+	if a.deferred != nil {
+		f.DeferredKeys, f.ChangedKeys, f.ChangedKeysEffect = a.deferred, p.keys, p.effects
+		r.Diff = diffOf(e, p.before.Data, p.desired, p.effects)
+		if p.keys == nil {
+			f.ChangedKeys = []string{}
+		}
+	}
 	if a.changedKeys != nil {
 		f.ChangedKeys, r.Diff = a.changedKeys, diffOf(e, p.before.Data, a.after.Data, p.effects)
 	}

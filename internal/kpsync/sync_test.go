@@ -606,9 +606,10 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 		"update configmaps":               1,  // the record, once no pod mounts it (the fleet says so)
 		"list configmaps":                 1,  // the copies, for the history
 		"list controllerrevisions":        1,  // what they mount is kept
+		"list daemonsets":                 1,  // other DaemonSets on the same config, before the record write and the history
 		"get daemonsets":                  2,  // plan, plan under the lease
 		"patch daemonsets":                1,  // the restart
-		"create selfsubjectaccessreviews": 17, // every verb the run may use, before its first write
+		"create selfsubjectaccessreviews": 18, // every verb the run may use, before its first write
 		"get leases":                      1,
 		"create leases":                   1,
 		"update leases":                   1, // the release
@@ -650,6 +651,6 @@ func TestRestartConflictDoesNotListAgain(t *testing.T) {
 			lists[a.GetResource().Resource]++
 		}
 	}
-	assert.Equal(t, map[string]int{"nodes": 1, "pods": 1, "configmaps": 1, "controllerrevisions": 1}, lists, "listed once before the first PATCH (and the copies and the revisions once rolled out, for the history)")
+	assert.Equal(t, map[string]int{"nodes": 1, "pods": 1, "configmaps": 1, "controllerrevisions": 1, "daemonsets": 1}, lists, "listed once before the first PATCH (and the copies, the revisions and the other DaemonSets once rolled out, for the record and the history)")
 	assert.Equal(t, f.clock.Now().Format(time.RFC3339), f.daemonSet(t).Spec.Template.Annotations[rollout.RestartedAtAnnotation])
 }

@@ -37,9 +37,12 @@ type ConfigMaps interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// DaemonSets reads, watches and patches DaemonSets in one namespace.
+// DaemonSets reads, watches and patches DaemonSets in one namespace; the
+// list finds the other DaemonSets that mount kube-proxy's ConfigMaps (a
+// Windows kube-proxy, per-pool DaemonSets), whose config is theirs too.
 type DaemonSets interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
 }

@@ -115,3 +115,61 @@ func templateConfigMaps(t *corev1.PodTemplateSpec) []string {
 	}
 	return out
 }
+
+// Sharing is another DaemonSet of the namespace whose pods use the same
+// ConfigMaps (a Windows kube-proxy, a DaemonSet per pool): the ConfigMaps
+// its template, its pods and its revisions mount.
+type Sharing struct {
+	DaemonSet string
+	// Template: its pod template mounts these; Pods: its pods mount these,
+	// by pod ("namespace/name"); Revisions: its revisions' templates
+	Template  []string
+	Pods      map[string][]string
+	Revisions map[string]bool
+}
+
+// Sharing lists the other DaemonSets of the namespace (not ours) whose
+// pod template mounts a ConfigMap that uses accepts, with what their
+// pods and revisions mount: their config is ours to keep too.
+func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(name string) bool) ([]Sharing, error) {
+	list, err := c.DaemonSets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		what := fmt.Sprintf("list the daemonsets of namespace %s, to find the others that mount the config of daemonset %s", c.Namespace, c.Name)
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("%s: forbidden: the kubeconfig user needs list on daemonsets.apps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, err)
+		}
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var out []Sharing
+	for i := range list.Items {
+		ds := &list.Items[i]
+		if ds.Name == ours.Name || (ours.UID != "" && ds.UID == ours.UID) {
+			continue
+		}
+		var mounted []string
+		for _, name := range templateConfigMaps(&ds.Spec.Template) {
+			if uses(name) {
+				mounted = append(mounted, name)
+			}
+		}
+		if len(mounted) == 0 {
+			continue
+		}
+		s := Sharing{DaemonSet: ds.Name, Template: mounted, Pods: map[string][]string{}}
+		pods, err := c.Mounts(ctx, ds)
+		if err != nil {
+			return nil, fmt.Errorf("daemonset %s/%s, which mounts %v: %w", c.Namespace, ds.Name, mounted, err)
+		}
+		for name := range pods.ConfigMaps() {
+			if uses(name) {
+				by, _ := pods.MountedBy(name)
+				s.Pods[name] = by
+			}
+		}
+		if s.Revisions, err = c.RevisionConfigMaps(ctx, ds); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -181,7 +181,7 @@ func requiredPermissions(t *testing.T) []permission {
 		}
 		name := ""
 		switch {
-		case p.Resource == "daemonsets", p.Resource == "configmaps" && p.Verb == "update":
+		case p.Resource == "daemonsets" && p.Verb != "list", p.Resource == "configmaps" && p.Verb == "update":
 			name = cluster.Name
 		case p.Resource == "leases" && p.Verb != "create":
 			name = "kube-proxy-sync"
