@@ -39,6 +39,18 @@ type Record struct {
 	Rollout        any    `json:"rollout,omitempty"`
 	RolledBack     bool   `json:"rolled_back,omitempty"`
 	RollbackReason string `json:"rollback_reason,omitempty"`
+	// Kind is what the run does, its parts joined by "+": undo, migration
+	// (a proxy-mode change), image, change (the config), restart (owed,
+	// forced or for the probe), none
+	Kind string `json:"kind,omitempty"`
+	// ImageBefore and ImageAfter: kube-proxy's image before the run and
+	// after it (would be, in the plan and the intent)
+	ImageBefore string `json:"image_before,omitempty"`
+	ImageAfter  string `json:"image_after,omitempty"`
+	// ConfigMapBefore and ConfigMapAfter: the ConfigMap the pod template
+	// mounts before the run and after it
+	ConfigMapBefore string `json:"configmap_before,omitempty"`
+	ConfigMapAfter  string `json:"configmap_after,omitempty"`
 }
 
 // Phases of a run's records, in the order a run writes them.

@@ -90,6 +90,12 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 	if f.Migration != nil {
 		r.Migration = f.Migration
 	}
+	r.Kind = s.kind()
+	r.ImageBefore, r.ImageAfter = f.ImageBefore, f.Image
+	r.ConfigMapBefore, r.ConfigMapAfter = s.res.mountedBefore, f.ConfigMapName
+	if r.ConfigMapAfter == "" {
+		r.ConfigMapAfter = r.ConfigMapBefore
+	}
 	if phase == audit.PhaseOutcome {
 		r.Outcome, r.Rollout = "succeeded", f.Rollout
 		r.RolledBack, r.RollbackReason = f.RolledBack, f.RollbackReason
@@ -98,4 +104,29 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 		}
 	}
 	return r
+}
+
+// kind says what the run does, for the audit log (see audit.Record.Kind).
+func (s *Syncer) kind() string {
+	o, f := s.e.o, s.res.Facts
+	var parts []string
+	if o.Undo {
+		parts = append(parts, "undo")
+	}
+	if f.Migration != nil {
+		parts = append(parts, "migration")
+	}
+	if f.ImageChanged {
+		parts = append(parts, "image")
+	}
+	if len(f.ChangedKeys) > 0 && !o.Undo {
+		parts = append(parts, "change")
+	}
+	if len(parts) == 0 && (f.RestartRequired || f.Restarted) {
+		parts = append(parts, "restart")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "+")
 }

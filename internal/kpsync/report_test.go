@@ -1,6 +1,9 @@
 package kpsync
 
 import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
 	"testing"
@@ -85,4 +88,32 @@ func TestNoRestartChangeIsAudited(t *testing.T) {
 	assert.Equal(t, audit.PhaseOutcome, lines[1].Phase)
 	assert.Equal(t, "succeeded", lines[1].Outcome)
 	assert.Equal(t, lines[0].AuditID, lines[1].AuditID)
+}
+
+// The audit log says what kind of run it was, and names the image and the
+// ConfigMap the pod template ran before it and after it.
+func TestAuditNamesTheImageTheConfigMapAndTheKind(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	res, err := f.run(t, Options{Image: imageAfter, Strategy: StrategyCanary, CanaryNodes: 1, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	lines := readAudit(t, f.audit)
+	require.NotEmpty(t, lines)
+	out := lines[len(lines)-1]
+	assert.Equal(t, audit.PhaseOutcome, out.Phase)
+	assert.Equal(t, "image", out.Kind)
+	assert.Equal(t, imageBefore, out.ImageBefore)
+	assert.Equal(t, imageAfter, out.ImageAfter)
+	assert.Equal(t, "kube-proxy", out.ConfigMapBefore, "kubeadm's layout")
+	assert.Equal(t, res.Facts.ConfigMapName, out.ConfigMapAfter)
+	assert.NotEqual(t, out.ConfigMapBefore, out.ConfigMapAfter, "the restart moved the template onto a copy")
+	for _, r := range lines {
+		assert.Equal(t, "image", r.Kind, "the %s record", r.Phase)
+	}
+
+	f.clock.Step(time.Second)
+	_, err = f.run(t, Options{Undo: true, Strategy: StrategyCanary, CanaryNodes: 1, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	lines = readAudit(t, f.audit)
+	assert.Equal(t, "undo", lines[len(lines)-1].Kind, "%v", err)
 }

@@ -107,6 +107,8 @@ type Result struct {
 	// audited: the plan record is in the audit log, so an outcome follows
 	// whatever the run then finds to do
 	audited bool
+	// mountedBefore is the ConfigMap the pod template mounted before the run
+	mountedBefore string
 }
 
 // Each phase returns its part of the result (merged by run, see sync.go).

@@ -209,6 +209,7 @@ func (r *Result) mergePlan(p plan) {
 		f.ResourceVersionBefore, f.ResourceVersionAfter = p.record.ResourceVersion, p.record.ResourceVersion
 	}
 	if p.ds != nil {
+		r.mountedBefore = p.mounted
 		f.ImageBefore, f.Image, f.ImageChanged = p.imageBefore, p.imageBefore, p.image != ""
 		if p.image != "" {
 			f.Image = p.image
