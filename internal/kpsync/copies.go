@@ -119,9 +119,24 @@ func base(ctx context.Context, e *env, record *corev1.ConfigMap, ds *appsv1.Daem
 // config its fleet ran before the last change, with the keys that differ
 // from what it runs now.
 func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, error) {
+	o := e.o
 	prev := p.ds.Annotations[rollout.PreviousConfigAnnotation]
-	if !configmap.IsCopyName(e.o.ConfigMap, prev) {
-		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s names no earlier config (%s): nothing was changed; a restart by kube-proxy-sync records one", e.o.Namespace, e.o.DaemonSet, rollout.PreviousConfigAnnotation)
+	if !configmap.IsCopyName(o.ConfigMap, prev) {
+		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s names no earlier config (%s): nothing was changed; a restart by kube-proxy-sync records one", o.Namespace, o.DaemonSet, rollout.PreviousConfigAnnotation)
+	}
+	if prev == p.mounted {
+		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s mounts configmap %s/%s, the config before its last change, already (`kubectl rollout undo` put it back): nothing to undo, nothing was changed; to go forward again, run with the values you want (or `kubectl rollout undo` once more)",
+			o.Namespace, o.DaemonSet, o.Namespace, prev)
+	}
+	// --undo reverts the config of the last change; a rollout since that
+	// changed the image is not undone by it, and is refused
+	last, err := e.dss.LastChange(ctx, p.ds, o.Container, p.volume)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--undo: %w; nothing was changed", err)
+	}
+	if last != nil && last.Image != p.imageBefore {
+		return nil, nil, fmt.Errorf("--undo: the last rollout of daemonset %s/%s changed the image (revision %d ran %s, the template runs %s), and --undo restores only the config before the last config change (configmap %s/%s), on the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back to revision %d (config and image), or run with the values and --image you want",
+			o.Namespace, o.DaemonSet, last.Number, last.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace, last.Number)
 	}
 	cp, err := e.copies.Get(ctx, prev)
 	if err != nil {

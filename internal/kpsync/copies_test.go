@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -607,4 +608,85 @@ func TestAnEditOfTheRecordIsAppliedAsAChange(t *testing.T) {
 	res, err = f.run(t, values)
 	require.NoError(t, err)
 	assert.False(t, res.Changed, "%s", res.Msg)
+}
+
+// --undo reverts the config of the last change, and says when that is not
+// the last rollout: right after `kubectl rollout undo` there is nothing
+// left to undo; after an image rollout it refuses, naming the revision
+// `kubectl rollout undo` goes back to.
+func TestUndoRefusesWhatIsNotTheLastChange(t *testing.T) {
+	t.Run("after kubectl rollout undo", func(t *testing.T) {
+		f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+		_, err := f.run(t, set("mode", "ipvs"))
+		require.NoError(t, err)
+		ds := f.daemonSet(t)
+		ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = ds.Annotations[rollout.PreviousConfigAnnotation] // what kubectl rollout undo does
+		_, err = f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		f.clock.Step(time.Second)
+		f.client.ClearActions()
+		_, err = f.run(t, Options{Undo: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nothing to undo")
+		assert.Empty(t, f.writes())
+	})
+	t.Run("after an image rollout", func(t *testing.T) {
+		f := newFixture(t, seedConfigMap(), seedDaemonSet(imageBefore))
+		_, err := f.run(t, set("clusterCIDR", "10.60.0.0/16"))
+		require.NoError(t, err)
+		f.recordRevision(t, "kube-proxy-2", dsUID, 2) // the DaemonSet controller's revision of the change
+		f.clock.Step(time.Second)
+		_, err = f.run(t, Options{Image: imageAfter})
+		require.NoError(t, err)
+		f.recordRevision(t, "kube-proxy-3", dsUID, 3)
+		f.clock.Step(time.Second)
+		f.client.ClearActions()
+		_, err = f.run(t, Options{Undo: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "changed the image (revision 2 ran "+imageBefore)
+		assert.Contains(t, err.Error(), "kubectl rollout undo daemonset/kube-proxy -n kube-system")
+		assert.Empty(t, f.writes())
+		assert.Equal(t, imageAfter, rollout.ContainerImage(f.daemonSet(t), "kube-proxy"))
+	})
+}
+
+// A change that failed and was rolled back is no change: the rollback
+// puts back the config before the last change that held, which --undo
+// then restores.
+func TestUndoAfterARolledBackChange(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	// the fleet runs copy B, after a change from A that held
+	record := f.configMap(t)
+	a := configmap.NewCopy(record, record.Data, nil, 1)
+	bData := maps.Clone(record.Data)
+	bData["config.conf"] += "clusterCIDR: 10.61.0.0/16\n"
+	b := configmap.NewCopy(record, bData, nil, 1)
+	for _, cm := range []*corev1.ConfigMap{a, b} {
+		_, err := f.client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	record.Data = bData
+	_, err := f.client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), record, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	ds := f.daemonSet(t)
+	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = b.Name
+	ds.Annotations[rollout.PreviousConfigAnnotation] = a.Name
+	ds.Annotations[rollout.HashAnnotation] = configmap.Hash(bData, nil)
+	_, err = f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	f.podController(t, func(node, gen string) *corev1.Pod { return crashLoopingPod(node, gen) }) // the change fails
+	res, err := f.run(t, Options{Spec: set("clusterCIDR", "10.62.0.0/16").Spec, Strategy: StrategyCanary, CanaryNodes: 1, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	require.True(t, res.Facts.RolledBack, "%s", res.Msg)
+	ds = f.daemonSet(t)
+	assert.Equal(t, b.Name, rollout.ConfigVolumeOf(ds, "kube-proxy"))
+	assert.Equal(t, a.Name, ds.Annotations[rollout.PreviousConfigAnnotation], "the rollback puts back what --undo restores")
+
+	// --undo on that state: back to A, the config before the last change that held
+	u := newFixture(t, f.configMap(t), f.getConfigMap(t, a.Name), f.getConfigMap(t, b.Name), ds)
+	res, err = u.run(t, Options{Undo: true})
+	require.NoError(t, err)
+	assert.True(t, res.Facts.Restarted)
+	assert.Equal(t, a.Name, rollout.ConfigVolumeOf(u.daemonSet(t), "kube-proxy"))
 }

@@ -80,6 +80,9 @@ func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
 		// restored: after a restart this run owed (pending), the pods
 		// not reached run older data, and the restart stays owed
 		ch := rollout.Change{ResourceVersion: ds.ResourceVersion, RestoreStamp: restoredStamp(p.ds), RestoreRestartedAt: &prev, Container: p.probe.container}
+		// the config before the last change stays what --undo restores: the
+		// change rolled back is no change
+		ch.RestoreStamp[rollout.PreviousConfigAnnotation] = annotation(p.ds, rollout.PreviousConfigAnnotation)
 		if p.copy != "" {
 			ch.ConfigVolume, ch.ConfigMap = p.volume, p.mounted
 		}
@@ -134,4 +137,12 @@ func restoredStamp(before *appsv1.DaemonSet) map[string]*string {
 		stamp[rollout.RestartGenerationAnnotation] = &never
 	}
 	return stamp
+}
+
+// annotation is ds's annotation key, nil when it has none.
+func annotation(ds *appsv1.DaemonSet, key string) *string {
+	if v, ok := ds.Annotations[key]; ok {
+		return &v
+	}
+	return nil
 }

@@ -173,3 +173,55 @@ func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(n
 	}
 	return out, nil
 }
+
+// Revision is a template of a DaemonSet's history: its revision number,
+// the ConfigMap a volume of it mounts, and a container's image.
+type Revision struct {
+	Number    int64
+	ConfigMap string
+	Image     string
+}
+
+// LastChange is the newest revision of the DaemonSet's history whose
+// template mounts another ConfigMap in volume, or runs another image in
+// container, than the DaemonSet's template now: the template its last
+// rollout left (a restart alone changes neither). nil when the history
+// holds none (a DaemonSet never changed, or revisionHistoryLimit 0).
+func (c Client) LastChange(ctx context.Context, ds *appsv1.DaemonSet, container, volume string) (*Revision, error) {
+	if c.Revisions == nil {
+		return nil, fmt.Errorf("list the revisions of daemonset %s/%s: no client for controllerrevisions", c.Namespace, c.Name)
+	}
+	opts := metav1.ListOptions{}
+	if ds.Spec.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("the selector of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		opts.LabelSelector = sel.String()
+	}
+	list, err := c.Revisions.List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list the controllerrevisions of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	now := Revision{ConfigMap: ConfigVolumeOf(ds, volume), Image: ContainerImage(ds, container)}
+	var last *Revision
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !ownedBy(cr.OwnerReferences, ds) {
+			continue
+		}
+		tmpl, err := revisionTemplate(cr)
+		if err != nil {
+			return nil, fmt.Errorf("controllerrevision %s/%s of daemonset %s: %w", cr.Namespace, cr.Name, c.Name, err)
+		}
+		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *tmpl}}
+		r := Revision{Number: cr.Revision, ConfigMap: ConfigVolumeOf(old, volume), Image: ContainerImage(old, container)}
+		if r.ConfigMap == now.ConfigMap && r.Image == now.Image {
+			continue
+		}
+		if last == nil || r.Number > last.Number {
+			last = &r
+		}
+	}
+	return last, nil
+}
