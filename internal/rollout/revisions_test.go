@@ -64,7 +64,7 @@ func TestRevisionConfigMapsAreTheDaemonSetsOwn(t *testing.T) {
 				Selector: &metav1.LabelSelector{MatchLabels: selector},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: template},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6"}}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy"}}},
 				},
 			},
 		}
