@@ -350,3 +350,65 @@ func (e *env) killKubeProxy(t *testing.T, node string, pod types.UID) {
 	})
 	require.NoError(t, err, "node %s: the kubelet restarted kube-proxy in pod %s (last seen: %s): %s", node, pod, last, e.describePods(t))
 }
+
+// `kubectl rollout undo`, then a run with the values before the undo:
+// every node runs those values again (kube-proxy's own /configz). The
+// stamp the undo left names them; the tool checks it against what the
+// template mounts instead of believing it.
+func TestKubectlRolloutUndoThenTheValuesAgainOnEveryNode(t *testing.T) {
+	e := connect(t)
+	kubectl := e.kubectlOrSkip(t)
+	values := []string{"--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=28m"}
+	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=27m")
+	require.Equal(t, 0, r.code, "first config: %s", r)
+	r = e.sync(t, values...)
+	require.Equal(t, 0, r.code, "second config: %s", r)
+	second := mountedConfigMap(t, e)
+
+	cmd := exec.Command(kubectl, "--kubeconfig", e.kubeconfig, "-n", namespace, "rollout", "undo", "daemonset/"+name)
+	outb, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl rollout undo: %s", outb)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	for node := range e.podUIDs(t) {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		require.Equal(t, "27m0s", got, "node %s after kubectl rollout undo", node)
+	}
+
+	r = e.sync(t, values...)
+	require.Equal(t, 0, r.code, "the values again: %s", r)
+	assert.Equal(t, true, r.field("restarted"), "%s", r)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	assert.Equal(t, second, mountedConfigMap(t, e))
+	for node := range e.podUIDs(t) {
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, "28m0s", got, "node %s runs the values again", node)
+	}
+	assert.Contains(t, e.configConf(t), "configSyncPeriod: 28m", "the record keeps them")
+}
+
+// The copy the template mounts, deleted by another hand (a prune, a
+// label-based cleanup): a run that restarts every pod makes it again
+// first, and no pod is left in ContainerCreating without its ConfigMap.
+func TestDeletedMountedCopyLeavesNoPodWithoutItsConfig(t *testing.T) {
+	e := connect(t)
+	values := []string{"--set", "metricsBindAddress=0.0.0.0:10249", "--set", "configSyncPeriod=29m"}
+	r := e.sync(t, values...)
+	require.Equal(t, 0, r.code, "a config on a copy: %s", r)
+	mounted := mountedConfigMap(t, e)
+	require.NoError(t, e.client.CoreV1().ConfigMaps(namespace).Delete(ctxFor(t, 30*time.Second), mounted, metav1.DeleteOptions{}))
+	before := e.podUIDs(t)
+
+	r = e.sync(t, append(values, "--restart", "always")...)
+	require.Equal(t, 0, r.code, "restart onto the deleted copy: %s", r)
+	e.waitRolledOut(t, ctxFor(t, rolloutTimeout))
+	_, err := e.client.CoreV1().ConfigMaps(namespace).Get(ctxFor(t, 30*time.Second), mounted, metav1.GetOptions{})
+	require.NoError(t, err, "made again before the restart")
+	for node, p := range e.pods(t, ctxFor(t, 30*time.Second)) {
+		assert.NotEqual(t, before[node], p.UID, "node %s: restarted", node)
+		for _, cs := range p.Status.ContainerStatuses {
+			assert.True(t, cs.Ready && cs.State.Running != nil, "node %s: container %s is not running: %+v", node, cs.Name, cs.State)
+		}
+		got, _ := runningValue(e.configz(t, node), "configSyncPeriod")
+		assert.Equal(t, "29m0s", got, "node %s", node)
+	}
+}
