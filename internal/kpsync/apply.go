@@ -46,6 +46,14 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 			p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
 		}
 	}
+	if !o.Check && p.volume != "" && (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever && configmap.IsCopyName(o.ConfigMap, p.mounted) {
+		// the copy the template mounts, which the restart keeps the
+		// template on or moves it off (a rollback's target), is there:
+		// checked before the first write
+		if err := ap.mountedThere(ctx, p); err != nil {
+			return p, a, err
+		}
+	}
 	if len(p.keys) > 0 && p.noEffect && !o.Check {
 		// the record on the DaemonSet comes first; it clears noEffect when
 		// the DaemonSet moved so that its pods no longer run the data
@@ -124,31 +132,16 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 }
 
 // ensureCopy creates the copy of data the restart points the template at
-// (or finds it there). When the template mounts it already, and the
-// restart keeps it, it must be there for the pods the restart starts:
-// made again from data when another hand deleted it, refused when it is
-// being deleted.
+// (or finds it there), unless the template mounts it already (which
+// mountedThere checked).
 func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]string) error {
 	e := ap.e
 	if p.volume == "" {
 		return nil
 	}
 	// the template generation the restart moves to mounts it
-	gen := rollout.TemplateGeneration(p.ds)
-	cp := configmap.NewCopy(p.record, data, p.ds, gen+1)
-	switch cp.Name {
-	case p.copy:
-		return nil
-	case p.mounted:
-		cp = configmap.NewCopy(p.record, data, p.ds, gen)
-		recreated, err := e.copies.Check(ctx, cp)
-		if err != nil {
-			return fmt.Errorf("%w; nothing restarted", err)
-		}
-		if recreated {
-			e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, was gone (another hand deleted it: a prune, a label-based cleanup, the garbage collector after the DaemonSet was replaced); made again from the data it held, before the restart",
-				e.o.Namespace, cp.Name, e.o.Namespace, e.o.DaemonSet))
-		}
+	cp := configmap.NewCopy(p.record, data, p.ds, rollout.TemplateGeneration(p.ds)+1)
+	if cp.Name == p.copy || cp.Name == p.mounted {
 		return nil
 	}
 	if _, err := e.copies.Ensure(ctx, cp); err != nil {
@@ -162,41 +155,19 @@ func (ap applier) ensureCopy(ctx context.Context, p *plan, data map[string]strin
 // is in a copy, and names it for the restart PATCH to record (an undo
 // restores it, and so does a rollback). kubeadm's layout has it only in
 // the record, which is written once the rollout is done: it gets a copy
-// now. A copy the template mounts must be there, or a rollback would point
-// the pods at nothing: made again from the data the plan holds when that
-// is its data, else the run stops before its first restart.
+// now. A copy the template mounts is that copy (mountedThere checked it).
 func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
 	e := ap.e
 	if p.volume == "" {
 		return nil
 	}
-	gen := rollout.TemplateGeneration(p.ds)
-	// what the template generation the fleet runs now mounts: older in the
-	// history than the copy the restart moves to
-	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, gen)
 	if configmap.IsCopyName(e.o.ConfigMap, p.mounted) {
 		p.previous = p.mounted // what the pods mount
-		if cp.Name == p.mounted {
-			recreated, err := e.copies.Check(ctx, cp)
-			if err != nil {
-				return fmt.Errorf("the config the fleet runs, which a rollback restores: %w; nothing restarted", err)
-			}
-			if recreated {
-				e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, was gone (another hand deleted it); made again from the data it held, so that a rollback has it",
-					e.o.Namespace, cp.Name, e.o.Namespace, e.o.DaemonSet))
-			}
-			return nil
-		}
-		mounted, err := e.copies.Get(ctx, p.mounted)
-		if err == nil && mounted.DeletionTimestamp != nil {
-			err = fmt.Errorf("configmap %s/%s is being deleted", e.o.Namespace, p.mounted)
-		}
-		if err != nil {
-			return fmt.Errorf("the config the fleet runs, which a rollback restores: %w: nothing restarted; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, or restore it, then run again",
-				err, e.o.DaemonSet, e.o.Namespace)
-		}
 		return nil
 	}
+	// what the template generation the fleet runs now mounts: older in the
+	// history than the copy the restart moves to
+	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
 	if cp.Name == p.copy {
 		return nil // a restart onto the same data: nothing to undo to
 	}
@@ -204,6 +175,44 @@ func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
 		return fmt.Errorf("keep the config the fleet runs now, for an undo: %w; nothing restarted", err)
 	}
 	p.previous = cp.Name
+	return nil
+}
+
+// mountedThere makes sure the copy the template mounts is there before a
+// restart keeps the template on it or moves it off (a rollback's target):
+// made again from the data the plan holds when that is its data, refused
+// while it is being deleted; a copy whose data the plan does not hold (a
+// restart owed onto another) must be there as it is.
+func (ap applier) mountedThere(ctx context.Context, p plan) error {
+	e := ap.e
+	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
+	if cp.Name == p.mounted {
+		return ap.checkMounted(ctx, cp)
+	}
+	mounted, err := e.copies.Get(ctx, p.mounted)
+	if err == nil && mounted.DeletionTimestamp != nil {
+		err = fmt.Errorf("configmap %s/%s is being deleted", e.o.Namespace, p.mounted)
+	}
+	if err != nil {
+		return fmt.Errorf("the config the fleet runs, which a rollback restores: %w: nothing restarted; run `kubectl rollout undo daemonset/%s -n %s` to a template whose ConfigMap exists, or restore it, then run again",
+			err, e.o.DaemonSet, e.o.Namespace)
+	}
+	return nil
+}
+
+// checkMounted makes sure the copy cp the template mounts is there:
+// made again from cp when another hand deleted it, refused while it is
+// being deleted.
+func (ap applier) checkMounted(ctx context.Context, cp *corev1.ConfigMap) error {
+	e := ap.e
+	recreated, err := e.copies.Check(ctx, cp)
+	if err != nil {
+		return fmt.Errorf("%w; nothing restarted", err)
+	}
+	if recreated {
+		e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, was gone (another hand deleted it: a prune, a label-based cleanup, the garbage collector after the DaemonSet was replaced); made again from the data it held, before the restart",
+			e.o.Namespace, cp.Name, e.o.Namespace, e.o.DaemonSet))
+	}
 	return nil
 }
 

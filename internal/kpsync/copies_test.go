@@ -463,66 +463,47 @@ func (f *fixture) deleteCopy(t *testing.T, name string, beingDeleted bool) {
 	require.NoError(t, f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), cm, "kube-system"))
 }
 
-// A copy the template mounts that another hand deleted (a prune, a
-// label-based cleanup, the garbage collector) is made again from the data
-// the run holds before a restart keeps the template on it; a copy being
-// deleted stops the run before any write.
-func TestRestartOntoTheMountedCopyNeedsItThere(t *testing.T) {
-	for _, beingDeleted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("being deleted %t", beingDeleted), func(t *testing.T) {
-			f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-			res, err := f.run(t, set("mode", "ipvs"))
-			require.NoError(t, err)
-			mounted := res.Facts.ConfigMapName
-			data := f.getConfigMap(t, mounted).Data
-			f.deleteCopy(t, mounted, beingDeleted)
-
-			f.clock.Step(time.Second)
-			f.client.ClearActions()
-			o := set("mode", "ipvs")
-			o.Restart = RestartAlways
-			res, err = f.run(t, o)
-			if beingDeleted {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), "is being deleted")
-				assert.Empty(t, f.writes(), "refused before any write")
-				return
-			}
-			require.NoError(t, err)
-			assert.True(t, res.Facts.Restarted)
-			assert.Equal(t, mounted, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
-			assert.Equal(t, data, f.getConfigMap(t, mounted).Data, "made again before the restart")
-			assert.Contains(t, strings.Join(res.Warnings, "\n"), "was gone")
-		})
+// A copy the template mounts, gone (another hand deleted it: a prune, a
+// label-based cleanup, the garbage collector) or being deleted, and then a
+// run: a restart that keeps the template on it makes it again from the
+// data the run holds; a change keeps it for a rollback, made again before
+// the restart moves the template off it. One being deleted stops either
+// before its first write.
+func TestMountedCopyGoneOrBeingDeleted(t *testing.T) {
+	runs := map[string]Options{
+		"a restart onto it": func() Options { o := set("mode", "ipvs"); o.Restart = RestartAlways; return o }(),
+		"a change off it":   set("mode", "ipvs", "clusterCIDR", "10.7.0.0/16"),
 	}
-}
+	for name, o := range runs {
+		for _, beingDeleted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, being deleted %t", name, beingDeleted), func(t *testing.T) {
+				f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+				res, err := f.run(t, set("mode", "ipvs"))
+				require.NoError(t, err)
+				mounted := res.Facts.ConfigMapName
+				data := f.getConfigMap(t, mounted).Data
+				f.deleteCopy(t, mounted, beingDeleted)
 
-// A change keeps the copy the fleet runs for a rollback: one another hand
-// deleted is made again before the restart moves the template off it, and
-// one being deleted stops the run before any write.
-func TestChangeNeedsTheRollbackTargetThere(t *testing.T) {
-	for _, beingDeleted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("being deleted %t", beingDeleted), func(t *testing.T) {
-			f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-			res, err := f.run(t, set("mode", "ipvs"))
-			require.NoError(t, err)
-			mounted := res.Facts.ConfigMapName
-			f.deleteCopy(t, mounted, beingDeleted)
-
-			f.clock.Step(time.Second)
-			f.client.ClearActions()
-			res, err = f.run(t, set("mode", "ipvs", "clusterCIDR", "10.7.0.0/16"))
-			if beingDeleted {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), "is being deleted")
-				assert.NotContains(t, f.writes(), "patch daemonsets", "no restart")
-				return
-			}
-			require.NoError(t, err)
-			assert.True(t, res.Facts.Restarted)
-			assert.Equal(t, mounted, res.Facts.PreviousConfigMap)
-			f.getConfigMap(t, mounted) // there again, for a rollback and an undo
-		})
+				f.clock.Step(time.Second)
+				res, err = f.run(t, o)
+				if beingDeleted {
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "is being deleted")
+					assert.NotContains(t, f.writes(), "patch daemonsets", "no restart")
+					assert.NotContains(t, f.writes(), "create configmaps", "refused before any write")
+					return
+				}
+				require.NoError(t, err)
+				assert.True(t, res.Facts.Restarted)
+				assert.Equal(t, data, f.getConfigMap(t, mounted).Data, "made again before the restart")
+				assert.Contains(t, strings.Join(res.Warnings, "\n"), "was gone")
+				if o.Restart == RestartAlways {
+					assert.Equal(t, mounted, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
+				} else {
+					assert.Equal(t, mounted, res.Facts.PreviousConfigMap, "the rollback's target")
+				}
+			})
+		}
 	}
 }
 

@@ -18,6 +18,28 @@ import (
 // DaemonSet controller keeps revisionHistoryLimit revisions (10 by
 // default), so the set is bounded by the DaemonSet's own history.
 func (c Client) RevisionConfigMaps(ctx context.Context, ds *appsv1.DaemonSet) (map[string]bool, error) {
+	revs, err := c.revisions(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range revs {
+		for _, name := range templateConfigMaps(r.template) {
+			out[name] = true
+		}
+	}
+	return out, nil
+}
+
+// ownRevision is a ControllerRevision of a DaemonSet: its number and template.
+type ownRevision struct {
+	number   int64
+	template *corev1.PodTemplateSpec
+}
+
+// revisions lists the ControllerRevisions ds controls (by its selector,
+// then by owner), with their templates.
+func (c Client) revisions(ctx context.Context, ds *appsv1.DaemonSet) ([]ownRevision, error) {
 	if c.Revisions == nil {
 		return nil, fmt.Errorf("list the revisions of daemonset %s/%s: no client for controllerrevisions", c.Namespace, c.Name)
 	}
@@ -37,7 +59,7 @@ func (c Client) RevisionConfigMaps(ctx context.Context, ds *appsv1.DaemonSet) (m
 		}
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out := map[string]bool{}
+	var out []ownRevision
 	for i := range list.Items {
 		cr := &list.Items[i]
 		if !ownedBy(cr.OwnerReferences, ds) {
@@ -47,9 +69,7 @@ func (c Client) RevisionConfigMaps(ctx context.Context, ds *appsv1.DaemonSet) (m
 		if err != nil {
 			return nil, fmt.Errorf("controllerrevision %s/%s of daemonset %s: %w", cr.Namespace, cr.Name, c.Name, err)
 		}
-		for _, name := range templateConfigMaps(tmpl) {
-			out[name] = true
-		}
+		out = append(out, ownRevision{number: cr.Revision, template: tmpl})
 	}
 	return out, nil
 }
@@ -188,34 +208,15 @@ type Revision struct {
 // rollout left (a restart alone changes neither). nil when the history
 // holds none (a DaemonSet never changed, or revisionHistoryLimit 0).
 func (c Client) LastChange(ctx context.Context, ds *appsv1.DaemonSet, container, volume string) (*Revision, error) {
-	if c.Revisions == nil {
-		return nil, fmt.Errorf("list the revisions of daemonset %s/%s: no client for controllerrevisions", c.Namespace, c.Name)
-	}
-	opts := metav1.ListOptions{}
-	if ds.Spec.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-		if err != nil {
-			return nil, fmt.Errorf("the selector of daemonset %s/%s: %w", c.Namespace, c.Name, err)
-		}
-		opts.LabelSelector = sel.String()
-	}
-	list, err := c.Revisions.List(ctx, opts)
+	revs, err := c.revisions(ctx, ds)
 	if err != nil {
-		return nil, fmt.Errorf("list the controllerrevisions of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+		return nil, err
 	}
 	now := Revision{ConfigMap: ConfigVolumeOf(ds, volume), Image: ContainerImage(ds, container)}
 	var last *Revision
-	for i := range list.Items {
-		cr := &list.Items[i]
-		if !ownedBy(cr.OwnerReferences, ds) {
-			continue
-		}
-		tmpl, err := revisionTemplate(cr)
-		if err != nil {
-			return nil, fmt.Errorf("controllerrevision %s/%s of daemonset %s: %w", cr.Namespace, cr.Name, c.Name, err)
-		}
-		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *tmpl}}
-		r := Revision{Number: cr.Revision, ConfigMap: ConfigVolumeOf(old, volume), Image: ContainerImage(old, container)}
+	for _, rev := range revs {
+		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *rev.template}}
+		r := Revision{Number: rev.number, ConfigMap: ConfigVolumeOf(old, volume), Image: ContainerImage(old, container)}
 		if r.ConfigMap == now.ConfigMap && r.Image == now.Image {
 			continue
 		}
