@@ -230,8 +230,11 @@ func (c Copies) Collect(ctx context.Context, keep int, inUse map[string]bool) ([
 		}
 		err := c.ConfigMaps.Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(cm.UID)}})
 		switch {
-		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		case err == nil || apierrors.IsNotFound(err):
 			deleted = append(deleted, cm.Name)
+		case apierrors.IsConflict(err):
+			// the UID precondition: another object of that name now (made
+			// again since the list), not the one listed: not deleted
 		default:
 			failed = append(failed, fmt.Sprintf("%s: %v", cm.Name, err))
 		}

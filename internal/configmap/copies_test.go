@@ -1,13 +1,23 @@
 package configmap
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 )
 
 // The history's order is the template generation that mounts a copy,
@@ -32,4 +42,29 @@ func TestHistoryOrder(t *testing.T) {
 	assert.Equal(t, []string{"c", "e", "b", "d", "a"}, order)
 	assert.Equal(t, "7", copies[0].Annotations[CopyGenerationAnnotation])
 	assert.NotContains(t, copies[4].Annotations, CopyGenerationAnnotation)
+}
+
+// A copy whose delete fails the UID precondition (the name holds another
+// object since the list: made again) is not reported deleted; one gone
+// already is.
+func TestCollectReportsOnlyWhatWentAway(t *testing.T) {
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}}
+	var objs []runtime.Object
+	var names []string
+	for i := range 3 {
+		cp := NewCopy(record, map[string]string{"config.conf": fmt.Sprintf("mode: iptables # %d", i)}, nil, int64(i+1))
+		cp.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		objs, names = append(objs, cp), append(names, cp.Name)
+	}
+	cs, kc := kubefake.New(objs...)
+	cs.PrependReactor("delete", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.DeleteAction).GetName() == names[0] {
+			return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), names[0], errors.New("Precondition failed: UID in precondition: uid-0, UID in object meta: uid-new"))
+		}
+		return false, nil, nil
+	})
+	c := Copies{ConfigMaps: kc.ConfigMaps("kube-system"), Namespace: "kube-system", Record: "kube-proxy"}
+	deleted, err := c.Collect(context.Background(), 1, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{names[1]}, deleted, "the newest kept, the one made again not reported")
 }
