@@ -33,14 +33,29 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 	a := applied{name: o.ConfigMap} // the ConfigMap after was captured from
 	if len(p.keys) > 0 && p.noEffect {
 		// a change with no effect on this DaemonSet's pods is written to
-		// the record in place: never while another DaemonSet's pods mount
-		// it (its effect on them is not judged)
+		// the record in place: never while a pod mounts it (another
+		// DaemonSet's, whose effect is not judged; one of an older template
+		// of this one, which would run the change at its next restart)
 		shared, err := e.dss.Sharing(ctx, p.ds, func(name string) bool { return name == o.ConfigMap })
 		if err != nil {
 			return p, a, err
 		}
-		if users := recordUsers(shared, o.ConfigMap); len(users) > 0 {
-			e.warn(fmt.Sprintf("configmap %s/%s: %s changed with no effect on the kube-proxies of daemonset %s/%s; not written while %s of another daemonset mount it: the next run that restarts kube-proxy carries it",
+		users := recordUsers(shared, o.ConfigMap)
+		if !rollout.Complete(p.ds) {
+			// a rollout off kubeadm's layout not finished (interrupted, a
+			// canary left half-way): pods of an older template may still
+			// mount the record
+			pods, err := e.dss.Mounts(ctx, p.ds)
+			if err != nil {
+				return p, a, err
+			}
+			by, _ := pods.MountedBy(o.ConfigMap)
+			for _, pod := range by {
+				users = append(users, "pod "+pod)
+			}
+		}
+		if len(users) > 0 {
+			e.warn(fmt.Sprintf("configmap %s/%s: %s changed with no effect on the kube-proxies of daemonset %s/%s; not written while %s mount it: the next run that restarts kube-proxy carries it",
 				o.Namespace, o.ConfigMap, strings.Join(p.keys, ", "), o.Namespace, o.DaemonSet, strings.Join(users, ", ")))
 			a.deferred = p.keys
 			p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -176,4 +177,23 @@ func TestNoEffectChangeIsDeferredWhileAnotherDaemonSetMountsTheRecord(t *testing
 	assert.Empty(t, res.Facts.ChangedKeys)
 	assert.False(t, res.Facts.ConfigMapChanged)
 	assert.Contains(t, strings.Join(res.Warnings, "\n"), "daemonset kube-proxy-windows")
+}
+
+// A change with no effect is not written to the record while a pod of an
+// older template of the DaemonSet still mounts it (a rollout off kubeadm's
+// layout that did not finish): that pod would run it at its next restart.
+func TestNoEffectChangeIsDeferredWhileAnOlderPodMountsTheRecord(t *testing.T) {
+	objs := onCopy(seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	ds := objs[2].(*appsv1.DaemonSet)
+	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 2, UpdatedNumberScheduled: 1, NumberAvailable: 2}
+	old := kubeProxyPod("node-old", "1", true)
+	old.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}
+	f := newFixture(t, append(objs, old)...)
+	res, err := f.run(t, set("ipvs.scheduler", "lc"))
+	require.NoError(t, err)
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "not written under the older pod")
+	assert.Equal(t, []string{"config.conf:ipvs.scheduler"}, res.Facts.DeferredKeys)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "pod node-old/")
 }
