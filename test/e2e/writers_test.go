@@ -294,3 +294,31 @@ func TestAuditOfAnImageUpgrade(t *testing.T) {
 	assert.Equal(t, cluster.Name, last.ConfigMapBefore)
 	assert.Equal(t, r.ConfigMapName, last.ConfigMapAfter)
 }
+
+// A change that failed and was rolled back is no change: --undo then
+// restores the config before the last change that held, not the one it
+// rolled back from.
+func TestUndoAfterARolledBackChange(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	first := change(t, c, "10.83.0.0/16")
+	change(t, c, "10.84.0.0/16")
+
+	holdRollout(t, c, 15) // see TestCrashLoopingPodRollsBackAtOnce
+	breaker := breakPodsOfGeneration(t, c, templateGeneration(t, c.DaemonSet(t))+1)
+	r := runSync(t, c, "--set", "clusterCIDR=10.85.0.0/16", "--probe-path", "none")
+	breaker.Stop()
+	require.Equal(t, 1, r.Code, r.Msg)
+	require.True(t, r.RolledBack, r.Msg)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	assert.Equal(t, first.ConfigMapName, c.DaemonSet(t).Annotations[rollout.PreviousConfigAnnotation], "the rollback puts back what --undo restores")
+
+	holdRollout(t, c, 0)
+	r = runSync(t, c, "--undo", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.True(t, r.Restarted)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	assert.Equal(t, first.ConfigMapName, cluster.MountedConfigMapName(c.DaemonSet(t)), "back to the config before the last change that held")
+	assert.Contains(t, c.ConfigMap(t).Data["config.conf"], "10.83.0.0/16")
+}
