@@ -59,6 +59,7 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 				o.Namespace, o.ConfigMap, strings.Join(p.keys, ", "), o.Namespace, o.DaemonSet, strings.Join(users, ", ")))
 			a.deferred = p.keys
 			p.keys, p.desired, p.effects, p.target = nil, p.base.Data, map[string]string{}, p.before.Hash
+			p.targetCopy = configmap.CopyName(o.ConfigMap, p.target)
 		}
 	}
 	if !o.Check && p.volume != "" && (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever && configmap.IsCopyName(o.ConfigMap, p.mounted) {

@@ -671,3 +671,41 @@ func TestUndoAfterARolledBackChange(t *testing.T) {
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, a.Name, rollout.ConfigVolumeOf(u.daemonSet(t), "kube-proxy"))
 }
+
+// An edit of the record with no effect on the running kube-proxies (and
+// one of its binaryData alone) is a change too: written, kept, and then
+// in sync; never deferred into a record write that drops it.
+func TestAnEditOfTheRecordWithNoEffect(t *testing.T) {
+	for name, edit := range map[string]func(cm *corev1.ConfigMap){
+		"a field iptables mode does not read": func(cm *corev1.ConfigMap) {
+			cm.Data["config.conf"] = strings.Replace(cm.Data["config.conf"], "ipvs:\n", "ipvs:\n  scheduler: lc\n", 1)
+		},
+		"binaryData alone": func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"extra.bin": {7}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+			values := set("clusterCIDR", "10.9.0.0/16")
+			_, err := f.run(t, values)
+			require.NoError(t, err)
+			record := f.configMap(t)
+			edit(record)
+			_, err = f.client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), record, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			want := f.configMap(t)
+
+			f.clock.Step(time.Second)
+			res, err := f.run(t, values)
+			require.NoError(t, err)
+			assert.True(t, res.Changed, "%s", res.Msg)
+			assert.Empty(t, res.Facts.DeferredKeys)
+			got := f.configMap(t)
+			assert.Equal(t, want.Data, got.Data, "the record keeps the edit")
+			assert.Equal(t, want.BinaryData, got.BinaryData)
+
+			f.clock.Step(time.Second)
+			res, err = f.run(t, values)
+			require.NoError(t, err)
+			assert.False(t, res.Changed, "then in sync: %s", res.Msg)
+		})
+	}
+}

@@ -1,8 +1,10 @@
 package kpsync
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -46,6 +48,19 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	p.before = configmap.NewSnapshot(p.base)
 	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
+	if p.recordLags && !edited {
+		// a record another DaemonSet mounts is never written (see settle):
+		// it lags for good, and that is no write for this run to make
+		others, err := e.dss.Mounting(ctx, p.ds, cm.Name)
+		if err != nil {
+			return p, err
+		}
+		if len(others) > 0 {
+			p.recordLags = false
+			e.warn(fmt.Sprintf("configmap %s/%s is not written while daemonset(s) %s mount it: it holds their config, not the one daemonset %s/%s runs (configmap %s)",
+				o.Namespace, cm.Name, strings.Join(others, ", "), o.Namespace, o.DaemonSet, p.base.Name))
+		}
+	}
 	switch {
 	case o.Undo:
 		if p.desired, p.keys, err = undoTo(ctx, e, p); err != nil {
@@ -59,6 +74,9 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 			return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, cm.Name, err)
 		}
 		p.keys = changedFrom(p.base.Data, p.desired, p.keys)
+		if !maps.EqualFunc(cm.BinaryData, p.base.BinaryData, bytes.Equal) {
+			p.keys = append(p.keys, "binaryData") // the copy carries the record's
+		}
 		e.warn(fmt.Sprintf("configmap %s/%s holds data that is neither what daemonset %s/%s runs (configmap %s) nor a config it ran before: another hand wrote it (an edit, kubeadm); applied as a change on top of what the fleet runs, with the values asked: %s",
 			o.Namespace, cm.Name, o.Namespace, o.DaemonSet, p.base.Name, strings.Join(changedFrom(p.base.Data, cm.Data, nil), ", ")))
 	default:
@@ -95,7 +113,7 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	p.modeDecided = true
 	warnInsecureTLS(e, p.desired)
-	if p.noEffect && (p.mounted == o.ConfigMap || p.recordLags) && len(p.keys) > 0 {
+	if p.noEffect && (p.mounted == o.ConfigMap || (p.recordLags && !edited)) && len(p.keys) > 0 {
 		// validated, but the record is what the pods mount (or lags
 		// behind them): no write; the change waits for the next run that
 		// restarts

@@ -174,17 +174,20 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 			return out, err
 		}
 		by, _ := pods.MountedBy(o.ConfigMap)
-		shared, err := u.sharing(ctx, e)
-		if err != nil {
-			return out, err
+		var others []string
+		if len(by) == 0 {
+			shared, err := u.sharing(ctx, e)
+			if err != nil {
+				return out, err
+			}
+			others = recordUsers(shared, o.ConfigMap)
 		}
-		others := recordUsers(shared, o.ConfigMap)
 		switch {
 		case len(by) > 0:
 			e.warn(fmt.Sprintf("configmap %s/%s is not written yet: pod(s) %s still mount it (a node going away, or a rollout not finished); a later run writes it once no pod does",
 				o.Namespace, o.ConfigMap, strings.Join(by, ", ")))
 		case len(others) > 0:
-			e.warn(fmt.Sprintf("configmap %s/%s is not written: %s of another daemonset mount it, and a write would change their config under them; it stays as they run it (the fleet of daemonset %s/%s runs configmap %s)",
+			e.warn(fmt.Sprintf("configmap %s/%s is not written: %s (another daemonset's) mount it, and a write would change their config under them; it stays as they run it (the fleet of daemonset %s/%s runs configmap %s)",
 				o.Namespace, o.ConfigMap, strings.Join(others, ", "), o.Namespace, o.DaemonSet, mounted))
 		case o.Check:
 			out.recordChanged = true
@@ -208,6 +211,9 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 	}
 	inUse := pods.ConfigMaps()
 	inUse[mounted], inUse[o.ConfigMap] = true, true
+	// the copy of what the record holds: while the record lags (another
+	// DaemonSet mounts it, a pod still does), it says so (see base)
+	inUse[configmap.CopyName(o.ConfigMap, configmap.Hash(u.record.Data, u.record.BinaryData))] = true
 	for _, name := range []string{p.mounted, u.ds.Annotations[rollout.PendingConfigAnnotation], u.ds.Annotations[rollout.PreviousConfigAnnotation]} {
 		if name != "" {
 			inUse[name] = true // what an undo restores, what a restart is owed onto

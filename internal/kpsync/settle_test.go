@@ -60,3 +60,28 @@ func TestHistoryKeepsWhatAnotherDaemonSetMounts(t *testing.T) {
 	assert.Contains(t, f.copyNames(t), first, "kube-proxy-pool-b's template mounts it")
 	assert.NotEqual(t, first, rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy"))
 }
+
+// A record another DaemonSet mounts lags for good: later runs with the
+// same values change nothing and write nothing (no Lease taken), and the
+// history keeps the copy of what the record holds, which tells that lag
+// from an edit of the record, whatever --config-history.
+func TestRecordAnotherDaemonSetMountsLagsQuietly(t *testing.T) {
+	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"), secondDaemonSet("kube-proxy-windows", "kube-proxy"))
+	for i, cidr := range []string{"10.50.0.0/16", "10.51.0.0/16", "10.52.0.0/16"} {
+		f.clock.Step(time.Second)
+		o := set("clusterCIDR", cidr)
+		o.History = 1
+		_, err := f.run(t, o)
+		require.NoError(t, err, "change %d", i)
+	}
+	f.clock.Step(time.Second)
+	res, err := f.run(t, set("clusterCIDR", "10.52.0.0/16"))
+	require.NoError(t, err)
+	assert.False(t, res.Changed, "%s", res.Msg)
+	assert.Empty(t, f.writes())
+	for _, a := range f.client.Actions() {
+		assert.NotEqual(t, "leases", a.GetResource().Resource, "no Lease: nothing to write")
+	}
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "daemonset(s) kube-proxy-windows")
+}

@@ -226,3 +226,26 @@ func (c Client) LastChange(ctx context.Context, ds *appsv1.DaemonSet, container,
 	}
 	return last, nil
 }
+
+// Mounting names the other DaemonSets of the namespace (not ours) whose
+// pod template mounts configmap name: one LIST.
+func (c Client) Mounting(ctx context.Context, ours *appsv1.DaemonSet, name string) ([]string, error) {
+	list, err := c.DaemonSets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the daemonsets of namespace %s, to find the others that mount configmap %s: %w", c.Namespace, name, err)
+	}
+	var out []string
+	for i := range list.Items {
+		ds := &list.Items[i]
+		if ds.Name == ours.Name || (ours.UID != "" && ds.UID == ours.UID) {
+			continue
+		}
+		for _, cm := range templateConfigMaps(&ds.Spec.Template) {
+			if cm == name {
+				out = append(out, ds.Name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
