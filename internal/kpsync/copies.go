@@ -128,15 +128,16 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s mounts configmap %s/%s, the config before its last change, already (`kubectl rollout undo` put it back): nothing to undo, nothing was changed; to go forward again, run with the values you want (or `kubectl rollout undo` once more)",
 			o.Namespace, o.DaemonSet, o.Namespace, prev)
 	}
-	// --undo reverts the config of the last change; a rollout since that
-	// changed the image is not undone by it, and is refused
-	last, err := e.dss.LastChange(ctx, p.ds, o.Container, p.volume)
+	// --undo reverts the config of the last change; an image rollout
+	// since that change (the template moved onto the copy it mounts with
+	// another image) is not undone by it, and is refused
+	first, err := e.dss.FirstMounting(ctx, p.ds, o.Container, p.volume, p.mounted)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--undo: %w; nothing was changed", err)
 	}
-	if last != nil && last.Image != p.imageBefore {
-		return nil, nil, fmt.Errorf("--undo: the last rollout of daemonset %s/%s changed the image (revision %d ran %s, the template runs %s), and --undo restores only the config before the last config change (configmap %s/%s), on the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back to revision %d (config and image), or run with the values and --image you want",
-			o.Namespace, o.DaemonSet, last.Number, last.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace, last.Number)
+	if first != nil && first.Image != p.imageBefore {
+		return nil, nil, fmt.Errorf("--undo: the image of daemonset %s/%s changed since its last config change (revision %d moved it onto configmap %s with %s, it runs %s now), and --undo restores only the config before that change (configmap %s/%s), keeping the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image), or run with the values and --image you want",
+			o.Namespace, o.DaemonSet, first.Number, p.mounted, first.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace)
 	}
 	cp, err := e.copies.Get(ctx, prev)
 	if err != nil {

@@ -624,10 +624,23 @@ func TestUndoRefusesWhatIsNotTheLastChange(t *testing.T) {
 		f.client.ClearActions()
 		_, err = f.run(t, Options{Undo: true})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "changed the image (revision 2 ran "+imageBefore)
+		assert.Contains(t, err.Error(), "changed since its last config change (revision 2 moved it onto configmap")
+		assert.Contains(t, err.Error(), "with "+imageBefore+", it runs "+imageAfter+" now")
 		assert.Contains(t, err.Error(), "kubectl rollout undo daemonset/kube-proxy -n kube-system")
 		assert.Empty(t, f.writes())
 		assert.Equal(t, imageAfter, rollout.ContainerImage(f.daemonSet(t), "kube-proxy"))
+
+		// the image rollout undone (kubectl rollout undo, or rolled back):
+		// the config change is the last change again, and --undo does it
+		ds := f.daemonSet(t)
+		ds.Spec.Template.Spec.Containers[0].Image = imageBefore
+		_, err = f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		f.clock.Step(time.Second)
+		res, err := f.run(t, Options{Undo: true})
+		require.NoError(t, err)
+		assert.True(t, res.Facts.Restarted)
+		assert.Equal(t, imageBefore, rollout.ContainerImage(f.daemonSet(t), "kube-proxy"))
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
@@ -73,12 +74,17 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	if p.image != "" && to == kpvalidate.ModeNFTables {
 		// a failed canary or batch rolls the image back too: the kube-proxy
 		// the fleet runs now must remove the nftables tables as well
-		old, note := kpvalidate.Rules(validationVersion(o, p.ds))
-		if note != "" {
+		// the version of the image itself: --kube-proxy-version speaks of
+		// the new one
+		v, verr := probe.ImageVersion(p.imageBefore)
+		if verr == nil && v.Major() != 1 {
+			verr = fmt.Errorf("version %s", v)
+		}
+		if verr != nil {
 			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s), and its version is unknown, so whether it removes nftables' tables is too: change the image in a run of its own first, then the mode; nothing was written",
 				obj, from, to, p.image, p.imageBefore)
 		}
-		if err := rollbackCleanup(old, from, running); err != nil {
+		if err := rollbackCleanup(int(v.Minor()), from, running); err != nil {
 			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s): %w; nothing was written",
 				obj, from, to, p.image, p.imageBefore, err)
 		}

@@ -209,10 +209,25 @@ func TestModeChangeKubeProxyWouldNotCleanIsRefused(t *testing.T) {
 			setMode("nftables"), "kube-proxy 1.28 has no nftables mode and leaves nftables' tables on every node it comes back on",
 			"registry.k8s.io/kube-proxy:v1.33.6"},
 	}
+	// --kube-proxy-version speaks of the new kube-proxy: the one a
+	// rollback brings back is judged by its image's own tag
+	cases = append(cases, struct {
+		name     string
+		cm       *corev1.ConfigMap
+		image    string
+		spec     configmap.Spec
+		want     string
+		newImage string
+	}{"entering nftables with an upgrade from 1.28, --kube-proxy-version 1.33.6", seedConfigMap(), "registry.k8s.io/kube-proxy:v1.28.15",
+		setMode("nftables"), "kube-proxy 1.28 has no nftables mode", "registry.k8s.io/kube-proxy:v1.33.6"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.cm, seedDaemonSet(tc.image))
-			_, err := f.run(t, Options{Spec: tc.spec, ProbePath: "none", Image: tc.newImage, Container: "kube-proxy"})
+			o := Options{Spec: tc.spec, ProbePath: "none", Image: tc.newImage, Container: "kube-proxy"}
+			if strings.Contains(tc.name, "--kube-proxy-version") {
+				o.KubeProxyVersion = "1.33.6"
+			}
+			_, err := f.run(t, o)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), "nothing was written")

@@ -74,6 +74,15 @@ func (s *Syncer) planRecord(p plan) audit.Record {
 	r := s.record(audit.PhasePlan, nil)
 	r.ChangedKeys, r.ChangedKeysEffect, r.ProbePath = p.keys, p.effects, p.probe.path
 	r.Restart, r.RestartReason = p.reason != "", p.reason
+	// what the plan means to do, not yet in the facts
+	r.Kind = runKind(s.e.o.Undo, p.migration != nil, p.image != "", len(p.keys) > 0, p.reason != "" || p.probe.changes())
+	r.ImageAfter, r.ConfigMapAfter = p.imageBefore, p.mounted
+	if p.image != "" {
+		r.ImageAfter = p.image
+	}
+	if (p.reason != "" || p.probe.changes()) && p.volume != "" && s.e.o.Restart != RestartNever {
+		r.ConfigMapAfter = p.targetCopy // every restart moves the template onto a copy
+	}
 	return r
 }
 
@@ -108,21 +117,27 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 
 // kind says what the run does, for the audit log (see audit.Record.Kind).
 func (s *Syncer) kind() string {
-	o, f := s.e.o, s.res.Facts
+	f := s.res.Facts
+	return runKind(s.e.o.Undo, f.Migration != nil, f.ImageChanged, len(f.ChangedKeys) > 0, f.RestartRequired || f.Restarted)
+}
+
+// runKind joins the parts of what a run does with "+": undo, migration,
+// image, change; restart when it does none of these; none.
+func runKind(undo, migration, image, changed, restart bool) string {
 	var parts []string
-	if o.Undo {
+	if undo {
 		parts = append(parts, "undo")
 	}
-	if f.Migration != nil {
+	if migration {
 		parts = append(parts, "migration")
 	}
-	if f.ImageChanged {
+	if image {
 		parts = append(parts, "image")
 	}
-	if len(f.ChangedKeys) > 0 && !o.Undo {
+	if changed && !undo {
 		parts = append(parts, "change")
 	}
-	if len(parts) == 0 && (f.RestartRequired || f.Restarted) {
+	if len(parts) == 0 && restart {
 		parts = append(parts, "restart")
 	}
 	if len(parts) == 0 {

@@ -109,6 +109,8 @@ func TestAuditNamesTheImageTheConfigMapAndTheKind(t *testing.T) {
 	assert.NotEqual(t, out.ConfigMapBefore, out.ConfigMapAfter, "the restart moved the template onto a copy")
 	for _, r := range lines {
 		assert.Equal(t, "image", r.Kind, "the %s record", r.Phase)
+		assert.Equal(t, imageAfter, r.ImageAfter, "the %s record", r.Phase)
+		assert.Equal(t, out.ConfigMapAfter, r.ConfigMapAfter, "the %s record", r.Phase)
 	}
 
 	f.clock.Step(time.Second)

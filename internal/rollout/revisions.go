@@ -34,6 +34,7 @@ func (c Client) RevisionConfigMaps(ctx context.Context, ds *appsv1.DaemonSet) (m
 // ownRevision is a ControllerRevision of a DaemonSet: its number and template.
 type ownRevision struct {
 	number   int64
+	created  metav1.Time
 	template *corev1.PodTemplateSpec
 }
 
@@ -69,7 +70,7 @@ func (c Client) revisions(ctx context.Context, ds *appsv1.DaemonSet) ([]ownRevis
 		if err != nil {
 			return nil, fmt.Errorf("controllerrevision %s/%s of daemonset %s: %w", cr.Namespace, cr.Name, c.Name, err)
 		}
-		out = append(out, ownRevision{number: cr.Revision, template: tmpl})
+		out = append(out, ownRevision{number: cr.Revision, created: cr.CreationTimestamp, template: tmpl})
 	}
 	return out, nil
 }
@@ -194,37 +195,39 @@ func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(n
 	return out, nil
 }
 
-// Revision is a template of a DaemonSet's history: its revision number,
-// the ConfigMap a volume of it mounts, and a container's image.
+// Revision is a template of a DaemonSet's history: its revision number
+// and a container's image.
 type Revision struct {
-	Number    int64
-	ConfigMap string
-	Image     string
+	Number int64
+	Image  string
 }
 
-// LastChange is the newest revision of the DaemonSet's history whose
-// template mounts another ConfigMap in volume, or runs another image in
-// container, than the DaemonSet's template now: the template its last
-// rollout left (a restart alone changes neither). nil when the history
-// holds none (a DaemonSet never changed, or revisionHistoryLimit 0).
-func (c Client) LastChange(ctx context.Context, ds *appsv1.DaemonSet, container, volume string) (*Revision, error) {
+// FirstMounting is the oldest revision of the DaemonSet's history (by
+// creation: the DaemonSet controller renumbers a revision a rollback
+// goes back to) whose template mounts configmap cm in volume: the
+// template the change onto cm made, with the image it ran then. nil when
+// the history holds none (revisionHistoryLimit 0, a history pruned).
+func (c Client) FirstMounting(ctx context.Context, ds *appsv1.DaemonSet, container, volume, cm string) (*Revision, error) {
 	revs, err := c.revisions(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
-	now := Revision{ConfigMap: ConfigVolumeOf(ds, volume), Image: ContainerImage(ds, container)}
-	var last *Revision
-	for _, rev := range revs {
-		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *rev.template}}
-		r := Revision{Number: rev.number, ConfigMap: ConfigVolumeOf(old, volume), Image: ContainerImage(old, container)}
-		if r.ConfigMap == now.ConfigMap && r.Image == now.Image {
+	var first *ownRevision
+	for i := range revs {
+		r := &revs[i]
+		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *r.template}}
+		if ConfigVolumeOf(old, volume) != cm {
 			continue
 		}
-		if last == nil || r.Number > last.Number {
-			last = &r
+		if first == nil || r.created.Before(&first.created) || (r.created.Equal(&first.created) && r.number < first.number) {
+			first = r
 		}
 	}
-	return last, nil
+	if first == nil {
+		return nil, nil
+	}
+	old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *first.template}}
+	return &Revision{Number: first.number, Image: ContainerImage(old, container)}, nil
 }
 
 // Mounting names the other DaemonSets of the namespace (not ours) whose

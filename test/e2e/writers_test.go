@@ -221,7 +221,7 @@ func TestUndoSaysWhatIsNotTheLastChange(t *testing.T) {
 	ds := c.DaemonSet(t)
 	r = runSync(t, c, "--undo", "--probe-path", "none")
 	assert.Equal(t, 1, r.Code, r.Msg)
-	assert.Contains(t, r.Msg, "changed the image")
+	assert.Contains(t, r.Msg, "changed since its last config change")
 	assert.Contains(t, r.Msg, before)
 	assert.Equal(t, ds.Generation, c.DaemonSet(t).Generation, "nothing written")
 
