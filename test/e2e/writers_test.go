@@ -322,3 +322,28 @@ func TestUndoAfterARolledBackChange(t *testing.T) {
 	assert.Equal(t, first.ConfigMapName, cluster.MountedConfigMapName(c.DaemonSet(t)), "back to the config before the last change that held")
 	assert.Contains(t, c.ConfigMap(t).Data["config.conf"], "10.83.0.0/16")
 }
+
+// A change with no effect is not written to the record while a pod of an
+// older template still mounts it (a rollout off kubeadm's layout that did
+// not finish: here the template moved onto a copy with OnDelete, and no
+// pod was replaced): that pod would run it at its next restart.
+func TestNoEffectChangeWaitsForOlderPodsOnTheRecord(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	record, ds := c.ConfigMap(t), c.DaemonSet(t)
+	cp := configmap.NewCopy(record, record.Data, ds, rollout.TemplateGeneration(ds)+1)
+	_, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Create(context.Background(), cp, metav1.CreateOptions{})
+	require.NoError(t, err)
+	patch := `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null},"template":{"spec":{"volumes":[{"name":"kube-proxy","configMap":{"name":"` + cp.Name + `"}}]}}}}`
+	_, err = c.Client.AppsV1().DaemonSets(c.Namespace).Patch(context.Background(), cluster.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, c.PodsMounting(t, cluster.Name), "the pods of the older template mount the record")
+
+	r := runSync(t, c, "--set", "ipvs.scheduler=lc", "--probe-path", "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.Equal(t, []string{"config.conf:ipvs.scheduler"}, r.DeferredKeys)
+	assert.Equal(t, record.Data, c.ConfigMap(t).Data, "not written under the older pods")
+	assert.Contains(t, strings.Join(r.Warnings, "\n"), "pod ")
+}
