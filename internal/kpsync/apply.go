@@ -62,10 +62,10 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 			p.targetCopy = configmap.CopyName(o.ConfigMap, p.target)
 		}
 	}
-	if !o.Check && p.volume != "" && (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever && configmap.IsCopyName(o.ConfigMap, p.mounted) {
+	if p.volume != "" && (p.reason != "" || p.probe.changes()) && o.Restart != RestartNever && configmap.IsCopyName(o.ConfigMap, p.mounted) {
 		// the copy the template mounts, which the restart keeps the
 		// template on or moves it off (a rollback's target), is there:
-		// checked before the first write
+		// checked before the first write (check mode: read, said)
 		if err := ap.mountedThere(ctx, p); err != nil {
 			return p, a, err
 		}
@@ -202,10 +202,16 @@ func (ap applier) keepPrevious(ctx context.Context, p *plan) error {
 func (ap applier) mountedThere(ctx context.Context, p plan) error {
 	e := ap.e
 	cp := configmap.NewCopy(p.record, p.before.Data, p.ds, rollout.TemplateGeneration(p.ds))
-	if cp.Name == p.mounted {
+	if cp.Name == p.mounted && !e.o.Check {
 		return ap.checkMounted(ctx, cp)
 	}
 	mounted, err := e.copies.Get(ctx, p.mounted)
+	if apierrors.IsNotFound(err) && cp.Name == p.mounted {
+		// check mode: a real run makes it again
+		e.warn(fmt.Sprintf("configmap %s/%s, which daemonset %s/%s mounts, is gone (another hand deleted it): a real run makes it again from the data it held, before the restart",
+			e.o.Namespace, p.mounted, e.o.Namespace, e.o.DaemonSet))
+		return nil
+	}
 	if err == nil && mounted.DeletionTimestamp != nil {
 		err = fmt.Errorf("configmap %s/%s is being deleted", e.o.Namespace, p.mounted)
 	}

@@ -485,6 +485,18 @@ func TestMountedCopyGoneOrBeingDeleted(t *testing.T) {
 				f.deleteCopy(t, mounted, beingDeleted)
 
 				f.clock.Step(time.Second)
+				check := o
+				check.Check = true
+				res, err = f.run(t, check)
+				if beingDeleted {
+					require.Error(t, err, "check mode says it too")
+					assert.Contains(t, err.Error(), "is being deleted")
+				} else {
+					require.NoError(t, err)
+					assert.Contains(t, strings.Join(res.Warnings, "\n"), "a real run makes it again", "check mode says it")
+				}
+				assert.Empty(t, f.writes(), "check mode")
+
 				res, err = f.run(t, o)
 				if beingDeleted {
 					require.Error(t, err)
