@@ -21,8 +21,10 @@ import (
 // has: the old mode's rules must go, and Services must work through the
 // new ones. So it is not rolled like any other change: the run goes canary
 // first whatever --strategy says (zonal stays zonal, with a canary in each
-// zone), checks each migrated node's kube-proxy (--verify-health, auto
-// when off; --verify-traffic if given) before its slot goes to another
+// zone), checks each migrated node's kube-proxy (--verify-health,
+// required when off: a node that cannot be checked stops it; auto skips
+// such a node, which the operator must ask for; --verify-traffic if
+// given) before its slot goes to another
 // node, and refuses, before any write, a switch kube-proxy does not clean
 // up after. All of it is decided with the plan, before the first write.
 
@@ -70,6 +72,11 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	}
 	if m.Cleanup, err = modeCleanup(minor, from, to, newText, running); err != nil {
 		return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
+	}
+	if to == kpvalidate.ModeNFTables {
+		if err := preflightNFTables(ctx, e, p, from); err != nil {
+			return nil, roll, err
+		}
 	}
 	if p.image != "" && to == kpvalidate.ModeNFTables {
 		// a failed canary or batch rolls the image back too: the kube-proxy
@@ -123,7 +130,9 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		// canary first whatever the strategy; zonal stays zonal
 		roll.strategy, roll.canaryNodes = StrategyCanary, max(roll.canaryNodes, 1)
 		if roll.conn.Health == "" || roll.conn.Health == verify.Off {
-			roll.conn.Health = verify.Auto
+			// every node checked: one that cannot be stops the
+			// migration, unless --verify-health auto accepts it
+			roll.conn.Health = verify.Required
 		}
 		if roll.conn.HealthTimeout <= 0 {
 			roll.conn.HealthTimeout = time.Minute

@@ -47,7 +47,7 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Equal(t, []string{"node-0"}, m.CanaryNodes)
 	assert.Equal(t, 2, m.BatchSize)
 	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
-	assert.Equal(t, verify.Auto, m.VerifyHealth, "each migrated node is checked though no check was asked")
+	assert.Equal(t, verify.Required, m.VerifyHealth, "each migrated node is checked though no check was asked, and one that cannot be stops it")
 	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
 	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
 	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
@@ -126,7 +126,7 @@ func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
 		assert.Equal(t, "iptables", m["from"], "%s record", l.Phase)
 		assert.Equal(t, "nftables", m["to"], "%s record", l.Phase)
 		assert.Equal(t, StrategyCanary, m["strategy"], "%s record", l.Phase)
-		assert.Equal(t, "auto", m["verify_health"], "%s record", l.Phase)
+		assert.Equal(t, "required", m["verify_health"], "%s record", l.Phase)
 	}
 	assert.Equal(t, audit.PhasePlan, lines[0].Phase)
 	assert.Equal(t, audit.PhaseOutcome, lines[len(lines)-1].Phase)

@@ -84,6 +84,9 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 			return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, p.base.Name, err)
 		}
 	}
+	if p.desired, p.keys, err = upgradeGuard(e, p); err != nil {
+		return p, err
+	}
 	if p.probe, err = planProbe(e, p.next(o.Container), p.desired); err != nil {
 		return p, err
 	}

@@ -176,3 +176,24 @@ func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string,
 	}
 	return out, nil
 }
+
+// Kernels lists all nodes page by page and returns the kernel version
+// (status.nodeInfo.kernelVersion, what uname -r says there) of every node
+// a pod of spec belongs on (see Runs), live or not: a node that comes back
+// starts the same kube-proxy.
+func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[string]string, error) {
+	runs := Runs(spec)
+	out := map[string]string{}
+	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return api.List(ctx, o)
+	}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok && runs(n) {
+			out[n.Name] = n.Status.NodeInfo.KernelVersion
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes for their kernel versions: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
+	}
+	return out, nil
+}

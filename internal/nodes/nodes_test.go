@@ -156,3 +156,27 @@ func TestSurveyListsLiveNodesThePodBelongsOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, live, "no pod spec, no live node named")
 }
+
+// Kernels names the kernel of every node the pod belongs on, a node going
+// away included, and of no other.
+func TestKernelsOfTheNodesThePodBelongsOn(t *testing.T) {
+	linux := func(kernel string) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Labels = map[string]string{"kubernetes.io/os": "linux"}
+			n.Status.NodeInfo.KernelVersion = kernel
+		}
+	}
+	client := fake.NewClientset(
+		node("a", linux("6.8.0-49-generic")),
+		node("old", linux("4.18.0-553.el8_10.x86_64")),
+		node("windows", func(n *corev1.Node) { n.Status.NodeInfo.KernelVersion = "10.0.20348.2762" }),
+		node("leaving", func(n *corev1.Node) {
+			linux("5.10.0")(n)
+			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+		}),
+	)
+	spec := &corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
+	kernels, err := Kernels(context.Background(), client.CoreV1().Nodes(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "6.8.0-49-generic", "old": "4.18.0-553.el8_10.x86_64", "leaving": "5.10.0"}, kernels)
+}

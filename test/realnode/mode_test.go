@@ -55,7 +55,7 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 	clusterIP := service.Spec.ClusterIP
 
 	// there with no checks asked (the migration turns on --verify-health
-	// auto), back with both checks
+	// required), back with both checks
 	for _, step := range []struct {
 		from, to string
 		checks   []string
@@ -89,8 +89,8 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 		assert.EqualValues(t, len(all), r.field("connectivity.checked"), "every migrated node checked: %s", r)
 		assert.EqualValues(t, len(all), r.field("connectivity.passed"), "%s", r)
 		if step.checks == nil {
-			assert.Equal(t, "auto", r.field("migration.verify_health"), "%s", r)
-			assert.Equal(t, "auto", r.field("connectivity.mode"), "%s", r)
+			assert.Equal(t, "required", r.field("migration.verify_health"), "%s", r)
+			assert.Equal(t, "required", r.field("connectivity.mode"), "%s", r)
 		} else {
 			assert.Equal(t, "default/kubernetes", r.field("connectivity.traffic"), "%s", r)
 		}

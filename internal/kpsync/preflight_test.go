@@ -1,0 +1,100 @@
+package kpsync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// setKernel writes a node's kernel version, as its kubelet reports it.
+func (f *rollingFixture) setKernel(t *testing.T, node, kernel string) {
+	t.Helper()
+	n, err := f.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Status.NodeInfo.KernelVersion = kernel
+	_, err = f.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// A move to nftables while a node the DaemonSet runs on has a kernel older
+// than 5.13 is refused before any write, naming the node and its kernel;
+// a kernel that does not parse is reported, not judged; the container's
+// own skip of kube-proxy's check skips it here too.
+func TestModeChangeOntoNFTablesChecksEveryNodesKernel(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.setKernel(t, "node-0", "6.8.0-49-generic")
+	f.setKernel(t, "node-1", "4.18.0-553.el8_10.x86_64")
+	f.setKernel(t, "node-2", "kwok-0.8.0")
+	_, err := f.run(t, Options{Spec: setMode("nftables")})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node-1 (kernel 4.18.0-553.el8_10.x86_64)")
+	assert.NotContains(t, err.Error(), "node-0")
+	assert.Contains(t, err.Error(), "nothing was written")
+	assert.Empty(t, f.writes())
+
+	f.setKernel(t, "node-1", "5.14.0-427.el9.x86_64")
+	res, err := f.run(t, Options{Spec: setMode("nftables"), Check: true})
+	require.NoError(t, err)
+	require.NotNil(t, res.Facts.Migration)
+	assert.True(t, hasWarning(res, `node-2 ("kwok-0.8.0")`), "warnings: %v", res.Warnings)
+}
+
+func TestModeChangeKernelCheckSkippedAsKubeProxySkipsIt(t *testing.T) {
+	f := newRollingFixture(t, 2)
+	f.setKernel(t, "node-0", "5.4.0-200-generic")
+	ds := f.daemonSet(t)
+	ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: skipKernelCheckEnvVar, Value: "1"}}
+	_, err := f.client.AppsV1().DaemonSets("kube-system").Update(context.Background(), ds, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	res, err := f.run(t, Options{Spec: setMode("nftables"), Check: true})
+	require.NoError(t, err)
+	assert.True(t, hasWarning(res, skipKernelCheckEnvVar), "warnings: %v", res.Warnings)
+}
+
+// By default a migration checks every node: one whose kube-proxy cannot
+// be asked stops it before any pod is replaced. --verify-health auto is
+// the operator accepting such a node: it is reported and the migration
+// goes on.
+func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		if node == "node-2" {
+			return verify.Health{}, errors.New("dial tcp 10.0.0.2:10256: connect: no route to host")
+		}
+		return verify.Health{Code: 200}, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node-2")
+	require.NotNil(t, res.Facts.Migration)
+	assert.Equal(t, verify.Required, res.Facts.Migration.VerifyHealth)
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s kept its pod", n)
+	}
+}
+
+func TestModeChangeAcceptsAnUncheckedNodeWhenAsked(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		if node == "node-2" {
+			return verify.Health{}, errors.New("dial tcp 10.0.0.2:10256: connect: no route to host")
+		}
+		return verify.Health{Code: 200}, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	res, err := f.run(t, Options{Spec: setMode("nftables"), Connectivity: ConnectivityOptions{Health: verify.Auto}, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	require.NotNil(t, res.Facts.Connectivity)
+	assert.Equal(t, 2, res.Facts.Connectivity.Passed)
+	assert.Equal(t, verify.Auto, res.Facts.Migration.VerifyHealth)
+}

@@ -1,0 +1,145 @@
+package kpsync
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpvalidate"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
+)
+
+// An image change is an upgrade (or a downgrade) of kube-proxy, and a
+// kube-proxy that does not start in the mode its config asks for does not
+// fall back to another: it crash-loops. For the minors the validation
+// knows (kpvalidate.Oldest to kpvalidate.Newest) the validation refuses
+// such a config with kube-proxy's own rules, proven against its code by
+// the differential test. For the minors after the newest, whose code does
+// not exist yet, the modes follow the published plans:
+//   - KEP-5495: the KubeProxyIPVS feature gate (1.37, on by default) is
+//     off by default from 1.40 and locked off from 1.43; with it off,
+//     kube-proxy in ipvs mode fails to start;
+//   - KEP-5343: nftables is the default mode from 1.40 (iptables before).
+//
+// Both are checked here, before any write.
+const (
+	// ipvsOffMinor is the first minor whose KubeProxyIPVS gate is off by
+	// default, ipvsLockedMinor the first where it cannot be turned on.
+	ipvsOffMinor    = 40
+	ipvsLockedMinor = 43
+	// ipvsDeprecatedMinor is the minor that deprecated ipvs mode.
+	ipvsDeprecatedMinor = 35
+	// nftablesDefaultMinor is the first minor whose default mode (mode
+	// unset) is nftables.
+	nftablesDefaultMinor = 40
+)
+
+// defaultMode is the mode kube-proxy 1.minor on Linux runs with mode unset.
+func defaultMode(minor int) string {
+	if minor >= nftablesDefaultMinor {
+		return kpvalidate.ModeNFTables
+	}
+	return kpvalidate.ModeIPTables
+}
+
+// upgradeGuard judges the config that kube-proxy of the new image
+// (p.image) starts with: it refuses a mode that version does not start in,
+// naming the migration to run first, and, when the config leaves the mode
+// unset and the new version's default differs from the running one's,
+// writes the running mode explicitly into the desired config (returned
+// with the keys; nothing changes when the image does not).
+func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
+	o := e.o
+	text, ok := p.desired[configmap.ConfigKey]
+	if p.image == "" || !ok || targetsWindows(p) {
+		return p.desired, p.keys, nil
+	}
+	next, err := version.ParseGeneric(validationVersion(o, p.next(o.Container)))
+	if err != nil || next.Major() != 1 {
+		return p.desired, p.keys, nil // unknown: the validation says which rules it used
+	}
+	to := int(next.Minor())
+	from := -1 // unknown
+	if v, err := probe.ImageVersion(p.imageBefore); err == nil && v.Major() == 1 {
+		from = int(v.Minor())
+	}
+	set, gates, err := modeSettings(text)
+	if err != nil {
+		return p.desired, p.keys, nil // the validation refuses what does not decode
+	}
+	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
+	mode := set
+	if mode == "" {
+		mode = defaultMode(to)
+	}
+	if mode == kpvalidate.ModeIPVS {
+		if err := ipvsStarts(to, gates); err != nil {
+			return nil, nil, fmt.Errorf("%s: image %s (kube-proxy 1.%d) refused: %w; move the fleet to nftables first, with the image it runs now (kube-proxy-sync --set mode=nftables; kubespray: kube_proxy_mode: nftables), then upgrade; nothing was written",
+				obj, p.image, to, err)
+		}
+		if to >= ipvsDeprecatedMinor {
+			e.warn(fmt.Sprintf("%s: kube-proxy 1.%d runs ipvs mode, deprecated since 1.%d: the KubeProxyIPVS feature gate is off by default from 1.%d and locked off from 1.%d, when kube-proxy in ipvs mode no longer starts; move to nftables before then (--set mode=nftables)",
+				obj, to, ipvsDeprecatedMinor, ipvsOffMinor, ipvsLockedMinor))
+		}
+	}
+	if set != "" {
+		return p.desired, p.keys, nil
+	}
+	if from < 0 {
+		if defaultMode(to) != defaultMode(kpvalidate.Oldest) {
+			return nil, nil, fmt.Errorf("%s: config.conf sets no mode, and kube-proxy 1.%d (image %s) defaults to %s where older ones ran %s; the version of the running image %s is unknown, so which mode the fleet runs is too: set the mode explicitly first (--set mode=iptables keeps it), then upgrade; nothing was written",
+				obj, to, p.image, defaultMode(to), defaultMode(kpvalidate.Oldest), p.imageBefore)
+		}
+		return p.desired, p.keys, nil
+	}
+	if defaultMode(from) == defaultMode(to) {
+		return p.desired, p.keys, nil
+	}
+	// the running mode, written down: the upgrade changes the binary, not
+	// the mode (a mode change is a migration of its own, see migration.go)
+	running := defaultMode(from)
+	written, _, err := kpconfig.Apply(text, []kpconfig.Setting{{Path: "mode", Value: running}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: write mode %s into config.conf: %w", obj, running, err)
+	}
+	desired := make(map[string]string, len(p.desired))
+	for k, v := range p.desired {
+		desired[k] = v
+	}
+	desired[configmap.ConfigKey] = written
+	e.warn(fmt.Sprintf("%s: config.conf sets no mode, and kube-proxy 1.%d defaults to %s where 1.%d ran %s: mode: %s is written explicitly with the image, so the upgrade keeps the mode; change it later in a run of its own (a migration)",
+		obj, to, defaultMode(to), from, running, running))
+	keys := append(append([]string{}, p.keys...), configmap.ConfigKey+":mode")
+	return desired, keys, nil
+}
+
+// ipvsStarts says why kube-proxy 1.minor does not start in ipvs mode with
+// the feature gates gates (nil: it starts). Minors the validation knows
+// are left to it.
+func ipvsStarts(minor int, gates map[string]bool) error {
+	switch {
+	case minor <= kpvalidate.Newest:
+		return nil
+	case minor >= ipvsLockedMinor:
+		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d: the KubeProxyIPVS feature gate is locked off (KEP-5495)", ipvsLockedMinor)
+	case minor >= ipvsOffMinor && !gates["KubeProxyIPVS"]:
+		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true: the gate is off by default from 1.%d and locked off from 1.%d (KEP-5495)", ipvsOffMinor, ipvsOffMinor, ipvsLockedMinor)
+	}
+	return nil
+}
+
+// modeSettings reads config.conf's mode as written ("" when unset) and
+// its feature gates.
+func modeSettings(text string) (string, map[string]bool, error) {
+	var c struct {
+		Mode         string          `json:"mode"`
+		FeatureGates map[string]bool `json:"featureGates"`
+	}
+	if err := yaml.Unmarshal([]byte(text), &c); err != nil {
+		return "", nil, err
+	}
+	return c.Mode, c.FeatureGates, nil
+}
