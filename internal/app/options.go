@@ -205,7 +205,7 @@ func (o *Options) validateConnectivity() error {
 	if o.VerifyTrafficWait <= 0 || o.VerifyTrafficWait > time.Hour {
 		return fmt.Errorf("--verify-traffic-timeout %s: want more than 0 and at most 1h", o.VerifyTrafficWait)
 	}
-	if o.VerifyTraffic == "" {
+	if o.VerifyTraffic == "" || o.VerifyTraffic == kpsync.TrafficNone {
 		return nil
 	}
 	if o.VerifyHealth == verify.Off {
@@ -219,7 +219,7 @@ func (o *Options) validateConnectivity() error {
 		return fmt.Errorf("--verify-traffic-image must not be empty")
 	}
 	paths := trafficPaths(o.VerifyTrafficPaths)
-	if len(paths) == 0 {
+	if len(paths) == 0 && o.VerifyTrafficPaths != "" {
 		return fmt.Errorf("--verify-traffic-paths %q: want one or more of %s, comma-separated", o.VerifyTrafficPaths, strings.Join(verify.AllPaths, ","))
 	}
 	for i, p := range paths {

@@ -427,7 +427,12 @@ func OptionTable() []Option {
 			Flag: "verify-traffic", Metavar: "NS/NAME", Arg: "verify_traffic", Role: "kube_proxy_sync_verify_traffic", Since: "1.0.0",
 			Help: "With O(verify_health), NAMESPACE/NAME of a Service with ready endpoints; after each node's restart " +
 				"short-lived probe pods on that node open TCP connections to it along O(verify_traffic_paths) (by default to " +
-				"its ClusterIP from the node itself; needs create and delete on pods, get on that Service).",
+				"its ClusterIP from the node itself; needs create and delete on pods, get on that Service).\n\n" +
+				"A proxy-mode change checks traffic when none is named: through a Service of the run's own, " +
+				"C(kube-proxy-sync-probe) (NodePort, selecting kube-proxy's pods on their healthz port), created before the " +
+				"first write and deleted when the run ends (a killed run's by the next that migrates), along the node and " +
+				"nodeport paths, and pod with O(verify_traffic_pod_image); needs create, get and delete on services. " +
+				"V(none) turns every traffic check off, a proxy-mode change's included.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyTraffic },
 		},
@@ -441,7 +446,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kube_proxy_sync_verify_traffic_paths", Since: "1.0.0",
-			Default: verify.PathNode,
+			DefaultText: "node; a proxy-mode change's own check: node,nodeport, and pod with O(verify_traffic_pod_image)",
 			Help: "With O(verify_traffic), where each node's connections to the Service start, comma-separated: V(node), its " +
 				"ClusterIP from the node itself (the host's OUTPUT hook); V(pod), its ClusterIP from a pod on the node, in the pod " +
 				"network (the PREROUTING hook; needs O(verify_traffic_pod_image)); V(nodeport), its NodePort on the node's " +

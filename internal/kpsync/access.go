@@ -84,6 +84,10 @@ func neededAccess(o Options, p plan) []access {
 		if (o.Verify && o.VerifyEndpoints > 0) || (p.roll.conn.Health != "" && p.roll.conn.Health != verify.Off) {
 			out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy"})
 		}
+		if p.roll.ownPort != 0 {
+			// the run's own Service to check traffic through
+			out = append(out, ns("create", "", "services", ""), ns("delete", "", "services", ProbeServiceName))
+		}
 		if svcNS, svc, ok := strings.Cut(p.roll.conn.Traffic, "/"); ok {
 			// a probe pod per node, deleted after its check (and a killed
 			// run's leftovers by the next), whatever the strategy

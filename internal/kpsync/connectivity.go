@@ -45,7 +45,7 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 	}
 	c := &verify.Checker{Prober: prober, Clock: e.d.Clock, Log: e.d.Log, Mode: o.Health,
 		Interval: healthPollInterval, Timeout: o.HealthTimeout, Parallel: 8}
-	if o.Traffic != "" {
+	if o.Traffic != "" && o.Traffic != TrafficNone {
 		if c.Traffic, err = trafficTarget(ctx, e, o); err != nil {
 			return nil, err
 		}

@@ -110,7 +110,9 @@ func TestNoEffectChangeMattersAfterModeChange(t *testing.T) {
 	res, err := f.run(t, set("nftables.masqueradeAll", "true"))
 	require.NoError(t, err)
 	require.False(t, res.Facts.Restarted)
-	res, err = f.run(t, set("mode", "nftables"))
+	o := set("mode", "nftables")
+	o.Connectivity = noTraffic
+	res, err = f.run(t, o)
 	require.NoError(t, err)
 	assert.True(t, res.Facts.Restarted)
 	assert.Equal(t, configmap.Hash(f.configMap(t).Data, nil), f.daemonSet(t).Annotations[rollout.HashAnnotation])

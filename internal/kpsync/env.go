@@ -198,7 +198,8 @@ type ConnectivityOptions struct {
 	// HealthTimeout: how long a restarted kube-proxy has to show a sync.
 	HealthTimeout time.Duration
 	// Traffic is "namespace/name" of a Service to connect to from each
-	// node after its restart ("" for none).
+	// node after its restart ("": none, but a proxy-mode change brings
+	// its own, see probeservice.go; TrafficNone: none at all).
 	Traffic      string
 	TrafficImage string
 	// TrafficPaths are verify.PathNode, PathPod, PathNodePort (none: node);

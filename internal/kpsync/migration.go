@@ -111,10 +111,21 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	for _, w := range m.Warnings {
 		e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 	}
+	if nft && o.Restart != RestartNever && roll.conn.Traffic == "" {
+		if roll, err = ownTraffic(e, p, roll); err != nil {
+			return nil, roll, err
+		}
+	}
 	m.Strategy, m.VerifyHealth, m.VerifyTraffic = asked, roll.conn.Health, roll.conn.Traffic
-	if m.VerifyTraffic != "" {
+	if m.VerifyTraffic != "" && m.VerifyTraffic != TrafficNone {
 		m.VerifyTrafficPaths = trafficPaths(roll.conn.TrafficPaths)
-		if len(m.VerifyTrafficPaths) < len(verify.AllPaths) {
+		switch {
+		case roll.ownPort != 0 && len(m.VerifyTrafficPaths) < len(verify.AllPaths):
+			w := fmt.Sprintf("the traffic check takes the path(s) %s through the run's own Service: the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image",
+				strings.Join(m.VerifyTrafficPaths, ","))
+			m.Warnings = append(m.Warnings, w)
+			e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
+		case len(m.VerifyTrafficPaths) < len(verify.AllPaths):
 			w := fmt.Sprintf("--verify-traffic checks only the path(s) %s: the new mode reprograms the pod (PREROUTING) and NodePort paths as well; add --verify-traffic-paths %s",
 				strings.Join(m.VerifyTrafficPaths, ","), strings.Join(verify.AllPaths, ","))
 			m.Warnings = append(m.Warnings, w)

@@ -48,10 +48,13 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Equal(t, 2, m.BatchSize)
 	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
 	assert.Equal(t, verify.Required, m.VerifyHealth, "each migrated node is checked though no check was asked, and one that cannot be stops it")
+	assert.Equal(t, "kube-system/"+ProbeServiceName, m.VerifyTraffic, "traffic checked though no Service was named: through the run's own")
+	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, m.VerifyTrafficPaths)
 	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
-	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
+	require.Len(t, m.Warnings, 3, "%q", m.Warnings)
 	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
 	assert.Contains(t, m.Warnings[1], "iptables.localhostNodePorts is not set")
+	assert.Contains(t, m.Warnings[2], "the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image")
 	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
 }
 
@@ -105,7 +108,7 @@ func TestModeChangeRollsCanaryFirstAndChecksEachNode(t *testing.T) {
 		mu.Unlock()
 		return kubeProxyPod(node, gen, true)
 	})
-	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second, Connectivity: noTraffic})
 	require.NoError(t, err)
 	assert.Equal(t, StrategyCanary, res.Facts.Rollout.Strategy)
 	assert.Equal(t, []string{"node-0"}, res.Facts.Rollout.CanaryNodes)
@@ -242,7 +245,7 @@ func TestModeChangeEnteringNFTablesWithTheGateOnIsPlanned(t *testing.T) {
 	cm := seedConfigMap()
 	cm.Data["config.conf"] = seedConfig + "featureGates:\n  NFTablesProxyMode: true\n"
 	f := newFixture(t, cm, seedDaemonSet("registry.k8s.io/kube-proxy:v1.30.14"))
-	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), ProbePath: "none"})
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), ProbePath: "none", Connectivity: noTraffic})
 	require.NoError(t, err)
 	require.NotNil(t, res.Facts.Migration)
 	assert.Contains(t, res.Facts.Migration.Cleanup, "kube-proxy 1.30 removes the iptables and IPVS rules")
@@ -330,7 +333,7 @@ func TestModeChangeFromIPVS(t *testing.T) {
 	ds := seedDaemonSet("registry.k8s.io/kube-proxy:v1.34.4")
 	ds.Annotations[rollout.HashAnnotation] = configmap.Hash(cm.Data, nil)
 	f := newFixture(t, cm, ds)
-	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), Strategy: StrategyCanary, CanaryNodes: 2})
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"), Strategy: StrategyCanary, CanaryNodes: 2, Connectivity: noTraffic})
 	require.NoError(t, err)
 	m := res.Facts.Migration
 	require.NotNil(t, m)
@@ -343,3 +346,7 @@ func TestModeChangeFromIPVS(t *testing.T) {
 		assert.NotContains(t, w, "localhostNodePorts", "ipvs mode had no localhost NodePorts to lose")
 	}
 }
+
+// noTraffic is an operator's --verify-traffic none: a migration's tests
+// that are not about its traffic check (probe pods need a kubelet).
+var noTraffic = ConnectivityOptions{Traffic: TrafficNone}

@@ -3,15 +3,21 @@ package kpsync
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -81,6 +87,15 @@ func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
 		assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s kept its pod", n)
 	}
+	// the traffic check's own Service: made before the first write,
+	// deleted when the run ended, though it failed
+	w := f.writes()
+	require.NotEmpty(t, w)
+	assert.Equal(t, []string{"delete services", "create services"}, w[:2], "a leftover deleted, then the Service made before any other write: %v", w)
+	w = slices.DeleteFunc(w, func(v string) bool { return v == "create events" }) // the run's report
+	assert.Equal(t, "delete services", w[len(w)-1], "deleted when the run ends: %v", w)
+	_, err = f.client.CoreV1().Services("kube-system").Get(context.Background(), ProbeServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no Service left behind: %v", err)
 }
 
 func TestModeChangeAcceptsAnUncheckedNodeWhenAsked(t *testing.T) {
@@ -92,9 +107,36 @@ func TestModeChangeAcceptsAnUncheckedNodeWhenAsked(t *testing.T) {
 		return verify.Health{Code: 200}, nil
 	})
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
-	res, err := f.run(t, Options{Spec: setMode("nftables"), Connectivity: ConnectivityOptions{Health: verify.Auto}, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	res, err := f.run(t, Options{Spec: setMode("nftables"), Connectivity: ConnectivityOptions{Health: verify.Auto, Traffic: TrafficNone}, RollbackOnFailure: true, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	require.NotNil(t, res.Facts.Connectivity)
 	assert.Equal(t, 2, res.Facts.Connectivity.Passed)
 	assert.Equal(t, verify.Auto, res.Facts.Migration.VerifyHealth)
+}
+
+// The run's own Service selects kube-proxy's pods on the healthz port the
+// new config gives them, and is a NodePort Service; a config whose
+// kube-proxy serves healthz on loopback only is refused before any write.
+func TestModeChangeOwnServiceTargetsKubeProxysHealthzPort(t *testing.T) {
+	f := newRollingFixture(t, 2)
+	var made *corev1.Service
+	f.client.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		made = a.(k8stesting.CreateAction).GetObject().(*corev1.Service).DeepCopy()
+		return false, nil, nil
+	})
+	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{}, errors.New("unreachable") })
+	_, err := f.run(t, Options{Spec: setMode("nftables", kpconfig.Setting{Path: "healthzBindAddress", Value: "0.0.0.0:10266"})})
+	require.Error(t, err, "the baseline fails: every node unreachable")
+	require.NotNil(t, made)
+	assert.Equal(t, corev1.ServiceTypeNodePort, made.Spec.Type)
+	assert.Equal(t, f.daemonSet(t).Spec.Selector.MatchLabels, made.Spec.Selector)
+	require.Len(t, made.Spec.Ports, 1)
+	assert.EqualValues(t, 10266, made.Spec.Ports[0].Port)
+	assert.Equal(t, intstr.FromInt32(10266), made.Spec.Ports[0].TargetPort)
+
+	loopback := newRollingFixture(t, 2)
+	_, err = loopback.run(t, Options{Spec: setMode("nftables", kpconfig.Setting{Path: "healthzBindAddress", Value: "127.0.0.1:10256"})})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--verify-traffic NAMESPACE/NAME")
+	assert.Empty(t, loopback.writes())
 }

@@ -63,6 +63,9 @@ type rollSettings struct {
 	strategy    string
 	canaryNodes int
 	conn        ConnectivityOptions
+	// ownPort: the traffic check goes through the run's own Service, on
+	// kube-proxy's healthz port (0: none, see probeservice.go)
+	ownPort int32
 }
 
 // rollAsked are the rollout's settings as the options ask them.

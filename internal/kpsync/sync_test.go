@@ -140,6 +140,17 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 // allowAll answers every SelfSubjectAccessReview with allowed, as an
 // admin's would (the fake clientset returns the review unanswered).
 func allowAll(c *fake.Clientset) *fake.Clientset {
+	// the API server gives a Service its ClusterIP and node ports
+	c.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
+		svc.Spec.ClusterIP = "10.96.0.99"
+		for i := range svc.Spec.Ports {
+			if svc.Spec.Type == corev1.ServiceTypeNodePort {
+				svc.Spec.Ports[i].NodePort = int32(30999 - i)
+			}
+		}
+		return false, nil, nil
+	})
 	c.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		r.Status.Allowed = true

@@ -63,7 +63,7 @@ func TestConfigKubeProxyRejectsIsNotWritten(t *testing.T) {
 
 func TestConfigKubeProxyAcceptsIsWritten(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
-	_, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "conntrack.maxPerCore", Value: "0"}, {Path: "mode", Value: "nftables"}}}})
+	_, err := f.run(t, Options{Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "conntrack.maxPerCore", Value: "0"}, {Path: "mode", Value: "nftables"}}}, Connectivity: noTraffic})
 	require.NoError(t, err)
 	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -63,9 +63,13 @@ type Pods interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// Services reads Services (the connectivity check's target).
+// Services reads Services (the connectivity check's target), and creates
+// and deletes the one a proxy-mode change checks traffic through when no
+// Service is named (see kpsync's probeService).
 type Services interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Service, error)
+	Create(ctx context.Context, svc *corev1.Service, opts metav1.CreateOptions) (*corev1.Service, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // Nodes reads nodes.

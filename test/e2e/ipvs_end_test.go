@@ -10,9 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
@@ -93,4 +97,59 @@ func TestUpgradeOntoAKubeProxyThatWillNotStartIsRefused(t *testing.T) {
 	assert.Contains(t, r.Msg, "--set mode=nftables")
 	assertUntouched(t, c, before)
 	assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced")
+}
+
+// A migration checks traffic through a Service of its own when none is
+// named: made before the first write, gone when the run ends; one a killed
+// run left behind is deleted first. Followed by a watch on the Service.
+func TestMigrationOwnServiceIsMadeAndRemoved(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	ctx := context.Background()
+	api := c.Client.CoreV1().Services(c.Namespace)
+	// what a SIGKILLed run leaves behind
+	leftover, err := api.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: kpsync.ProbeServiceName},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-proxy"}, Ports: []corev1.ServicePort{{Port: 10256}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + kpsync.ProbeServiceName, ResourceVersion: leftover.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+
+	// kwok's nodes run no kube-proxy to ask: accepted (auto)
+	r := runSync(t, c, "--set", "mode=nftables", "--probe-path", "none", "--verify-health", "auto")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	m := r.facts().Migration
+	require.NotNil(t, m, r.Msg)
+	assert.Equal(t, c.Namespace+"/"+kpsync.ProbeServiceName, m.VerifyTraffic)
+	assert.Equal(t, []string{"node", "nodeport"}, m.VerifyTrafficPaths)
+
+	_, err = api.Get(ctx, kpsync.ProbeServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no Service left behind: %v", err)
+	// the watch's events up to the Service's deletion: the leftover
+	// deleted, the run's own added, then deleted
+	var events []string
+	deadline := time.After(30 * time.Second)
+	for len(events) < 3 {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "the watch ended after %v", events)
+			svc, isSvc := ev.Object.(*corev1.Service)
+			require.True(t, isSvc, "%s %T", ev.Type, ev.Object)
+			who := "own"
+			if svc.UID == leftover.UID {
+				who = "leftover"
+			} else {
+				assert.Equal(t, corev1.ServiceTypeNodePort, svc.Spec.Type)
+			}
+			if ev.Type != watch.Modified {
+				events = append(events, string(ev.Type)+" "+who)
+			}
+		case <-deadline:
+			t.Fatalf("the Service's events so far: %v", events)
+		}
+	}
+	assert.Equal(t, []string{"DELETED leftover", "ADDED own", "DELETED own"}, events)
 }

@@ -14,9 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
 // kubeletChains are the KUBE-* iptables chains the kubelet keeps, whatever
@@ -89,8 +92,16 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 		assert.EqualValues(t, len(all), r.field("connectivity.checked"), "every migrated node checked: %s", r)
 		assert.EqualValues(t, len(all), r.field("connectivity.passed"), "%s", r)
 		if step.checks == nil {
+			// the defaults: every node's health required, and traffic
+			// through the run's own Service along the node and nodeport
+			// paths, the Service gone once the run ended
 			assert.Equal(t, "required", r.field("migration.verify_health"), "%s", r)
 			assert.Equal(t, "required", r.field("connectivity.mode"), "%s", r)
+			assert.Equal(t, namespace+"/"+kpsync.ProbeServiceName, r.field("connectivity.traffic"), "%s", r)
+			assert.Equal(t, []any{"node", "nodeport"}, r.field("connectivity.traffic_paths"), "%s", r)
+			_, err := e.client.CoreV1().Services(namespace).Get(ctxFor(t, 30*time.Second), kpsync.ProbeServiceName, metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "the run's own Service is gone: %v", err)
+			e.noProbePods(t)
 		} else {
 			assert.Equal(t, "default/kubernetes", r.field("connectivity.traffic"), "%s", r)
 		}

@@ -1,0 +1,117 @@
+package kpsync
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
+)
+
+// A proxy-mode change reprograms every path to every Service, so it is
+// checked by traffic even when the operator names no Service
+// (--verify-traffic): the run brings a Service of its own, ProbeServiceName
+// in the DaemonSet's namespace. It selects kube-proxy's own pods (host
+// network, so each endpoint is a node's address) on kube-proxy's healthz
+// port, which every node serves while kube-proxy runs: nothing else has to
+// be deployed, pulled or trusted, and its endpoints are kept by the
+// cluster's own EndpointSlice controller. It is a NodePort Service, so the
+// nodeport path is checked as well as the node path (and the pod path when
+// --verify-traffic-pod-image names an image to connect from). It is created
+// under the Lease before the first write and deleted when the run ends;
+// one a killed run left behind is deleted by the next run that migrates,
+// before it makes its own.
+
+// TrafficNone as --verify-traffic is the operator turning the traffic
+// check off, that of a proxy-mode change included.
+const TrafficNone = "none"
+
+// ProbeServiceName is the name of the run's own Service.
+const ProbeServiceName = "kube-proxy-sync-probe"
+
+// probeServiceWait bounds the deletion of the run's own Service once the
+// run's context is over.
+const probeServiceWait = 30 * time.Second
+
+// ownTraffic turns the traffic check on for a proxy-mode change that names
+// no Service: on the run's own Service, along the node and nodeport paths
+// (and pod, with an image to connect from). It refuses, before any write,
+// a config whose kube-proxy serves its healthz port on loopback only.
+func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
+	conn := roll.conn
+	o := e.o
+	port, host, err := kpconfig.HealthzEndpoint(p.desired[configmap.ConfigKey])
+	if err != nil {
+		return roll, err
+	}
+	if host != "" {
+		return roll, fmt.Errorf("proxy-mode change: the run checks traffic through a Service of its own on kube-proxy's healthz port, which config.conf binds to %s only (healthzBindAddress): name a Service with ready endpoints to check through (--verify-traffic NAMESPACE/NAME); nothing was written", host)
+	}
+	if sel := p.ds.Spec.Selector; sel == nil || len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) == 0 {
+		return roll, fmt.Errorf("proxy-mode change: the run checks traffic through a Service of its own selecting the pods of daemonset %s/%s, whose selector is not labels alone: name a Service with ready endpoints to check through (--verify-traffic NAMESPACE/NAME); nothing was written", o.Namespace, o.DaemonSet)
+	}
+	conn.Traffic = o.Namespace + "/" + ProbeServiceName
+	roll.ownPort = int32(port)
+	if len(conn.TrafficPaths) == 0 {
+		conn.TrafficPaths = []string{verify.PathNode, verify.PathNodePort}
+		if conn.TrafficPodImage != "" {
+			conn.TrafficPaths = verify.AllPaths
+		}
+	}
+	if conn.TrafficTimeout <= 0 {
+		conn.TrafficTimeout = 30 * time.Second
+	}
+	roll.conn = conn
+	return roll, nil
+}
+
+// probeService is the run's own Service while the run lasts.
+type probeService struct{ e *env }
+
+// create deletes a Service of that name an earlier run left, makes the
+// run's own, and returns what deletes it.
+func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
+	e, o := ps.e, ps.e.o
+	api := e.d.Kube.Services(o.Namespace)
+	if err := ps.delete(ctx); err != nil {
+		return nil, err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: ProbeServiceName, Namespace: o.Namespace, Labels: map[string]string{
+			"app.kubernetes.io/name": ProbeServiceName, configmap.ManagedByLabel: "kube-proxy-sync"}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: p.ds.Spec.Selector.MatchLabels,
+			Ports: []corev1.ServicePort{{Name: "healthz", Protocol: corev1.ProtocolTCP,
+				Port: p.roll.ownPort, TargetPort: intstr.FromInt32(p.roll.ownPort)}},
+		},
+	}
+	if _, err := api.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kube_proxy_sync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
+	}
+	e.d.Log.Infof("service %s/%s created for the traffic check (kube-proxy's pods on port %d); deleted when the run ends", o.Namespace, ProbeServiceName, p.roll.ownPort)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeServiceWait)
+		defer cancel()
+		if err := ps.delete(ctx); err != nil {
+			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
+		}
+	}, nil
+}
+
+// delete deletes the run's own Service, if there is one.
+func (ps probeService) delete(ctx context.Context) error {
+	o := ps.e.o
+	err := ps.e.d.Kube.Services(o.Namespace).Delete(ctx, ProbeServiceName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete service %s/%s, the traffic check's own: %w", o.Namespace, ProbeServiceName, err)
+	}
+	return nil
+}
