@@ -61,7 +61,30 @@ type Report struct {
 	Requests int64 `json:"api_requests"`
 	// Seconds is the time spent checking after the restarts, all nodes together.
 	Seconds float64 `json:"seconds"`
+	// FirstSync is the first node checked (the canary): how long after the
+	// restart its new kube-proxy's first sync came, as its /healthz
+	// reports it. Nil until a node passed.
+	FirstSync *FirstSync `json:"first_sync,omitempty"`
 }
+
+// FirstSync is when a restarted kube-proxy first synced its rules.
+type FirstSync struct {
+	Node string `json:"node"`
+	// Seconds from the restart to the sync: kube-proxy's own time of it
+	// (/healthz's per-family lastSync, >= 1.33, on the node's clock
+	// corrected by its skew), else to the first healthy answer (an upper
+	// bound, by the poll interval).
+	Seconds float64 `json:"seconds"`
+	// Source says which of the two.
+	Source string `json:"source"`
+	// TimeoutSeconds is the per-node health timeout the nodes after it
+	// got: the one asked, or three times this sync when that is longer.
+	TimeoutSeconds float64 `json:"timeout_seconds"`
+}
+
+// firstSyncFactor: the nodes after the canary get this many times its
+// first sync to show theirs, when that is longer than the timeout asked.
+const firstSyncFactor = 3
 
 // Failure is a node whose kube-proxy passed readiness but not the checks.
 type Failure struct {
@@ -279,6 +302,7 @@ func (c *Checker) health(ctx context.Context, node string) string {
 			if h.NodeEligible != nil && !*h.NodeEligible {
 				c.report.NotEligible = append(c.report.NotEligible, node)
 			}
+			c.firstSync(node, h, local)
 			return ""
 		default:
 			last = h.String()
@@ -314,4 +338,27 @@ func IsFailure(err error) bool {
 
 func sortResults(r []NodeResult) {
 	sort.Slice(r, func(i, j int) bool { return r[i].Node < r[j].Node })
+}
+
+// firstSync records the first node's sync after the restart and paces
+// the nodes after it: a kube-proxy whose first full sync takes minutes
+// (nftables at tens of thousands of Services) must not fail a timeout
+// guessed for a small cluster.
+func (c *Checker) firstSync(node string, h Health, local time.Time) {
+	if c.report.FirstSync != nil || c.Since.IsZero() {
+		return
+	}
+	f := &FirstSync{Node: node, Source: "first healthy answer"}
+	took := local.Sub(c.Since)
+	if h.PerFamily && !h.LastSync.IsZero() {
+		took, f.Source = h.LastSync.Sub(c.Since.Add(h.CurrentTime.Sub(local))), "kube-proxy's lastSync"
+	}
+	took = max(took, 0)
+	f.Seconds = took.Round(10 * time.Millisecond).Seconds()
+	if paced := firstSyncFactor * took; paced > c.Timeout {
+		c.Log.Infof("the first node checked, %s, synced %s after the restart: every node after it gets %s (%d times that) to show its sync, instead of %s", node, took.Round(time.Second), paced.Round(time.Second), firstSyncFactor, c.Timeout)
+		c.Timeout = paced
+	}
+	f.TimeoutSeconds = c.Timeout.Seconds()
+	c.report.FirstSync = f
 }

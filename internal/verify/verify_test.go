@@ -324,3 +324,40 @@ func TestCheckerBaselineSaysWhatItWaitsFor(t *testing.T) {
 	assert.False(t, c.Wants("down"))
 	assert.True(t, c.Wants("up"))
 }
+
+// The first node checked (the canary) says how long its new kube-proxy took
+// to sync after the restart, from kube-proxy's own lastSync, and the nodes
+// after it get three times that to show theirs when the timeout asked is
+// shorter; a sync faster than the timeout keeps the timeout asked.
+func TestCheckerFirstSyncPacesTheNodesAfterIt(t *testing.T) {
+	now := time.Now()
+	since := now.Add(-2 * time.Second)
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		"canary": {healthy(since.Add(-time.Hour)), healthy(since.Add(1500 * time.Millisecond))},
+		"b":      {healthy(since.Add(-time.Hour)), healthy(now)},
+	}}
+	c := newChecker(p, Required)
+	c.Timeout = time.Second
+	ctx := context.Background()
+	require.NoError(t, c.Baseline(ctx, []string{"canary", "b"}))
+	c.Since = since
+	require.NoError(t, c.After(ctx, "canary"))
+	require.NoError(t, c.After(ctx, "b"))
+	f := c.Report().FirstSync
+	require.NotNil(t, f)
+	assert.Equal(t, "canary", f.Node, "the first node checked, not a later one")
+	assert.Equal(t, "kube-proxy's lastSync", f.Source)
+	assert.InDelta(t, 1.5, f.Seconds, 0.05, "from the restart to kube-proxy's own sync time, skew corrected")
+	assert.InDelta(t, 4.5, f.TimeoutSeconds, 0.05, "three times the canary's sync, longer than the 1s asked")
+	assert.InDelta(t, 4.5, c.Timeout.Seconds(), 0.05)
+
+	fast := newChecker(&fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		"canary": {healthy(since.Add(-time.Hour)), healthy(since.Add(10 * time.Millisecond))},
+	}}, Required)
+	fast.Timeout = time.Minute
+	require.NoError(t, fast.Baseline(ctx, []string{"canary"}))
+	fast.Since = since
+	require.NoError(t, fast.After(ctx, "canary"))
+	assert.Equal(t, time.Minute, fast.Timeout, "a fast sync keeps the timeout asked")
+	assert.Equal(t, 60.0, fast.Report().FirstSync.TimeoutSeconds)
+}

@@ -99,6 +99,11 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 			assert.Equal(t, "required", r.field("connectivity.mode"), "%s", r)
 			assert.Equal(t, namespace+"/"+kpsync.ProbeServiceName, r.field("connectivity.traffic"), "%s", r)
 			assert.Equal(t, []any{"node", "nodeport"}, r.field("connectivity.traffic_paths"), "%s", r)
+			// the canary's first sync, from kube-proxy's own /healthz
+			assert.Equal(t, canary[0], r.field("connectivity.first_sync.node"), "%s", r)
+			firstSync, _ := r.field("connectivity.first_sync.seconds").(float64)
+			assert.Greater(t, firstSync, 0.0, "%s", r)
+			t.Logf("%s -> %s: the canary's kube-proxy synced %.2fs after the restart (%v)", step.from, step.to, firstSync, r.field("connectivity.first_sync.source"))
 			_, err := e.client.CoreV1().Services(namespace).Get(ctxFor(t, 30*time.Second), kpsync.ProbeServiceName, metav1.GetOptions{})
 			assert.True(t, apierrors.IsNotFound(err), "the run's own Service is gone: %v", err)
 			e.noProbePods(t)
