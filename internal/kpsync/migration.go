@@ -77,6 +77,7 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		if err := preflightNFTables(ctx, e, p, from); err != nil {
 			return nil, roll, err
 		}
+		countServices(ctx, e, from)
 	}
 	if p.image != "" && to == kpvalidate.ModeNFTables {
 		// a failed canary or batch rolls the image back too: the kube-proxy

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -139,4 +140,24 @@ func TestModeChangeOwnServiceTargetsKubeProxysHealthzPort(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--verify-traffic NAMESPACE/NAME")
 	assert.Empty(t, loopback.writes())
+}
+
+// A move to nftables on a cluster with thousands of Services warns that
+// each node's first full sync takes minutes, from one LIST of one item.
+func TestModeChangeOntoNFTablesCountsTheServices(t *testing.T) {
+	for _, tc := range []struct {
+		remaining int64
+		warned    bool
+	}{{4998, false}, {44124, true}} {
+		f := newRollingFixture(t, 2)
+		f.client.PrependReactor("list", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			l := a.(k8stesting.ListAction)
+			require.Equal(t, "", l.GetNamespace(), "every namespace")
+			r := tc.remaining
+			return true, &corev1.ServiceList{ListMeta: metav1.ListMeta{RemainingItemCount: &r}, Items: []corev1.Service{{}}}, nil
+		})
+		res, err := f.run(t, Options{Spec: setMode("nftables"), Check: true})
+		require.NoError(t, err)
+		assert.Equal(t, tc.warned, hasWarning(res, fmt.Sprintf("the cluster holds %d Services", tc.remaining+1)), "%d: %v", tc.remaining+1, res.Warnings)
+	}
 }

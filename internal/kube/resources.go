@@ -68,6 +68,9 @@ type Pods interface {
 // Service is named (see kpsync's probeService).
 type Services interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Service, error)
+	// List counts the cluster's Services (one item and the count of the
+	// rest) before a move to nftables, whose first sync grows with them.
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ServiceList, error)
 	Create(ctx context.Context, svc *corev1.Service, opts metav1.CreateOptions) (*corev1.Service, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }

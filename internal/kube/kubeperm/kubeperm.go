@@ -58,6 +58,7 @@ var Optional = map[Permission]string{
 	{Resource: "pods", Verb: "create", Namespaced: true}:                                  "--verify-traffic",
 	{Resource: "services", Verb: "get", Namespaced: true}:                                 "--verify-traffic",
 	{Resource: "services", Verb: "create", Namespaced: true}:                              "a proxy-mode change",
+	{Resource: "services", Verb: "list", Namespaced: true}:                                "a proxy-mode change",
 	{Resource: "services", Verb: "delete", Namespaced: true}:                              "a proxy-mode change",
 	{Resource: "nodes/proxy", Verb: "get"}:                                                "--verify-health",
 	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews", Verb: "create"}: "",
