@@ -40,7 +40,7 @@ func readmeTable(table []app.Option, readme string) (string, error) {
 			def = "`" + opt.DefaultString() + "`"
 		}
 
-		meaning, err := markdown(table, strings.ReplaceAll(opt.Help, "\n\n", " "))
+		meaning, err := markdown(table, strings.ReplaceAll(opt.Description(), "\n\n", " "))
 		if err != nil {
 			return "", fmt.Errorf("option --%s: %w", opt.Flag, err)
 		}

@@ -108,7 +108,7 @@ func roleBlocks(table []app.Option) (map[string]string, error) {
 // (in Ansible's markup) or defaults/main.yml (plain): the paragraphs of
 // Help, and what the role adds (its note, what an empty value means).
 func roleDescription(table []app.Option, opt app.Option, markup bool) ([]string, string, error) {
-	paras := paragraphs(opt.Help)
+	paras := paragraphs(opt.Description())
 	if opt.Kind() == "duration" {
 		paras[len(paras)-1] += " A Go duration such as V(5m) or V(90s)."
 	}
