@@ -5,9 +5,10 @@
 //     modules' docs: module-docs.yml.in (this directory) for each
 //     architecture, with the options from the table;
 //   - in the role roles/kube_proxy_sync: the options of
-//     meta/argument_specs.yml, the variables of defaults/main.yml and the
-//     module arguments tasks/main.yml passes (the role's own variables,
-//     which are no option of the binary, are in role.go);
+//     meta/argument_specs.yml, the variables of defaults/main.yml, the
+//     module arguments tasks/main.yml passes and the table of variables in
+//     README.md (the role's own variables, which are no option of the
+//     binary, are in role.go);
 //   - the README's flag table.
 //
 // In the files that hold more than that it rewrites only the lines between

@@ -176,6 +176,24 @@ func TestRoleAgrees(t *testing.T) {
 	}
 }
 
+// The role's README has a row for each variable of defaults/main.yml, in
+// its order.
+func TestRoleReadme(t *testing.T) {
+	files := generated(t)
+	var want []string
+	for _, m := range regexp.MustCompile(`(?m)^(kube_proxy_sync_[a-z_]+):`).FindAllStringSubmatch(string(files[roleDir+"defaults/main.yml"]), -1) {
+		want = append(want, m[1])
+	}
+	var defaults map[string]any
+	parse(t, files, roleDir+"defaults/main.yml", &defaults)
+	require.ElementsMatch(t, sortedKeys(defaults), want, "every variable of defaults/main.yml")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(kube_proxy_sync_[a-z_]+)` \\|").FindAllStringSubmatch(string(files[roleDir+"README.md"]), -1) {
+		rows = append(rows, m[1])
+	}
+	assert.Equal(t, want, rows)
+}
+
 // The README's table has a row for each flag.
 func TestReadmeTable(t *testing.T) {
 	files := generated(t)

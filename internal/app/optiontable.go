@@ -132,6 +132,9 @@ type Option struct {
 	// the rule for RoleDefault (null: omitted when null; a bool: | bool;
 	// "": omitted when empty; else as it is).
 	RolePass string
+	// RoleDefaultText says in the role's README what a templated
+	// RoleDefault is (in both entry points), in the markup of Help.
+	RoleDefaultText string
 	// RoleType is the type in argument_specs.yml, when not the module's.
 	RoleType string
 	// RoleNote is what the role's argument spec says besides Help.
@@ -194,10 +197,11 @@ func OptionTable() []Option {
 				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
 				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
 				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
-			RoleDefault: `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:    `{{ kube_proxy_sync_server | default(omit, true) }}`,
-			RoleNote:    "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
-			field:       func(o *Options) any { return &o.Server },
+			RoleDefault:     `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+			RolePass:        `{{ kube_proxy_sync_server | default(omit, true) }}`,
+			RoleDefaultText: `V("") (left as it is); in the kubespray entry point, as kubespray decides it`,
+			RoleNote:        "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
+			field:           func(o *Options) any { return &o.Server },
 		},
 		{
 			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kube_proxy_sync_allow_insecure_server", Since: "1.0.0",
@@ -239,8 +243,9 @@ func OptionTable() []Option {
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:    "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleDefault:     `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+			RolePass:        "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleDefaultText: `V(""); in the kubespray entry point, C({{ kube_config_dir }}/kubeadm-config.yaml) (kubespray's, on the first control plane)`,
 			RoleNote: "Empty by default; in the kubespray entry point, the kubeadm config kubespray's control-plane role writes " +
 				"on the first control-plane host (C(kubeadm-config.yaml) in its C(kube_config_dir)), so every C(kube_proxy_*) " +
 				"variable and default of kubespray reaches kube-proxy as kubeadm renders it.",
@@ -248,12 +253,13 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
-			Default:     "kubeadm",
-			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault: `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
-			RolePass:    "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
-			RoleNote:    "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
-			field:       func(o *Options) any { return &o.Kubeadm },
+			Default:         "kubeadm",
+			Help:            "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
+			RoleDefault:     `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
+			RolePass:        "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
+			RoleDefaultText: `V("") (C(kubeadm) in C(PATH)); in the kubespray entry point, C({{ bin_dir }}/kubeadm)`,
+			RoleNote:        "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
+			field:           func(o *Options) any { return &o.Kubeadm },
 		},
 		{
 			Flag: "probe-path", Arg: "probe_path", Role: "kube_proxy_sync_probe_path", Since: "1.0.0",
@@ -261,7 +267,8 @@ func OptionTable() []Option {
 			Help: "Readiness probe path of the kube-proxy container. V(auto) picks V(/livez) for kube-proxy 1.28 and newer and " +
 				"V(/healthz) before; V(none) leaves the probe alone.\n\n" +
 				"A probe change rolls the DaemonSet, so it is a restart of its own.",
-			RoleDefault: `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleDefault:     `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleDefaultText: "V(auto); in the kubespray entry point, V(none)",
 			RoleNote: "V(auto) by default; V(none) in the kubespray entry point, where kubeadm's DaemonSet has no probe and every " +
 				"kubeadm upgrade would remove it again.",
 			field: func(o *Options) any { return &o.ProbePath },
@@ -403,6 +410,7 @@ func OptionTable() []Option {
 				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
 				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
 			RoleDefault: "false",
+			RoleNote:    "In the kubespray entry point an undo passes no server and no kubeadm config.",
 			field:       func(o *Options) any { return &o.Undo },
 		},
 		{
