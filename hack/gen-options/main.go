@@ -11,6 +11,10 @@
 //     binary, are in role.go);
 //   - the README's flag table.
 //
+// With -verify it also checks what no generator writes (checks.go): that
+// every make target a file names exists and make help lists every target,
+// and that every relative link of the markdown files leads somewhere.
+//
 // In the files that hold more than that it rewrites only the lines between
 // a "BEGIN GENERATED" and an "END GENERATED" marker line. A file with more
 // than one such block names each, after the marker: "BEGIN GENERATED
@@ -56,17 +60,27 @@ func run(root string, verify bool) error {
 		if err != nil {
 			return err
 		}
-		if len(diffs) == 0 {
-			fmt.Fprintf(os.Stderr, "gen-options: the %d generated files are up to date\n", len(files))
-			return nil
+		problems, err := checkDocs(checkout)
+		if err != nil {
+			return err
+		}
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, p)
 		}
 		paths := make([]string, 0, len(diffs))
 		for _, d := range diffs {
 			fmt.Fprint(os.Stderr, d.text)
 			paths = append(paths, d.path)
 		}
-		return fmt.Errorf("not what go run ./hack/gen-options writes: %s (edit the source each names, not the generated lines, then run make generate)",
-			strings.Join(paths, ", "))
+		switch {
+		case len(diffs) > 0:
+			return fmt.Errorf("not what go run ./hack/gen-options writes: %s (edit the source each names, not the generated lines, then run make generate)",
+				strings.Join(paths, ", "))
+		case len(problems) > 0:
+			return fmt.Errorf("%d problems in the docs (above)", len(problems))
+		}
+		fmt.Fprintf(os.Stderr, "gen-options: the %d generated files are up to date; every make target and link the docs name exists\n", len(files))
+		return nil
 	}
 	for _, path := range sortedKeys(files) {
 		dst := filepath.Join(root, filepath.FromSlash(path))
