@@ -67,15 +67,18 @@ func section(checkout fs.FS, from, heading string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	re := regexp.MustCompile(`(?m)^#+ ` + regexp.QuoteMeta(heading) + `$`)
 	var found []string
+	title := false // the heading is the page's title: link to the page
 	for _, page := range append([]string{readmePath}, pages...) {
 		text, err := fs.ReadFile(checkout, page)
 		if err != nil {
 			return "", err
 		}
-		if re.Match(text) {
-			found = append(found, page)
+		for i, h := range headings(string(text)) {
+			if h.text == heading {
+				found = append(found, page)
+				title = i == 0 && h.level == 1
+			}
 		}
 	}
 	switch {
@@ -84,14 +87,18 @@ func section(checkout fs.FS, from, heading string) (string, error) {
 	case len(found) > 1:
 		return "", fmt.Errorf("a section %q in each of %s: name one heading once", heading, strings.Join(found, ", "))
 	}
+	link := "#" + anchor(heading)
 	if found[0] == from {
-		return "#" + anchor(heading), nil
+		return link, nil
+	}
+	if title {
+		link = ""
 	}
 	rel, err := filepath.Rel(filepath.Dir(from), found[0])
 	if err != nil {
 		return "", err
 	}
-	return filepath.ToSlash(rel) + "#" + anchor(heading), nil
+	return filepath.ToSlash(rel) + link, nil
 }
 
 // markdown renders Help for the README: an option as its flag, values and
