@@ -9,7 +9,10 @@
 //     module arguments tasks/main.yml passes and the table of variables in
 //     README.md (the role's own variables, which are no option of the
 //     binary, are in role.go);
-//   - the README's flag table.
+//   - the README's flag table;
+//   - the README's result table, from the type the binary prints
+//     (internal/app's moduleResult, kpsync.Facts) and its fields' doc
+//     comments (result.go).
 //
 // With -verify it also checks what no generator writes (checks.go): that
 // every make target a file names exists and make help lists every target,
@@ -113,7 +116,11 @@ func generate(checkout fs.FS, table []app.Option) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks[readmePath] = map[string]string{"flags": flags}
+	result, err := resultTable(checkout)
+	if err != nil {
+		return nil, err
+	}
+	blocks[readmePath] = map[string]string{"flags": flags, "result": result}
 	for _, path := range sortedKeys(blocks) {
 		old, err := fs.ReadFile(checkout, path)
 		if err != nil {

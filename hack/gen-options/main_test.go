@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
 // checkout is the checkout these tests run in.
@@ -192,6 +194,31 @@ func TestRoleReadme(t *testing.T) {
 		rows = append(rows, m[1])
 	}
 	assert.Equal(t, want, rows)
+}
+
+// The README's result table has a row for each key the binary prints
+// (kpsync.Facts and the module result's own), and a field with no doc
+// comment stops the generator.
+func TestResultTable(t *testing.T) {
+	files := generated(t)
+	readme := string(files[readmePath])
+	table := readme[strings.Index(readme, "<!-- BEGIN GENERATED result"):strings.Index(readme, "<!-- END GENERATED result")]
+	want := []string{"changed", "failed", "msg", "diff", "warnings"}
+	facts := reflect.TypeOf(kpsync.Facts{})
+	for i := 0; i < facts.NumField(); i++ {
+		want = append(want, strings.Split(facts.Field(i).Tag.Get("json"), ",")[0])
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(table, -1) {
+		rows = append(rows, m[1])
+	}
+	assert.ElementsMatch(t, want, rows)
+
+	src := string(mustRead(t, "internal/kpsync/result.go"))
+	undocumented := strings.Replace(src, "\t// RollbackReason is why it rolled back.\n", "", 1)
+	require.NotEqual(t, src, undocumented)
+	_, err := generate(overlay{"internal/kpsync/result.go": []byte(undocumented)}, app.OptionTable())
+	assert.ErrorContains(t, err, "Facts.RollbackReason (rollback_reason) has no doc comment")
 }
 
 // The README's table has a row for each flag.
