@@ -23,6 +23,11 @@ func checkDocs(checkout fs.FS) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	more, err := checkFolders(checkout)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, more...)
 	err = walkText(checkout, func(name string, text []byte) {
 		problems = append(problems, checkTargetRefs(name, text, targets)...)
 		if strings.HasSuffix(name, ".md") {
@@ -30,6 +35,44 @@ func checkDocs(checkout fs.FS) ([]string, error) {
 		}
 	})
 	return problems, err
+}
+
+// checkFolders says which folder the maps of the checkout miss: a folder
+// of hack/ that hack/README.md does not link, a directory at the top that
+// the README's layout does not name.
+func checkFolders(checkout fs.FS) ([]string, error) {
+	var problems []string
+	hackMap, err := fs.ReadFile(checkout, "hack/README.md")
+	if err != nil {
+		return nil, err
+	}
+	folders, err := fs.ReadDir(checkout, "hack")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range folders {
+		if f.IsDir() && !bytes.Contains(hackMap, []byte("]("+f.Name()+"/README.md)")) {
+			problems = append(problems, fmt.Sprintf("hack/README.md: no row for the folder hack/%s/ (a link to %s/README.md)", f.Name(), f.Name()))
+		}
+	}
+	readme, err := fs.ReadFile(checkout, readmePath)
+	if err != nil {
+		return nil, err
+	}
+	layout := string(readme)
+	if i := strings.Index(layout, "\n## Layout\n"); i >= 0 {
+		layout = layout[i:]
+	}
+	top, err := fs.ReadDir(checkout, ".")
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range top {
+		if d.IsDir() && !skipDirs[d.Name()] && !strings.HasPrefix(d.Name(), ".") && !strings.Contains(layout, "`"+d.Name()+"/") {
+			problems = append(problems, fmt.Sprintf("%s: the layout does not name the directory %s/", readmePath, d.Name()))
+		}
+	}
+	return problems, nil
 }
 
 // walkText calls f with each text file of the checkout, outside skipDirs.
@@ -199,19 +242,29 @@ func headings(text string) []heading {
 	return out
 }
 
-// anchors are the anchors GitHub gives a markdown text's headings: a
-// heading's anchor, with -1, -2 ... for the second, third of the same.
-func anchors(text string) map[string]bool {
+// headingAnchors are the anchors GitHub gives a markdown text's headings,
+// in order: a heading's anchor, with -1, -2 ... for the second, third of
+// the same.
+func headingAnchors(text string) []string {
 	seen := map[string]int{}
-	out := map[string]bool{}
+	var out []string
 	for _, h := range headings(text) {
 		a := anchor(h.text)
 		if n := seen[a]; n > 0 {
-			out[fmt.Sprintf("%s-%d", a, n)] = true
+			out = append(out, fmt.Sprintf("%s-%d", a, n))
 		} else {
-			out[a] = true
+			out = append(out, a)
 		}
 		seen[a]++
+	}
+	return out
+}
+
+// anchors are the anchors of a markdown text's headings, as a set.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range headingAnchors(text) {
+		out[a] = true
 	}
 	return out
 }

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"io/fs"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
 )
 
 // The checkout passes the checks make verify runs.
@@ -122,3 +125,66 @@ func lineOf(text, s string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The layout lists every package of cmd/ and internal/ and every folder of
+// hack/, the docs list every page of docs/ and each of its sections; a
+// package with no doc comment, a page with no title stop the generator;
+// hack/README.md and the README's layout miss no folder.
+func TestLayoutAndDocsList(t *testing.T) {
+	files := generated(t)
+	readme := string(files[readmePath])
+	block := func(name string) string {
+		return readme[strings.Index(readme, "<!-- BEGIN GENERATED "+name):strings.Index(readme, "<!-- END GENERATED "+name)]
+	}
+	layout := block("layout")
+	for _, root := range []string{"cmd", "internal"} {
+		dirs, err := goPackages(checkout, root)
+		require.NoError(t, err)
+		require.NotEmpty(t, dirs)
+		for _, dir := range dirs {
+			assert.Contains(t, layout, "| `"+dir+"` | ")
+		}
+	}
+	folders, err := fs.ReadDir(checkout, "hack")
+	require.NoError(t, err)
+	for _, f := range folders {
+		if f.IsDir() {
+			assert.Contains(t, layout, "[`hack/"+f.Name()+"/`](hack/"+f.Name()+"/README.md)")
+		}
+	}
+	docs := block("docs")
+	pages, err := fs.Glob(checkout, "docs/*.md")
+	require.NoError(t, err)
+	for _, page := range pages {
+		text := string(mustRead(t, page))
+		assert.Contains(t, docs, "]("+page+")**")
+		for i, a := range headingAnchors(text) {
+			if h := headings(text)[i]; i > 0 && h.level <= 3 {
+				assert.Contains(t, docs, "]("+page+"#"+a+")", "the section %q", h.text)
+			}
+		}
+	}
+
+	src := string(mustRead(t, "internal/lock/lock.go"))
+	i := strings.Index(src, "// Package lock")
+	require.GreaterOrEqual(t, i, 0)
+	_, err = generate(overlay{"internal/lock/lock.go": []byte(src[strings.Index(src, "package lock"):])}, app.OptionTable())
+	assert.ErrorContains(t, err, "internal/lock: no package doc comment")
+
+	page := string(mustRead(t, "docs/testing.md"))
+	_, err = generate(overlay{"docs/testing.md": []byte(strings.TrimPrefix(page, "# Testing\n"))}, app.OptionTable())
+	assert.ErrorContains(t, err, "docs/testing.md: no title")
+
+	hackMap := string(mustRead(t, "hack/README.md"))
+	without := regexp.MustCompile("(?m)^.*\\]\\(kind/README.md\\).*\\n").ReplaceAllString(hackMap, "")
+	require.NotEqual(t, hackMap, without)
+	problems, err := checkFolders(overlay{"hack/README.md": []byte(without)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"hack/README.md: no row for the folder hack/kind/ (a link to kind/README.md)"}, problems)
+
+	noBench := strings.Replace(readme, "`bench/`", "the benchmarks", 1)
+	require.NotEqual(t, readme, noBench)
+	problems, err = checkFolders(overlay{readmePath: []byte(noBench)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{readmePath + ": the layout does not name the directory bench/"}, problems)
+}

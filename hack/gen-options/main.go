@@ -12,7 +12,10 @@
 //   - the README's flag table;
 //   - the README's result table, from the type the binary prints
 //     (internal/app's moduleResult, kpsync.Facts) and its fields' doc
-//     comments (result.go).
+//     comments (result.go);
+//   - the README's layout (each package's and each hack/ folder's own first
+//     sentence) and its list of the pages of docs/ with their sections
+//     (layout.go).
 //
 // With -verify it also checks what no generator writes (checks.go): that
 // every make target a file names exists and make help lists every target,
@@ -120,7 +123,15 @@ func generate(checkout fs.FS, table []app.Option) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks[readmePath] = map[string]string{"flags": flags, "result": result}
+	layout, err := layoutTable(checkout)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := docsList(checkout)
+	if err != nil {
+		return nil, err
+	}
+	blocks[readmePath] = map[string]string{"flags": flags, "result": result, "layout": layout, "docs": docs}
 	for _, path := range sortedKeys(blocks) {
 		old, err := fs.ReadFile(checkout, path)
 		if err != nil {

@@ -69,21 +69,25 @@ func TestVerifyCatchesAHandEdit(t *testing.T) {
 
 	for _, path := range sortedKeys(files) {
 		lines := strings.SplitAfter(string(files[path]), "\n")
-		// edit each generated block's first line, or a file's fourth
-		// when all of it is generated (after its header)
+		// edit a line in the middle of each generated block, or of the
+		// file when all of it is generated
 		var edits []int
+		begin := -1
 		for i, line := range lines {
-			if kind, _ := marker(line); kind == "BEGIN" {
-				edits = append(edits, i+1)
+			switch kind, _ := marker(line); kind {
+			case "BEGIN":
+				begin = i
+			case "END":
+				edits = append(edits, (begin+i+1)/2)
 			}
 		}
 		if len(edits) == 0 {
-			edits = []int{3}
+			edits = []int{len(lines) / 2}
 		}
 		for _, at := range edits {
 			t.Run(fmt.Sprintf("%s:%d", path, at+1), func(t *testing.T) {
 				edited := slices.Clone(lines)
-				edited[at] = strings.Replace(edited[at], " ", "  ", 1)
+				edited[at] = strings.TrimSuffix(edited[at], "\n") + " (edited by hand)\n"
 				require.NotEqual(t, lines[at], edited[at])
 				hand := overlay{path: []byte(strings.Join(edited, ""))}
 				again, err := generate(hand, app.OptionTable())
