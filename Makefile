@@ -1,4 +1,5 @@
 # kube-proxy-sync: see README.md. Long recipes live in hack/ (hack/README.md maps it).
+# Every target says what it does in a "## " comment, which make help prints.
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
@@ -10,8 +11,11 @@ GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
 
-.PHONY: build dist release size test test-unit test-e2e lint lint-go lint-ansible verify generate sanity venv molecule molecule-kubespray molecule-kind \
+.PHONY: help build dist release size test test-unit test-e2e lint lint-go lint-ansible verify generate sanity venv molecule molecule-kubespray molecule-kind \
 	cluster-up cluster-down kind-up kind-down test-real test-kubespray demo bench bench-small fuzz difftest clean
+
+help: ## every target and what it does (from the ## comments of this file)
+	@awk -F ':[^#]*## ' '/^[a-z][a-z0-9-]*:[^=]*## / { printf "  %-20s %s\n", $$1, $$2 }' $(firstword $(MAKEFILE_LIST))
 
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
@@ -34,18 +38,18 @@ test-unit: ## fast hermetic tests
 difftest: ## config validation against kube-proxy's own code, every supported minor (hack/difftest)
 	hack/difftest/run.sh
 
-test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-up first)
+test-e2e: ## e2e tests against $KUBECONFIG or the local cluster (make cluster-up first)
 	hack/test/e2e.sh
 
-lint: lint-go lint-ansible
+lint: lint-go lint-ansible ## lint-go and lint-ansible
 
-verify: ## fail when a file generated from the option table (module docs, role argument specs, README flag table) is stale
+verify: ## fail when a generated file (module docs, the role's argument specs, defaults and README, the README's tables) is stale, or a file names a make target or links to a page or section that does not exist
 	hack/verify/generated.sh
 
-generate: ## rewrite the files generated from the option table (internal/app/optiontable.go)
+generate: ## rewrite the generated files from their sources (the option table internal/app/optiontable.go, and hack/gen-options lists the rest)
 	go run ./hack/gen-options
 
-lint-go:
+lint-go: ## gofmt and go vet over every build tag
 	hack/verify/lint-go.sh
 
 lint-ansible: venv ## yamllint, syntax check, ansible-lint (production) on every toolchain
@@ -69,7 +73,7 @@ molecule-kind: venv dist ## molecule kind scenario (needs Docker and kind)
 cluster-up: ## build (once) and start etcd, apiserver, controller-manager, scheduler, kwok; NODES=n fake nodes
 	hack/cluster/up.sh
 
-cluster-down:
+cluster-down: ## stop the local control plane
 	hack/cluster/down.sh
 
 kind-up: ## build (once, offline) and start a kind cluster: real kubelets and kube-proxy, 1 control plane + 2 workers
@@ -78,7 +82,7 @@ kind-up: ## build (once, offline) and start a kind cluster: real kubelets and ku
 kind-down: ## delete the kind cluster and stop the project-owned Docker engine
 	hack/kind/down.sh
 
-test-real: ## real-node e2e tests against $$KUBECONFIG or the kind cluster (make kind-up first)
+test-real: ## real-node e2e tests against $KUBECONFIG or the kind cluster (make kind-up first)
 	hack/test/e2e-real.sh
 
 test-kubespray: ## kubespray's own cluster.yml, offline, on 3 container hosts, unpatched and patched: KUBESPRAY_DIR=<kubespray checkout> (not part of make test; hack/kubespray); KS_UPGRADE=1 adds upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM
@@ -96,5 +100,5 @@ bench-small: build ## one small round, part of make test
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	hack/test/fuzz.sh
 
-clean: cluster-down kind-down
+clean: cluster-down kind-down ## stop both clusters, delete bin, dist, .cache and .venv and the built modules
 	rm -rf bin dist .cache .venv $(filter-out %.yml,$(wildcard plugins/modules/kube_proxy_sync_linux_*))

@@ -45,7 +45,7 @@ go test -short -count=1 -tags testhooks ./internal/app/
 # Every supported minor when what the differential test proves changed
 # since its last green run of every minor (hack/difftest/proven.sum), else
 # the sentinel minors: a cold build compiles Kubernetes once per minor.
-# DIFFTEST_MINORS="1.27 1.37" picks a subset (see README, Validation).
+# DIFFTEST_MINORS="1.27 1.37" picks a subset (see docs/validation.md).
 if [[ -z "${DIFFTEST_MINORS:-}" ]]; then
   if [[ "$(hack/difftest/digest.sh)" == "$(cat hack/difftest/proven.sum 2>/dev/null)" ]]; then
     DIFFTEST_MINORS="$(hack/difftest/digest.sh --sentinels)"

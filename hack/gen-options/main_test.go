@@ -1,21 +1,26 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
+	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
-const checkout = "../.."
+// checkout is the checkout these tests run in.
+var checkout = os.DirFS("../..")
 
 func generated(t *testing.T) map[string][]byte {
 	t.Helper()
@@ -24,19 +29,20 @@ func generated(t *testing.T) map[string][]byte {
 	return files
 }
 
+// overlay is the checkout with some files as given.
+type overlay map[string][]byte
+
+func (o overlay) Open(name string) (fs.File, error) {
+	if content, ok := o[name]; ok {
+		return fstest.MapFS{name: {Data: content}}.Open(name)
+	}
+	return checkout.Open(name)
+}
+
 func parse(t *testing.T, files map[string][]byte, path string, v any) {
 	t.Helper()
 	require.Contains(t, files, path)
 	require.NoError(t, yaml.Unmarshal(files[path], v), path)
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // The same table gives the same bytes, and a second run changes nothing.
@@ -47,14 +53,55 @@ func TestGenerateIsStable(t *testing.T) {
 	assert.Equal(t, first, again)
 
 	// regenerating from its own output changes nothing either
-	dir := t.TempDir()
-	for path, content := range first {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, path), content, 0o644))
-	}
-	fromItself, err := generate(dir, app.OptionTable())
+	fromItself, err := generate(overlay(first), app.OptionTable())
 	require.NoError(t, err)
 	assert.Equal(t, first, fromItself)
+}
+
+// What make verify does (go run ./hack/gen-options -verify): the checkout
+// is up to date, and a hand edit of any generated line, in any generated
+// file, makes it fail naming that file and the line.
+func TestVerifyCatchesAHandEdit(t *testing.T) {
+	files := generated(t)
+	diffs, err := stale(checkout, files)
+	require.NoError(t, err)
+	require.Empty(t, diffs, "the checkout is up to date: run make generate")
+
+	for _, path := range sortedKeys(files) {
+		lines := strings.SplitAfter(string(files[path]), "\n")
+		// edit a line in the middle of each generated block, or of the
+		// file when all of it is generated
+		var edits []int
+		begin := -1
+		for i, line := range lines {
+			switch kind, _ := marker(line); kind {
+			case "BEGIN":
+				begin = i
+			case "END":
+				edits = append(edits, (begin+i+1)/2)
+			}
+		}
+		if len(edits) == 0 {
+			edits = []int{len(lines) / 2}
+		}
+		for _, at := range edits {
+			t.Run(fmt.Sprintf("%s:%d", path, at+1), func(t *testing.T) {
+				edited := slices.Clone(lines)
+				edited[at] = strings.TrimSuffix(edited[at], "\n") + " (edited by hand)\n"
+				require.NotEqual(t, lines[at], edited[at])
+				hand := overlay{path: []byte(strings.Join(edited, ""))}
+				again, err := generate(hand, app.OptionTable())
+				require.NoError(t, err)
+				diffs, err := stale(hand, again)
+				require.NoError(t, err)
+				require.Len(t, diffs, 1)
+				assert.Equal(t, path, diffs[0].path)
+				assert.Contains(t, diffs[0].text, fmt.Sprintf("@@ line %d @@", at+1))
+				assert.Contains(t, diffs[0].text, "-"+strings.TrimSuffix(edited[at], "\n")+"\n")
+				assert.Contains(t, diffs[0].text, "+"+strings.TrimSuffix(lines[at], "\n")+"\n")
+			})
+		}
+	}
 }
 
 // Each module's docs list exactly the binary's module arguments, each with
@@ -73,7 +120,7 @@ func TestModuleDocs(t *testing.T) {
 		}
 		parse(t, files, "plugins/modules/kube_proxy_sync_linux_"+a.arch+".yml", &docs)
 		assert.Equal(t, "kube_proxy_sync_linux_"+a.arch, docs.Documentation.Module)
-		assert.Equal(t, app.ModuleArgNames(), keys(docs.Documentation.Options))
+		assert.Equal(t, app.ModuleArgNames(), sortedKeys(docs.Documentation.Options))
 		for name, opt := range docs.Documentation.Options {
 			assert.NotEmpty(t, opt.Description, name)
 			assert.NotEmpty(t, opt.Type, name)
@@ -96,7 +143,7 @@ func TestRoleAgrees(t *testing.T) {
 	}
 	parse(t, files, roleDir+"meta/argument_specs.yml", &specs)
 	options := specs.ArgumentSpecs["main"].Options
-	assert.Equal(t, keys(defaults), keys(options))
+	assert.Equal(t, sortedKeys(defaults), sortedKeys(options))
 	assert.Equal(t, options, specs.ArgumentSpecs["kubespray"].Options, "the kubespray entry point shares the options")
 	for name, spec := range options {
 		assert.True(t, strings.HasPrefix(name, "kube_proxy_sync_"), name)
@@ -128,28 +175,76 @@ func TestRoleAgrees(t *testing.T) {
 	}
 	// the role passes every argument the module takes: a row with an Arg
 	// and no Role is an option the role's users cannot reach
-	assert.Equal(t, app.ModuleArgNames(), keys(want), "module arguments with no role variable")
-	assert.Equal(t, keys(want), keys(args))
+	assert.Equal(t, app.ModuleArgNames(), sortedKeys(want), "module arguments with no role variable")
+	assert.Equal(t, sortedKeys(want), sortedKeys(args))
 	for arg, role := range want {
 		assert.Regexp(t, `\b`+role+`\b`, args[arg], arg)
 	}
+}
+
+// The role's README has a row for each variable of defaults/main.yml, in
+// its order.
+func TestRoleReadme(t *testing.T) {
+	files := generated(t)
+	var want []string
+	for _, m := range regexp.MustCompile(`(?m)^(kube_proxy_sync_[a-z_]+):`).FindAllStringSubmatch(string(files[roleDir+"defaults/main.yml"]), -1) {
+		want = append(want, m[1])
+	}
+	var defaults map[string]any
+	parse(t, files, roleDir+"defaults/main.yml", &defaults)
+	require.ElementsMatch(t, sortedKeys(defaults), want, "every variable of defaults/main.yml")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(kube_proxy_sync_[a-z_]+)` \\|").FindAllStringSubmatch(string(files[roleDir+"README.md"]), -1) {
+		rows = append(rows, m[1])
+	}
+	assert.Equal(t, want, rows)
+}
+
+// The README's result table has a row for each key the binary prints
+// (kpsync.Facts and the module result's own), and a field with no doc
+// comment stops the generator.
+func TestResultTable(t *testing.T) {
+	files := generated(t)
+	readme := string(files[readmePath])
+	table := readme[strings.Index(readme, "<!-- BEGIN GENERATED result"):strings.Index(readme, "<!-- END GENERATED result")]
+	want := []string{"changed", "failed", "msg", "diff", "warnings"}
+	facts := reflect.TypeOf(kpsync.Facts{})
+	for i := 0; i < facts.NumField(); i++ {
+		want = append(want, strings.Split(facts.Field(i).Tag.Get("json"), ",")[0])
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(table, -1) {
+		rows = append(rows, m[1])
+	}
+	assert.ElementsMatch(t, want, rows)
+
+	src := string(mustRead(t, "internal/kpsync/result.go"))
+	undocumented := strings.Replace(src, "\t// RollbackReason is why it rolled back.\n", "", 1)
+	require.NotEqual(t, src, undocumented)
+	_, err := generate(overlay{"internal/kpsync/result.go": []byte(undocumented)}, app.OptionTable())
+	assert.ErrorContains(t, err, "Facts.RollbackReason (rollback_reason) has no doc comment")
 }
 
 // The README's table has a row for each flag.
 func TestReadmeTable(t *testing.T) {
 	files := generated(t)
 	readme := string(files[readmePath])
-	readme = readme[strings.Index(readme, "<!-- BEGIN GENERATED"):strings.Index(readme, "<!-- END GENERATED")]
+	readme = readme[strings.Index(readme, "<!-- BEGIN GENERATED flags"):strings.Index(readme, "<!-- END GENERATED flags")]
 	for _, opt := range app.OptionTable() {
 		assert.Len(t, regexp.MustCompile("(?m)^\\| `--"+regexp.QuoteMeta(opt.Flag)+"[ `]").FindAllString(readme, -1), 1, opt.Flag)
 	}
 }
 
-func TestReplaceBlock(t *testing.T) {
-	file := "a\n  # BEGIN GENERATED x\nold\n  # END GENERATED\nb\n"
-	out, err := replaceBlock([]byte(file), "new\nlines\n")
+func TestReplaceBlocks(t *testing.T) {
+	file := "a\n  # BEGIN GENERATED by x\nold\n  # END GENERATED\nb\n"
+	out, err := replaceBlocks([]byte(file), map[string]string{"": "new\nlines\n"})
 	require.NoError(t, err)
-	assert.Equal(t, "a\n  # BEGIN GENERATED x\nnew\nlines\n  # END GENERATED\nb\n", string(out))
+	assert.Equal(t, "a\n  # BEGIN GENERATED by x\nnew\nlines\n  # END GENERATED\nb\n", string(out))
+
+	named := "<!-- BEGIN GENERATED one: by x -->\n1\n<!-- END GENERATED one -->\nb\n<!-- BEGIN GENERATED two -->\n<!-- END GENERATED two -->\n"
+	out, err = replaceBlocks([]byte(named), map[string]string{"one": "I\n", "two": "II\n"})
+	require.NoError(t, err)
+	assert.Equal(t, "<!-- BEGIN GENERATED one: by x -->\nI\n<!-- END GENERATED one -->\nb\n<!-- BEGIN GENERATED two -->\nII\n<!-- END GENERATED two -->\n", string(out))
 
 	for name, bad := range map[string]string{
 		"no markers":      "a\nb\n",
@@ -157,8 +252,11 @@ func TestReplaceBlock(t *testing.T) {
 		"two begins":      "# BEGIN GENERATED\n# BEGIN GENERATED\n# END GENERATED\n",
 		"no end":          "# BEGIN GENERATED\n",
 		"two blocks, end": "# BEGIN GENERATED\n# END GENERATED\n# END GENERATED\n",
+		"the block twice": "# BEGIN GENERATED\n# END GENERATED\n# BEGIN GENERATED\n# END GENERATED\n",
+		"another block":   "# BEGIN GENERATED other\n# END GENERATED other\n",
+		"ends another":    "# BEGIN GENERATED\n# END GENERATED other\n",
 	} {
-		_, err := replaceBlock([]byte(bad), "x\n")
+		_, err := replaceBlocks([]byte(bad), map[string]string{"": "x\n"})
 		assert.Error(t, err, name)
 	}
 }

@@ -66,7 +66,7 @@ func moduleOptions(table []app.Option, moduleSince string) (string, error) {
 		if opt.Arg == "" {
 			continue
 		}
-		help, err := app.RenderHelp(opt.Help, func(name, value string) (string, error) {
+		help, err := app.RenderHelp(opt.Description(), func(name, value string) (string, error) {
 			ref, ok := byName(table, name)
 			if !ok || ref.Arg == "" {
 				return "", fmt.Errorf("no module argument %q", name)

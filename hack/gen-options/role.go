@@ -14,7 +14,8 @@ const roleDir = "roles/kube_proxy_sync/"
 var roleOnly = []app.Option{
 	{
 		Role: "kube_proxy_sync_delegate_to", RoleType: "str",
-		RoleDefault: `"{{ (groups['kube_control_plane'] | default([])) | first | default(inventory_hostname) }}"`,
+		RoleDefault:     `"{{ (groups['kube_control_plane'] | default([])) | first | default(inventory_hostname) }}"`,
+		RoleDefaultText: "the first C(kube_control_plane) host, else the play's first host",
 		Help: "Host that runs the module, once per cluster.\n\n" +
 			"Defaults to the first host of the C(kube_control_plane) group, else the play's first host.",
 	},
@@ -36,7 +37,8 @@ var roleOnly = []app.Option{
 
 // roleBlocks returns the generated block of each role file.
 func roleBlocks(table []app.Option) (map[string]string, error) {
-	var specs, defaults, pass strings.Builder
+	var specs, defaults, pass, readme strings.Builder
+	readme.WriteString("| variable | default | what |\n| --- | --- | --- |\n")
 	// the binary's options, in the table's order, then the role's own
 	var vars []app.Option
 	for _, opt := range table {
@@ -46,7 +48,7 @@ func roleBlocks(table []app.Option) (map[string]string, error) {
 	}
 	vars = append(vars, roleOnly...)
 	for i, opt := range vars {
-		help, note, err := roleDescription(table, opt, true)
+		help, note, err := roleDescription(table, opt, inAnsible)
 		if err != nil {
 			return nil, fmt.Errorf("role variable %s: %w", opt.Role, err)
 		}
@@ -75,11 +77,18 @@ func roleBlocks(table []app.Option) (map[string]string, error) {
 		}
 		specs.WriteString(desc)
 
+		// README.md: the first paragraph and the role's note, in markdown
+		row, err := roleReadmeRow(table, opt)
+		if err != nil {
+			return nil, fmt.Errorf("role variable %s: %w", opt.Role, err)
+		}
+		readme.WriteString(row)
+
 		// defaults/main.yml: the same text, plain
 		if i > 0 {
 			defaults.WriteString("\n")
 		}
-		help, note, err = roleDescription(table, opt, false)
+		help, note, err = roleDescription(table, opt, inPlain)
 		if err != nil {
 			return nil, fmt.Errorf("role variable %s: %w", opt.Role, err)
 		}
@@ -101,14 +110,48 @@ func roleBlocks(table []app.Option) (map[string]string, error) {
 		roleDir + "meta/argument_specs.yml": specs.String(),
 		roleDir + "defaults/main.yml":       defaults.String(),
 		roleDir + "tasks/main.yml":          pass.String(),
+		roleDir + "README.md":               readme.String(),
 	}, nil
 }
 
-// roleDescription is the variable's description in argument_specs.yml
-// (in Ansible's markup) or defaults/main.yml (plain): the paragraphs of
-// Help, and what the role adds (its note, what an empty value means).
-func roleDescription(table []app.Option, opt app.Option, markup bool) ([]string, string, error) {
-	paras := paragraphs(opt.Help)
+// roleReadmeRow is the variable's row in the role's README: its name, its
+// default (RoleDefaultText, else the value in defaults/main.yml) and the
+// first paragraph of its description with what the role adds.
+func roleReadmeRow(table []app.Option, opt app.Option) (string, error) {
+	def := "`" + opt.RoleDefault + "`"
+	if opt.RoleDefaultText != "" {
+		text, err := roleHelp(table, opt.RoleDefaultText, inMarkdown)
+		if err != nil {
+			return "", err
+		}
+		def = text
+	}
+	help, note, err := roleDescription(table, opt, inMarkdown)
+	if err != nil {
+		return "", err
+	}
+	what := help[0]
+	if note != "" {
+		what += " " + note
+	}
+	return "| `" + opt.Role + "` | " + cell(def) + " | " + cell(what) + " |\n", nil
+}
+
+// style is how a role's text is written: in Ansible's markup
+// (argument_specs.yml), plain (defaults/main.yml) or in markdown (README.md).
+type style int
+
+const (
+	inAnsible style = iota
+	inPlain
+	inMarkdown
+)
+
+// roleDescription is the variable's description in argument_specs.yml,
+// defaults/main.yml or README.md: the paragraphs of Help, and what the role
+// adds (its note, what an empty value means).
+func roleDescription(table []app.Option, opt app.Option, markup style) ([]string, string, error) {
+	paras := paragraphs(opt.Description())
 	if opt.Kind() == "duration" {
 		paras[len(paras)-1] += " A Go duration such as V(5m) or V(90s)."
 	}
@@ -132,8 +175,8 @@ func roleDescription(table []app.Option, opt app.Option, markup bool) ([]string,
 }
 
 // roleHelp renders Help for the role: an option is named by its role
-// variable, in Ansible's markup (markup) or as plain text.
-func roleHelp(table []app.Option, help string, markup bool) (string, error) {
+// variable, in Ansible's markup, as plain text or in markdown.
+func roleHelp(table []app.Option, help string, markup style) (string, error) {
 	return app.RenderHelp(help, func(name, value string) (string, error) {
 		ref, ok := byName(table, name)
 		if !ok || ref.Role == "" {
@@ -143,13 +186,19 @@ func roleHelp(table []app.Option, help string, markup bool) (string, error) {
 		if value != "" {
 			text += "=" + value
 		}
-		if markup {
+		switch markup {
+		case inAnsible:
 			return "O(" + text + ")", nil
+		case inMarkdown:
+			return "`" + text + "`", nil
 		}
 		return text, nil
 	}, func(kind, text string) string {
-		if markup {
+		switch markup {
+		case inAnsible:
 			return kind + "(" + text + ")"
+		case inMarkdown:
+			return "`" + text + "`"
 		}
 		return text
 	})

@@ -244,13 +244,26 @@ func fail(streams Streams, o *Options, res *kpsync.Result, err error) int {
 // also printed by --output json. The facts are its top-level return values
 // (read through `register`); no ansible_facts, so no fact cache keeps an old
 // result (the role sets a fact only when asked, kube_proxy_sync_set_facts).
+//
+// Each field's doc comment (and each of kpsync.Facts) is its row in the
+// README's result table (go run ./hack/gen-options writes it).
 type moduleResult struct {
-	Changed bool   `json:"changed"`
-	Failed  bool   `json:"failed"`
-	Msg     string `json:"msg"`
+	// Changed: the run wrote something (or would, in check mode).
+	Changed bool `json:"changed"`
+	// Failed: the run failed; this result is still printed, whole as far
+	// as the run got.
+	Failed bool `json:"failed"`
+	// Msg says what the run did, in one sentence; the error on failure.
+	Msg string `json:"msg"`
 	kpsync.Facts
+	// Diff is the ConfigMap data before and after, credentials redacted;
+	// with `--diff`, when the data differs.
 	Diff *kpsync.Diff `json:"diff,omitempty"`
-	// Warnings is Ansible's standard key: each is shown as a [WARNING].
+	// Warnings is Ansible's standard list, each shown as a [WARNING]
+	// (absent when empty): what the kube-proxy in use would load past with
+	// a warning (fields it does not have, keys given twice; see
+	// docs/validation.md), and validation rules picked for an unknown
+	// version.
 	Warnings []string `json:"warnings,omitempty"`
 }
 

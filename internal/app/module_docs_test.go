@@ -60,6 +60,29 @@ func TestSidecarDocsMatchTheBinary(t *testing.T) {
 			}
 			sort.Strings(documentedReturn)
 			assert.Equal(t, returned, documentedReturn, "RETURN must list exactly the result's keys (besides changed and failed)")
+
+			// a key holding an object lists exactly its keys under contains
+			for i := 0; i < facts.NumField(); i++ {
+				typ := facts.Field(i).Type
+				if typ.Kind() == reflect.Pointer {
+					typ = typ.Elem()
+				}
+				if typ.Kind() != reflect.Struct {
+					continue
+				}
+				key := strings.Split(facts.Field(i).Tag.Get("json"), ",")[0]
+				var want []string
+				for j := 0; j < typ.NumField(); j++ {
+					want = append(want, strings.Split(typ.Field(j).Tag.Get("json"), ",")[0])
+				}
+				entry, _ := d.Return[key].(map[string]interface{})
+				contains, _ := entry["contains"].(map[string]interface{})
+				documented := make([]string, 0, len(contains))
+				for name := range contains {
+					documented = append(documented, name)
+				}
+				assert.ElementsMatch(t, want, documented, "RETURN.%s.contains must list exactly its keys", key)
+			}
 		})
 	}
 }

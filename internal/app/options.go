@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/sirupsen/logrus"
@@ -108,32 +107,17 @@ func (o *Options) Validate(ctx context.Context) error {
 	if !slices.Contains([]string{kpsync.RestartAuto, kpsync.RestartAlways, kpsync.RestartNever}, o.Restart) {
 		return fmt.Errorf("--restart %q: want auto, always or never", o.Restart)
 	}
-	if o.Timeout < 0 || o.Timeout > 24*time.Hour {
-		return fmt.Errorf("--timeout %s: want 0 (none) to 24h", o.Timeout)
-	}
-	if o.ProgressDeadline < 0 || o.ProgressDeadline > 24*time.Hour {
-		return fmt.Errorf("--progress-deadline %s: want 0 (derived) to 24h", o.ProgressDeadline)
-	}
-	if o.RequestTimeout <= 0 || o.RequestTimeout > 10*time.Minute {
-		return fmt.Errorf("--request-timeout %s: want more than 0 and at most 10m", o.RequestTimeout)
-	}
-	if o.Retries < 0 || o.Retries > 20 {
-		return fmt.Errorf("--retries %d: want 0 to 20", o.Retries)
+	// the ranges of ints and durations, from the option table
+	for _, opt := range OptionTable() {
+		if err := opt.checkRange(o); err != nil {
+			return err
+		}
 	}
 	if o.Strategy != kpsync.StrategyRolling && o.Strategy != kpsync.StrategyCanary && o.Strategy != kpsync.StrategyZonal {
 		return fmt.Errorf("--strategy %q: want rolling, canary or zonal", o.Strategy)
 	}
 	if errs := validation.IsQualifiedName(o.ZoneLabel); len(errs) > 0 {
 		return fmt.Errorf("--zone-label %q: want a node label key like %s: %s", o.ZoneLabel, rollout.DefaultZoneLabel, strings.Join(errs, "; "))
-	}
-	if o.ConfigHistory < 1 || o.ConfigHistory > 100 {
-		return fmt.Errorf("--config-history %d: want 1 to 100", o.ConfigHistory)
-	}
-	if o.CanaryNodes < 0 || o.CanaryNodes > 10000 {
-		return fmt.Errorf("--canary-nodes %d: want 0 to 10000", o.CanaryNodes)
-	}
-	if o.VerifyEndpoints < 0 || o.VerifyEndpoints > 1000 {
-		return fmt.Errorf("--verify-endpoints %d: want 0 to 1000", o.VerifyEndpoints)
 	}
 	if o.VerifyEndpoints > 0 && !o.Verify {
 		return fmt.Errorf("--verify-endpoints needs --verify")
@@ -145,12 +129,6 @@ func (o *Options) Validate(ctx context.Context) error {
 		if err := validateBatchSize(o.BatchSize); err != nil {
 			return err
 		}
-	}
-	if o.NotReadyTolerance < 0 || o.NotReadyTolerance > 7*24*time.Hour {
-		return fmt.Errorf("--not-ready-tolerance %s: want 0 to 168h", o.NotReadyTolerance)
-	}
-	if o.LockTimeout < 0 || o.LockTimeout > 24*time.Hour {
-		return fmt.Errorf("--lock-timeout %s: want 0 to 24h", o.LockTimeout)
 	}
 	if o.Output != "text" && o.Output != "json" {
 		return fmt.Errorf("--output %q: want text or json", o.Output)
@@ -198,12 +176,6 @@ func validateBatchSize(v string) error {
 func (o *Options) validateConnectivity() error {
 	if !slices.Contains(verify.Modes, o.VerifyHealth) {
 		return fmt.Errorf("--verify-health %q: want off, auto or required", o.VerifyHealth)
-	}
-	if o.VerifyHealthWait <= 0 || o.VerifyHealthWait > time.Hour {
-		return fmt.Errorf("--verify-health-timeout %s: want more than 0 and at most 1h", o.VerifyHealthWait)
-	}
-	if o.VerifyTrafficWait <= 0 || o.VerifyTrafficWait > time.Hour {
-		return fmt.Errorf("--verify-traffic-timeout %s: want more than 0 and at most 1h", o.VerifyTrafficWait)
 	}
 	if o.VerifyTraffic == "" || o.VerifyTraffic == kpsync.TrafficNone {
 		return nil

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
-// Adding an option: a field below, a row in OptionTable, its use (Validate,
+// Adding an option: a field below, a row in OptionTable (an int or a
+// duration with its Range, which Validate enforces), its use (Validate,
 // syncOptions), then `go run ./hack/gen-options` rewrites the module docs,
 // the role's argument specs, defaults and pass-through, and the README's flag
 // table from the row. `make verify` fails until it has.
@@ -109,7 +111,8 @@ type Option struct {
 	// Choices are the values Validate accepts, when they are a fixed set.
 	Choices []string
 	// Help is the one text of the flag's usage, the module's and the
-	// role's description and the README's row, in Ansible's markup:
+	// role's description and the README's row (with the Range added:
+	// Description), in Ansible's markup:
 	// O(arg) and O(arg=value) name an option by its module argument (or
 	// its flag, with underscores, when it has none), V(value) a value,
 	// C(text) code, RV(key) a return value. A blank line starts a
@@ -117,6 +120,9 @@ type Option struct {
 	Help string
 	// See names the README section that says more, for the README's row.
 	See string
+	// Range bounds an int or a duration: Validate refuses a value outside
+	// it, and Description says it (nil: no bounds beyond the type's).
+	Range *Range
 
 	// RoleDefault is the variable's value in the role's defaults/main.yml,
 	// as YAML: "" (empty) and null keep the binary's default, which the
@@ -126,6 +132,9 @@ type Option struct {
 	// the rule for RoleDefault (null: omitted when null; a bool: | bool;
 	// "": omitted when empty; else as it is).
 	RolePass string
+	// RoleDefaultText says in the role's README what a templated
+	// RoleDefault is (in both entry points), in the markup of Help.
+	RoleDefaultText string
 	// RoleType is the type in argument_specs.yml, when not the module's.
 	RoleType string
 	// RoleNote is what the role's argument spec says besides Help.
@@ -188,10 +197,11 @@ func OptionTable() []Option {
 				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
 				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
 				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
-			RoleDefault: `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:    `{{ kube_proxy_sync_server | default(omit, true) }}`,
-			RoleNote:    "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
-			field:       func(o *Options) any { return &o.Server },
+			RoleDefault:     `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+			RolePass:        `{{ kube_proxy_sync_server | default(omit, true) }}`,
+			RoleDefaultText: `V("") (left as it is); in the kubespray entry point, as kubespray decides it`,
+			RoleNote:        "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
+			field:           func(o *Options) any { return &o.Server },
 		},
 		{
 			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kube_proxy_sync_allow_insecure_server", Since: "1.0.0",
@@ -233,8 +243,9 @@ func OptionTable() []Option {
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:    "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleDefault:     `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+			RolePass:        "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleDefaultText: `V(""); in the kubespray entry point, C({{ kube_config_dir }}/kubeadm-config.yaml) (kubespray's, on the first control plane)`,
 			RoleNote: "Empty by default; in the kubespray entry point, the kubeadm config kubespray's control-plane role writes " +
 				"on the first control-plane host (C(kubeadm-config.yaml) in its C(kube_config_dir)), so every C(kube_proxy_*) " +
 				"variable and default of kubespray reaches kube-proxy as kubeadm renders it.",
@@ -242,12 +253,13 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
-			Default:     "kubeadm",
-			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault: `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
-			RolePass:    "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
-			RoleNote:    "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
-			field:       func(o *Options) any { return &o.Kubeadm },
+			Default:         "kubeadm",
+			Help:            "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
+			RoleDefault:     `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
+			RolePass:        "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
+			RoleDefaultText: `V("") (C(kubeadm) in C(PATH)); in the kubespray entry point, C({{ bin_dir }}/kubeadm)`,
+			RoleNote:        "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
+			field:           func(o *Options) any { return &o.Kubeadm },
 		},
 		{
 			Flag: "probe-path", Arg: "probe_path", Role: "kube_proxy_sync_probe_path", Since: "1.0.0",
@@ -255,7 +267,8 @@ func OptionTable() []Option {
 			Help: "Readiness probe path of the kube-proxy container. V(auto) picks V(/livez) for kube-proxy 1.28 and newer and " +
 				"V(/healthz) before; V(none) leaves the probe alone.\n\n" +
 				"A probe change rolls the DaemonSet, so it is a restart of its own.",
-			RoleDefault: `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleDefault:     `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleDefaultText: "V(auto); in the kubespray entry point, V(none)",
 			RoleNote: "V(auto) by default; V(none) in the kubespray entry point, where kubeadm's DaemonSet has no probe and every " +
 				"kubeadm upgrade would remove it again.",
 			field: func(o *Options) any { return &o.ProbePath },
@@ -298,6 +311,7 @@ func OptionTable() []Option {
 			Help: "Fail, and roll back (O(rollback_on_failure)), when no node finished for this long; by default derived " +
 				"from the pod: 2 × (its termination grace period + minReadySeconds + readiness probe " +
 				"initialDelay + period × (success + failure threshold) + timeout) + 1m, at least 2m (2m for kubeadm's DaemonSet).",
+			Range:       between(0, 24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.ProgressDeadline },
 		},
@@ -305,6 +319,7 @@ func OptionTable() []Option {
 			Flag: "timeout", Arg: "timeout", Role: "kube_proxy_sync_timeout", Since: "1.0.0",
 			DefaultText: "none",
 			Help:        "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back.",
+			Range:       between(0, 24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Timeout },
 		},
@@ -312,6 +327,7 @@ func OptionTable() []Option {
 			Flag: "request-timeout", Arg: "request_timeout", Role: "kube_proxy_sync_request_timeout", Since: "1.0.0",
 			Default:     20 * time.Second,
 			Help:        "Timeout of one API request attempt (watches are not cut).",
+			Range:       above(0, 10*time.Minute),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.RequestTimeout },
 		},
@@ -319,7 +335,8 @@ func OptionTable() []Option {
 			Flag: "retries", Arg: "retries", Role: "kube_proxy_sync_retries", Since: "1.0.0",
 			Default: 5,
 			Help: "Retries of an API request after a connection error, 429 or 5xx (not 501), with jittered backoff, honouring " +
-				"C(Retry-After) (0 to 20).",
+				"C(Retry-After).",
+			Range:       between(0, 20),
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.Retries },
 		},
@@ -363,8 +380,9 @@ func OptionTable() []Option {
 		{
 			Flag: "canary-nodes", Arg: "canary_nodes", Role: "kube_proxy_sync_canary_nodes", Since: "1.0.0",
 			Default: 1,
-			Help: "With O(strategy=canary), how many live nodes restart first (0 to 10000); with O(strategy=zonal), how many of " +
+			Help: "With O(strategy=canary), how many live nodes restart first; with O(strategy=zonal), how many of " +
 				"each zone (at most the batch size).",
+			Range:       between(0, 10000),
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.CanaryNodes },
 		},
@@ -392,14 +410,16 @@ func OptionTable() []Option {
 				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
 				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
 			RoleDefault: "false",
+			RoleNote:    "In the kubespray entry point an undo passes no server and no kubeadm config.",
 			field:       func(o *Options) any { return &o.Undo },
 		},
 		{
 			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
 			Default: kpsync.DefaultHistory,
 			Help: "How many copies of the config (C(kube-proxy-<hash>), the ConfigMaps the pod template mounts) to keep besides " +
-				"those in use, for rollbacks and C(kubectl rollout undo) (1 to 100). A copy that a revision of the DaemonSet " +
+				"those in use, for rollbacks and C(kubectl rollout undo). A copy that a revision of the DaemonSet " +
 				"(its ControllerRevisions, up to its revisionHistoryLimit) mounts is in use.",
+			Range:       between(1, 100),
 			See:         "The config travels with the template",
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.ConfigHistory },
@@ -420,6 +440,7 @@ func OptionTable() []Option {
 			Flag: "verify-health-timeout", Arg: "verify_health_timeout", Role: "kube_proxy_sync_verify_health_timeout", Since: "1.0.0",
 			Default:     time.Minute,
 			Help:        "With O(verify_health), how long a restarted kube-proxy has to show a sync.",
+			Range:       above(0, time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyHealthWait },
 		},
@@ -470,6 +491,7 @@ func OptionTable() []Option {
 			Flag: "verify-traffic-timeout", Arg: "verify_traffic_timeout", Role: "kube_proxy_sync_verify_traffic_timeout", Since: "1.0.0",
 			Default:     30 * time.Second,
 			Help:        "With O(verify_traffic), how long the connection may take to succeed on one node.",
+			Range:       above(0, time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyTrafficWait },
 		},
@@ -483,7 +505,8 @@ func OptionTable() []Option {
 		{
 			Flag: "verify-endpoints", Metavar: "N", Arg: "verify_endpoints", Role: "kube_proxy_sync_verify_endpoints", Since: "1.0.0",
 			Help: "With O(verify), also ask kube-proxy's health endpoint on this many live nodes through the API server's node " +
-				"proxy (needs get on C(nodes/proxy); 0 to 1000).",
+				"proxy (needs get on C(nodes/proxy)).",
+			Range:       between(0, 1000),
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.VerifyEndpoints },
 		},
@@ -507,6 +530,7 @@ func OptionTable() []Option {
 			Flag: "not-ready-tolerance", Arg: "not_ready_tolerance", Role: "kube_proxy_sync_not_ready_tolerance", Since: "1.0.0",
 			Default:     nodes.DefaultPolicy.NotReadyTolerance,
 			Help:        "A node NotReady for longer than this counts as going away; its pod neither blocks nor fails the rollout.",
+			Range:       between(0, 7*24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.NotReadyTolerance },
 		},
@@ -521,6 +545,7 @@ func OptionTable() []Option {
 			Default: 5 * time.Minute,
 			Help: "How long to wait for another run's Lease (C(kube-proxy-sync) in O(namespace)) before failing with " +
 				"C(locked).",
+			Range:       between(0, 24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.LockTimeout },
 		},
@@ -675,10 +700,98 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
+// Range is the values an int or a duration option takes: from Min to Max,
+// both included, unless AboveMin (Min itself is refused too).
+type Range struct {
+	Min, Max any // of the option's type: int or time.Duration
+	AboveMin bool
+}
+
+// between is the range from lo to hi, both included.
+func between[T int | time.Duration](lo, hi T) *Range { return &Range{Min: lo, Max: hi} }
+
+// above is the range of more than lo and at most hi.
+func above[T int | time.Duration](lo, hi T) *Range {
+	return &Range{Min: lo, Max: hi, AboveMin: true}
+}
+
+// Description is Help and what Help does not say itself: the range, in the
+// same markup. Every text of the option (its usage, the module's and the
+// role's docs, the README's row) is written from it.
+func (opt Option) Description() string {
+	if opt.Range == nil {
+		return opt.Help
+	}
+	if opt.Range.AboveMin {
+		return opt.Help + " More than " + opt.rangeText() + "."
+	}
+	return opt.Help + " From " + opt.rangeText() + "."
+}
+
+// rangeText says the range in Help's markup: "V(0) (none) to V(24h)" (a
+// zero Min says what it means, as the default's text does), or "V(0) and
+// at most V(10m)" after "more than".
+func (opt Option) rangeText() string {
+	r := opt.Range
+	lo, hi := valueText(r.Min), valueText(r.Max)
+	if r.AboveMin {
+		return "V(" + lo + ") and at most V(" + hi + ")"
+	}
+	text := "V(" + lo + ")"
+	if opt.Default == nil && opt.DefaultText != "" && reflect.ValueOf(r.Min).IsZero() {
+		text += " (" + opt.DefaultText + ")"
+	}
+	return text + " to V(" + hi + ")"
+}
+
+// valueText is a value as the docs write it: 5m rather than 5m0s, 0
+// rather than 0s.
+func valueText(v any) string {
+	if d, ok := v.(time.Duration); ok {
+		if d == 0 {
+			return "0"
+		}
+		return shortDuration(d)
+	}
+	return fmt.Sprint(v)
+}
+
+// checkRange refuses a value of the option's field outside its Range.
+func (opt Option) checkRange(o *Options) error {
+	r := opt.Range
+	if r == nil {
+		return nil
+	}
+	var value any
+	var below, over, atMin bool
+	switch p := opt.field(o).(type) {
+	case *int:
+		value, below, over, atMin = *p, *p < r.Min.(int), *p > r.Max.(int), *p == r.Min.(int)
+	case *time.Duration:
+		value, below, over, atMin = *p, *p < r.Min.(time.Duration), *p > r.Max.(time.Duration), *p == r.Min.(time.Duration)
+	default:
+		return fmt.Errorf("option --%s: a range for a %T", opt.Flag, p)
+	}
+	if !below && !over && !(atMin && r.AboveMin) {
+		return nil
+	}
+	want := opt.rangeText()
+	if r.AboveMin {
+		want = "more than " + want
+	}
+	text, err := RenderHelp(want, func(name, _ string) (string, error) {
+		return "", fmt.Errorf("a range names no option (%s)", name)
+	}, func(_, text string) string { return text })
+	if err != nil {
+		return fmt.Errorf("option --%s: %w", opt.Flag, err)
+	}
+	return fmt.Errorf("--%s %v: want %s", opt.Flag, value, text)
+}
+
 // Usage is Help as the flag's usage: plain text, lower case, no final full
 // stop; pflag adds the default.
 func (opt Option) Usage() string {
-	text, err := RenderHelp(opt.Help, func(name, value string) (string, error) {
+	text, err := RenderHelp(opt.Description(), func(name, value string) (string, error) {
 		ref, ok := optionByName(name)
 		if !ok || ref.Flag == "" {
 			return "", fmt.Errorf("no flag %q", name)

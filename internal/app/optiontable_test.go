@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,10 @@ func TestOptionTable(t *testing.T) {
 				assert.NotEmpty(t, opt.Arg, "the role passes a module argument")
 				assert.NotEmpty(t, opt.RoleDefault, "a role variable needs its value in defaults/main.yml")
 			}
+			if kind := opt.Kind(); kind == "int" || kind == "duration" {
+				assert.NotNil(t, opt.Range, "an int or a duration says its range (Range), which Validate enforces and the help says")
+			}
+			assert.NotRegexp(t, `\b[0-9]+ to [0-9]+\b`, opt.Help, "a range is written once, in Range, not in Help")
 			if len(opt.Choices) > 0 && opt.Default != nil {
 				assert.Contains(t, opt.Choices, opt.Default)
 			}
@@ -136,6 +141,68 @@ func TestOptionTableKeepsTheOptions(t *testing.T) {
 		"verify", "verify_endpoints", "verify_health", "verify_health_timeout", "verify_traffic", "verify_traffic_image",
 		"verify_traffic_timeout", "zone_label",
 	})
+}
+
+// Each range is enforced as written: its ends pass Validate (Min not,
+// when AboveMin), one step past either end fails with a message that says
+// the range, and the default is inside it.
+func TestOptionRanges(t *testing.T) {
+	validate := func(t *testing.T, opt Option, value string) error {
+		t.Helper()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o := NewOptions()
+		o.AddFlags(fs)
+		// --verify: --verify-endpoints needs it, no other option minds it
+		require.NoError(t, fs.Parse([]string{"--verify", "--" + opt.Flag + "=" + value}))
+		require.NoError(t, o.Complete())
+		return o.Validate(context.Background())
+	}
+	n := 0
+	for _, opt := range OptionTable() {
+		if opt.Range == nil {
+			continue
+		}
+		n++
+		t.Run(opt.Flag, func(t *testing.T) {
+			r := opt.Range
+			var low, high, below, over string
+			switch opt.Kind() {
+			case "int":
+				lo, ok1 := r.Min.(int)
+				hi, ok2 := r.Max.(int)
+				require.True(t, ok1 && ok2, "Min and Max of an int option are ints")
+				require.Less(t, lo, hi)
+				d := reflect.ValueOf(opt.field(NewOptions())).Elem().Interface().(int)
+				assert.True(t, d >= lo && d <= hi, "the default %d is in the range", d)
+				low, high, below, over = strconv.Itoa(lo), strconv.Itoa(hi), strconv.Itoa(lo-1), strconv.Itoa(hi+1)
+			case "duration":
+				lo, ok1 := r.Min.(time.Duration)
+				hi, ok2 := r.Max.(time.Duration)
+				require.True(t, ok1 && ok2, "Min and Max of a duration option are durations")
+				require.Less(t, lo, hi)
+				d := reflect.ValueOf(opt.field(NewOptions())).Elem().Interface().(time.Duration)
+				assert.True(t, d >= lo && d <= hi && !(r.AboveMin && d == lo), "the default %s is in the range", d)
+				low, high, below, over = lo.String(), hi.String(), (lo - time.Nanosecond).String(), (hi + time.Nanosecond).String()
+			default:
+				t.Fatalf("a range on a %s option", opt.Kind())
+			}
+			assert.NoError(t, validate(t, opt, high))
+			if r.AboveMin {
+				assert.ErrorContains(t, validate(t, opt, low), "--"+opt.Flag+" ")
+			} else {
+				assert.NoError(t, validate(t, opt, low))
+			}
+			for _, bad := range []string{below, over} {
+				err := validate(t, opt, bad)
+				require.Error(t, err, bad)
+				assert.Contains(t, err.Error(), "--"+opt.Flag+" ")
+				assert.Contains(t, err.Error(), ": want ")
+				assert.Contains(t, err.Error(), valueText(r.Max), "the message says the range")
+			}
+			assert.Contains(t, opt.Usage(), valueText(r.Max), "the flag's help says the range")
+		})
+	}
+	assert.NotZero(t, n)
 }
 
 func TestSentence(t *testing.T) {

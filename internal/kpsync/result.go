@@ -26,57 +26,91 @@ const (
 // Facts are what later playbook tasks branch on: the module's return values
 // (plugins/modules/*.yml documents them under RETURN).
 // The names are a public contract: add, never rename.
+// Each field's doc comment is its row in the README's result table
+// (go run ./hack/gen-options writes it): start it with the field's name.
 type Facts struct {
-	ConfigMapChanged       bool     `json:"configmap_changed"`
-	ResourceVersionBefore  string   `json:"resource_version_before"`
-	ResourceVersionAfter   string   `json:"resource_version_after"`
-	ResourceVersionChanged bool     `json:"resource_version_changed"`
-	ChangedKeys            []string `json:"changed_keys"`
-	// ChangedKeysEffect: each changed key's effect on the running
-	// kube-proxies, "restart" or "no-effect".
+	// ConfigMapChanged: the data changed (or would, in check mode).
+	ConfigMapChanged bool `json:"configmap_changed"`
+	// ResourceVersionBefore is the ConfigMap's resourceVersion the first
+	// capture saw.
+	ResourceVersionBefore string `json:"resource_version_before"`
+	// ResourceVersionAfter is the one the second capture saw.
+	ResourceVersionAfter string `json:"resource_version_after"`
+	// ResourceVersionChanged: the two captures saw different versions; a
+	// bump with identical data restarts nothing.
+	ResourceVersionChanged bool `json:"resource_version_changed"`
+	// ChangedKeys are the data keys, and fields in them, whose value
+	// changed, e.g. `["config.conf:mode", "kubeconfig.conf:clusters[0].cluster.server"]`.
+	ChangedKeys []string `json:"changed_keys"`
+	// ChangedKeysEffect is each changed key's effect on the running
+	// kube-proxies, `restart` or `no-effect`, e.g.
+	// `{"config.conf:ipvs.scheduler": "no-effect"}`.
 	ChangedKeysEffect map[string]string `json:"changed_keys_effect"`
-	RestartRequired   bool              `json:"restart_required"`
-	Restarted         bool              `json:"restarted"`
-	RestartReason     string            `json:"restart_reason"`
-	// Adopted: stamped the data hash on a DaemonSet never seen before, no restart.
-	Adopted      bool   `json:"adopted"`
-	ProbePath    string `json:"probe_path"`
-	ProbeChanged bool   `json:"probe_changed"`
-	// Image is the kube-proxy container's image once the run is done (in
-	// check mode: would be), ImageBefore the one it ran before the run;
-	// ImageChanged: the run changes it (--image, --kubeadm-config)
-	Image            string         `json:"image"`
-	ImageBefore      string         `json:"image_before"`
-	ImageChanged     bool           `json:"image_changed"`
-	KubeProxyVersion string         `json:"kube_proxy_version"`
-	Rollout          rollout.Status `json:"rollout"`
-	RolledBack       bool           `json:"rolled_back"`
-	RollbackReason   string         `json:"rollback_reason"`
-	CheckMode        bool           `json:"check_mode"`
-	AuditID          string         `json:"audit_id"`
-	APIRequests      int64          `json:"api_requests"`
+	// RestartRequired: kube-proxy needed a restart.
+	RestartRequired bool `json:"restart_required"`
+	// Restarted: this run restarted kube-proxy (rolled the DaemonSet).
+	Restarted bool `json:"restarted"`
+	// RestartReason is why: `config-changed`, `pending`, `probe-changed`,
+	// `image-changed`, `forced`, or empty; `no-effect` when the data
+	// changed but no changed key has an effect (no restart).
+	RestartReason string `json:"restart_reason"`
+	// Adopted: the first run stamped the data hash on the DaemonSet, no
+	// restart (a write: `changed` is true).
+	Adopted bool `json:"adopted"`
+	// ProbePath is the path of the readiness probe after the run: the one
+	// decided, or the one it had when the probe is left alone.
+	ProbePath string `json:"probe_path"`
+	// ProbeChanged: the run changed the readiness probe (which rolls the
+	// DaemonSet).
+	ProbeChanged bool `json:"probe_changed"`
+	// Image is the kube-proxy container's image after the run (in check
+	// mode: would be; after a rollback: the one before).
+	Image string `json:"image"`
+	// ImageBefore is the image it ran before the run.
+	ImageBefore string `json:"image_before"`
+	// ImageChanged: the run changes the image (`--image`,
+	// `--kubeadm-config`); `restart_reason` is `image-changed` when the
+	// config did not change.
+	ImageChanged bool `json:"image_changed"`
+	// KubeProxyVersion is the kube-proxy version the run found or was
+	// told: the new image's, when `--image` changes it.
+	KubeProxyVersion string `json:"kube_proxy_version"`
+	// Rollout is the rollout this run made and waited for.
+	Rollout rollout.Status `json:"rollout"`
+	// RolledBack: the run undid its change (see docs/failures.md).
+	RolledBack bool `json:"rolled_back"`
+	// RollbackReason is why it rolled back.
+	RollbackReason string `json:"rollback_reason"`
+	// CheckMode: a check-mode run (`--check`), which writes nothing.
+	CheckMode bool `json:"check_mode"`
+	// AuditID is the run's ID in the audit log and in the Events on the
+	// DaemonSet.
+	AuditID string `json:"audit_id"`
+	// APIRequests counts the HTTP requests this run made, retries included.
+	APIRequests int64 `json:"api_requests"`
 	// ConfigMapName is the ConfigMap the pod template mounts after the run:
 	// the record (kubeadm's layout, before the first change) or the
 	// immutable copy of the config the fleet runs (kube-proxy-NNNNNNNNNN).
 	ConfigMapName string `json:"configmap_name"`
-	// PreviousConfigMap is the one it mounted before this run moved it, ""
-	// when it did not: what a rollback, or `kubectl rollout undo`, restores.
+	// PreviousConfigMap is the one it mounted before this run moved it,
+	// empty when it did not: what a rollback, or `kubectl rollout undo`,
+	// restores.
 	PreviousConfigMap string `json:"previous_configmap"`
-	// UndoConfigMap is the copy --undo restores (the config the fleet ran
-	// before the last change), "" when none is recorded.
+	// UndoConfigMap is the copy `--undo` restores (the config the fleet ran
+	// before the last change), empty when none is recorded.
 	UndoConfigMap string `json:"undo_configmap"`
-	// RecordChanged: the record ConfigMap (--configmap, which kubeadm
+	// RecordChanged: the record ConfigMap (`--configmap`, which kubeadm
 	// reads) was written to the config the fleet runs.
 	RecordChanged bool `json:"record_changed"`
-	// DeferredKeys changed with no effect on the running kube-proxies while
-	// the template mounts the record itself: not written (it is mounted),
-	// the next run that restarts carries them.
+	// DeferredKeys are keys changed with no effect on the running
+	// kube-proxies while the template mounts the record itself: not
+	// written (it is mounted); the next run that restarts carries them.
 	DeferredKeys []string `json:"deferred_keys"`
-	// Connectivity is what the checks before and after each node's restart
-	// saw (--verify-health), nil when they were off.
+	// Connectivity is what the checks before and after each node's
+	// restart saw (`--verify-health`), absent when they were off.
 	Connectivity *verify.Report `json:"connectivity,omitempty"`
-	// Migration is the plan of a change of the proxy mode (see
-	// migration.go), nil when the mode stays.
+	// Migration is the plan of a change of the proxy mode (migration.go;
+	// docs/proxy-mode.md), absent when the mode stays.
 	Migration *Migration `json:"migration,omitempty"`
 }
 

@@ -1,6 +1,6 @@
 // Package probe decides kube-proxy's readiness probe: /livez from 1.28 on,
 // /healthz before (since 1.28 /healthz fails by design on nodes being
-// deleted, e.g. tainted ToBeDeletedByClusterAutoscaler).
+// deleted, such as those tainted ToBeDeletedByClusterAutoscaler).
 package probe
 
 import (
