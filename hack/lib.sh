@@ -87,6 +87,23 @@ build_static() {
     -o "${out}" ./cmd/kube-proxy-sync
 }
 
+# run_logged NAME CMD...: runs CMD with its output in LOGS/NAME.log (LOGS:
+# the calling script's log directory), and shows the log's tail if it fails.
+run_logged() {
+  local name="$1"
+  shift
+  if ! "$@" >"${LOGS}/${name}.log" 2>&1; then
+    tail -n 30 "${LOGS}/${name}.log" >&2
+    die "${name} failed (log: ${LOGS#"${REPO_ROOT}/"}/${name}.log)"
+  fi
+}
+
+# hash_of: a short hash of stdin, for the stamps of build steps and images.
+hash_of() { sha256sum | cut -c1-16; }
+# bin_hash BIN...: the hash of binaries hack/build/tools.sh built in
+# TOOLS_BIN (of their stamps).
+bin_hash() { local b; for b in "$@"; do cat "${TOOLS_BIN}/${b}.stamp"; done | hash_of; }
+
 # docker_env points docker at the engine hack/kind/docker.sh chose (its own
 # dockerd, or a working engine of the machine's; none chosen yet: docker's
 # default).

@@ -2,7 +2,7 @@
 # The mode column of internal/kpvalidate's field table (which proxy modes
 # read each KubeProxyConfiguration field, so a change elsewhere is
 # "no-effect") checked against kube-proxy's own source, every supported
-# minor (versions.txt): internal/kpvalidate/effectsrc parses, with go/parser
+# minor (versions.txt): hack/difftest/effectsrc parses, with go/parser
 # and without compiling anything, cmd/kube-proxy/app, the proxiers it hands
 # the whole configuration to, the v1alpha1 conversion and the v1alpha1 types,
 # and finds the modes under which each field is read. Costs the downloads of
@@ -44,5 +44,5 @@ done <"${REPO_ROOT}/hack/difftest/versions.txt"
 cd "${REPO_ROOT}"
 every=0
 ((${#want[@]})) || every=1
-EFFECTSRC_SOURCES="${list}" EFFECTSRC_EVERY_MINOR="${every}" go test -count=1 -v -run '^TestKubeProxySource$' ./internal/kpvalidate/effectsrc/ |
+EFFECTSRC_SOURCES="${list}" EFFECTSRC_EVERY_MINOR="${every}" go test -count=1 -v -run '^TestKubeProxySource$' ./hack/difftest/effectsrc/ |
   grep -vE '^=== (RUN|PAUSE|CONT)'

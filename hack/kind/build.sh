@@ -52,21 +52,9 @@ mkdir -p "${LOGS}" "${STAMPS}"
 exec 7>"${KIND_DIR}/build.lock"
 flock 7
 
-# run_logged NAME CMD...: runs CMD with its output in logs/NAME.log, and shows
-# the log's tail if it fails.
-run_logged() {
-  local name="$1"
-  shift
-  if ! "$@" >"${LOGS}/${name}.log" 2>&1; then
-    tail -n 30 "${LOGS}/${name}.log" >&2
-    die "${name} failed (log: ${LOGS#"${REPO_ROOT}/"}/${name}.log)"
-  fi
-}
-
 # fresh NAME HASH: true when the step NAME was last done with inputs HASH.
 fresh() { [[ "$(cat "${STAMPS}/$1" 2>/dev/null)" == "$2" ]]; }
 stamp() { printf '%s\n' "$2" >"${STAMPS}/$1"; }
-hash_of() { sha256sum | cut -c1-16; }
 
 # debian_mirror: the Debian archive this machine's apt uses (deb822 or
 # one-line sources), so debootstrap fetches from the same place.
@@ -161,7 +149,6 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/kind/dock
 # --- 1. binaries
 "${REPO_ROOT}/hack/build/tools.sh" >&2
 "${REPO_ROOT}/hack/build/tools.sh" kind >&2
-bin_hash() { local b; for b in "$@"; do cat "${TOOLS_BIN}/${b}.stamp"; done | hash_of; }
 
 # --- 2. base and component images
 rootfs base "${BASE_PACKAGES}"

@@ -60,19 +60,9 @@ mkdir -p "${FILES}" "${LOGS}"
 exec 6>"${KS_DIR}/build.lock"
 flock 6
 
-run_logged() {
-  local name="$1"
-  shift
-  if ! "$@" >"${LOGS}/${name}.log" 2>&1; then
-    tail -n 30 "${LOGS}/${name}.log" >&2
-    die "${name} failed (log: ${LOGS#"${REPO_ROOT}/"}/${name}.log)"
-  fi
-}
-hash_of() { sha256sum | cut -c1-16; }
 image_fresh() {
   [[ "$(docker image inspect -f '{{index .Config.Labels "kps.stamp"}}' "$1" 2>/dev/null)" == "$2" ]]
 }
-bin_hash() { local b; for b in "$@"; do cat "${TOOLS_BIN}/${b}.stamp"; done | hash_of; }
 
 docker_env
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/kind/docker.sh up first"

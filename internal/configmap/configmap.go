@@ -17,7 +17,6 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -329,7 +328,7 @@ type Client struct {
 func (c Client) Get(ctx context.Context) (*corev1.ConfigMap, error) {
 	cm, err := c.ConfigMaps.Get(ctx, c.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, c.explain("get", err)
+		return nil, c.request("get").Explain(err)
 	}
 	return cm, nil
 }
@@ -341,22 +340,15 @@ func (c Client) Update(ctx context.Context, cm *corev1.ConfigMap, data map[strin
 	next.Data = data
 	out, err := c.ConfigMaps.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		return nil, c.explain("update", err)
+		return nil, c.request("update").Explain(err)
 	}
 	return out, nil
 }
 
-func (c Client) explain(verb string, err error) error {
-	what := fmt.Sprintf("%s configmap %q", verb, c.Namespace+"/"+c.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s: not found: check --namespace/--configmap, or that kube-proxy is deployed (kubeadm creates it): %w", what, err)
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%s: forbidden: the kubeconfig user needs %s on configmaps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, verb, err)
-	case apierrors.IsConflict(err):
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+// request is verb on the ConfigMap, as its errors tell it (kube.Request.Explain).
+func (c Client) request(verb string) kube.Request {
+	return kube.Request{What: fmt.Sprintf("%s configmap %q", verb, c.Namespace+"/"+c.Name), Needs: verb + " on configmaps",
+		NotFound: "not found: check --namespace/--configmap, or that kube-proxy is deployed (kubeadm creates it)"}
 }
 
 // secretKeys are the kubeconfig (and auth-provider) fields that hold

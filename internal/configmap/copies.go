@@ -126,7 +126,7 @@ func (c Copies) Ensure(ctx context.Context, cp *corev1.ConfigMap) (*corev1.Confi
 		return out, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return nil, c.explain("create", cp.Name, err)
+		return nil, c.request("create", cp.Name).Explain(err)
 	}
 	got, err := c.Get(ctx, cp.Name)
 	if err != nil {
@@ -147,7 +147,7 @@ func (c Copies) Check(ctx context.Context, cp *corev1.ConfigMap) (recreated bool
 		return err == nil, err
 	}
 	if err != nil {
-		return false, c.explain("get", cp.Name, err)
+		return false, c.request("get", cp.Name).Explain(err)
 	}
 	return false, c.usable(got, cp)
 }
@@ -170,7 +170,7 @@ func (c Copies) usable(got, want *corev1.ConfigMap) error {
 func (c Copies) Get(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 	cm, err := c.ConfigMaps.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, c.explain("get", name, err)
+		return nil, c.request("get", name).Explain(err)
 	}
 	return cm, nil
 }
@@ -182,7 +182,7 @@ func (c Copies) Get(ctx context.Context, name string) (*corev1.ConfigMap, error)
 func (c Copies) List(ctx context.Context) ([]corev1.ConfigMap, error) {
 	list, err := c.ConfigMaps.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{CopyOfLabel: c.Record}.String()})
 	if err != nil {
-		return nil, c.explain("list", "", err)
+		return nil, c.request("list", "").Explain(err)
 	}
 	var out []corev1.ConfigMap
 	for _, cm := range list.Items {
@@ -245,16 +245,12 @@ func (c Copies) Collect(ctx context.Context, keep int, inUse map[string]bool) ([
 	return deleted, nil
 }
 
-func (c Copies) explain(verb, name string, err error) error {
+// request is verb on the copy name ("": on the record's copies), as its
+// errors tell it (kube.Request.Explain).
+func (c Copies) request(verb, name string) kube.Request {
 	what := fmt.Sprintf("%s configmap %q", verb, c.Namespace+"/"+name)
 	if name == "" {
 		what = fmt.Sprintf("%s the copies of configmap %q", verb, c.Namespace+"/"+c.Record)
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s: not found: %w", what, err)
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%s: forbidden: the kubeconfig user needs %s on configmaps in %s (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, verb, c.Namespace, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return kube.Request{What: what, NotFound: "not found", Needs: verb + " on configmaps in " + c.Namespace}
 }

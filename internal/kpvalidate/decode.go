@@ -114,7 +114,7 @@ func decode(text string, minor int) (*config, Warnings, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, nil, fmt.Errorf("not a YAML mapping: %w", err)
 	}
-	warns = append(warns, prune(raw, "", minor)...)
+	warns = append(warns, prune(raw, minor)...)
 	known, err := json.Marshal(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("re-encode config.conf: %w", err)
@@ -137,29 +137,46 @@ func decode(text string, minor int) (*config, Warnings, error) {
 	return &cfg, warns, nil
 }
 
-// prune deletes from obj (at prefix) the fields kube-proxy 1.minor does not
-// have and returns them as warnings.
-func prune(obj map[string]any, prefix string, minor int) Warnings {
-	known := objectFields(prefix, minor)
+// prune deletes from obj the fields kube-proxy 1.minor does not have and
+// returns them as warnings.
+func prune(obj map[string]any, minor int) Warnings {
 	var out Warnings
+	known := map[string]map[string]bool{} // by object: its fields at 1.minor
+	walk(obj, "", func(in map[string]any, prefix, k, path string) bool {
+		if known[prefix] == nil {
+			known[prefix] = objectFields(prefix, minor)
+		}
+		if !known[prefix][k] {
+			out = append(out, Warning{Path: path, Since: firstMinor(path), Minor: minor})
+			delete(in, k)
+			return false
+		}
+		return isObject(path)
+	})
+	return out
+}
+
+// walk visits each field of obj, a decoded config.conf (prefix "") or the
+// object at prefix in it, apiVersion and kind left out. visit gets the
+// object that holds the field (it may delete k from it), that object's
+// path, the field's key and its dotted path; walk goes into the field's
+// value when visit returns true and the value is a mapping.
+func walk(obj map[string]any, prefix string, visit func(in map[string]any, prefix, k, path string) (into bool)) {
 	for k, v := range obj {
+		if prefix == "" && (k == "apiVersion" || k == "kind") {
+			continue
+		}
 		path := k
 		if prefix != "" {
 			path = prefix + "." + k
 		}
-		if prefix == "" && (k == "apiVersion" || k == "kind") {
+		if !visit(obj, prefix, k, path) {
 			continue
 		}
-		if !known[k] {
-			out = append(out, Warning{Path: path, Since: firstMinor(path), Minor: minor})
-			delete(obj, k)
-			continue
-		}
-		if child, ok := v.(map[string]any); ok && isObject(path) {
-			out = append(out, prune(child, path, minor)...)
+		if child, ok := v.(map[string]any); ok {
+			walk(child, path, visit)
 		}
 	}
-	return out
 }
 
 // yaml's duplicate-key errors: `line 4: key "mode" already set in map`.

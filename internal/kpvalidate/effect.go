@@ -104,29 +104,18 @@ func leaves(text []byte) (map[string]string, string, error) {
 		return nil, "", err
 	}
 	out := map[string]string{}
-	flatten(obj, "", out)
-	mode, _ := obj["mode"].(string)
-	return out, mode, nil
-}
-
-func flatten(obj map[string]any, prefix string, out map[string]string) {
-	for k, v := range obj {
-		path := k
-		if prefix != "" {
-			path = prefix + "." + k
-		}
-		if prefix == "" && (k == "apiVersion" || k == "kind") {
-			continue
-		}
-		if child, ok := v.(map[string]any); ok {
+	walk(obj, "", func(in map[string]any, _, k, path string) bool {
+		if _, ok := in[k].(map[string]any); ok {
 			if f, known := Lookup(path); isObject(path) || known && f.Kind == BoolMap {
-				flatten(child, path, out)
-				continue
+				return true
 			}
 		}
-		b, _ := json.Marshal(v)
+		b, _ := json.Marshal(in[k])
 		out[path] = string(b)
-	}
+		return false
+	})
+	mode, _ := obj["mode"].(string)
+	return out, mode, nil
 }
 
 func union(a, b map[string]string) map[string]bool {

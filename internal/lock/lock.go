@@ -151,7 +151,7 @@ func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
 			l.observe(out, now)
 			return true, l.Identity, nil
 		} else if !apierrors.IsConflict(err) {
-			return false, l.Identity, l.explain(err)
+			return false, l.Identity, l.request().Explain(err)
 		}
 	}
 	cur, err := l.Leases.Get(ctx, l.Name, metav1.GetOptions{})
@@ -164,13 +164,13 @@ func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
 			return false, "another run", nil // lost the race; look again
 		}
 		if err != nil {
-			return false, "", l.explain(err)
+			return false, "", l.request().Explain(err)
 		}
 		l.observe(out, now)
 		return true, l.Identity, nil
 	}
 	if err != nil {
-		return false, "", l.explain(err)
+		return false, "", l.request().Explain(err)
 	}
 	if l.observed == nil || !apiequality.Semantic.DeepEqual(l.observed.Spec, cur.Spec) {
 		l.observe(cur, now)
@@ -196,7 +196,7 @@ func (l *Lease) tryAcquireOrRenew(ctx context.Context) (bool, string, error) {
 		return false, h, nil // someone else wrote it first; look again
 	}
 	if err != nil {
-		return false, h, l.explain(err)
+		return false, h, l.request().Explain(err)
 	}
 	l.observe(out, now)
 	return true, l.Identity, nil
@@ -311,9 +311,9 @@ func (l *Lease) release() {
 	l.observe(out, now.Time)
 }
 
-func (l *Lease) explain(err error) error {
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("forbidden: the kubeconfig user needs get, create and update on leases.coordination.k8s.io %q (see roles/kube_proxy_sync/files/rbac.yaml): %w", l.Name, err)
-	}
-	return err
+// request is any request on the lease, as its errors tell it
+// (kube.Request.Explain): the error names the request, a 403 every verb a
+// run needs on the lease.
+func (l *Lease) request() kube.Request {
+	return kube.Request{Needs: fmt.Sprintf("get, create and update on leases.coordination.k8s.io %q", l.Name)}
 }

@@ -7,8 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 )
 
 // RevisionConfigMaps lists the DaemonSet's ControllerRevisions, the
@@ -54,11 +55,8 @@ func (c Client) revisions(ctx context.Context, ds *appsv1.DaemonSet) ([]ownRevis
 	}
 	list, err := c.Revisions.List(ctx, opts)
 	if err != nil {
-		what := fmt.Sprintf("list the controllerrevisions of daemonset %s/%s", c.Namespace, c.Name)
-		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf("%s: forbidden: the kubeconfig user needs list on controllerrevisions.apps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, err)
-		}
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, kube.Request{What: fmt.Sprintf("list the controllerrevisions of daemonset %s/%s", c.Namespace, c.Name),
+			Needs: "list on controllerrevisions.apps"}.Explain(err)
 	}
 	var out []ownRevision
 	for i := range list.Items {
@@ -155,11 +153,8 @@ type Sharing struct {
 func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(name string) bool) ([]Sharing, error) {
 	list, err := c.DaemonSets.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		what := fmt.Sprintf("list the daemonsets of namespace %s, to find the others that mount the config of daemonset %s", c.Namespace, c.Name)
-		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf("%s: forbidden: the kubeconfig user needs list on daemonsets.apps (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, err)
-		}
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, kube.Request{What: fmt.Sprintf("list the daemonsets of namespace %s, to find the others that mount the config of daemonset %s", c.Namespace, c.Name),
+			Needs: "list on daemonsets.apps"}.Explain(err)
 	}
 	var out []Sharing
 	for i := range list.Items {

@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -383,7 +382,7 @@ type Client struct {
 func (c Client) Get(ctx context.Context) (*appsv1.DaemonSet, error) {
 	ds, err := c.DaemonSets.Get(ctx, c.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, c.explain("get", err)
+		return nil, c.request("get").Explain(err)
 	}
 	return ds, nil
 }
@@ -424,20 +423,15 @@ func (c Client) Apply(ctx context.Context, ch Change) (*appsv1.DaemonSet, error)
 	}
 	ds, err := c.DaemonSets.Patch(ctx, c.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kube-proxy-sync"})
 	if err != nil {
-		return nil, c.explain("patch", err)
+		return nil, c.request("patch").Explain(err)
 	}
 	return ds, nil
 }
 
-func (c Client) explain(verb string, err error) error {
-	what := fmt.Sprintf("%s daemonset %q", verb, c.Namespace+"/"+c.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s: not found: check --namespace/--daemonset: %w", what, err)
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%s: forbidden: the kubeconfig user needs %s on daemonsets (see roles/kube_proxy_sync/files/rbac.yaml): %w", what, verb, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+// request is verb on the DaemonSet, as its errors tell it (kube.Request.Explain).
+func (c Client) request(verb string) kube.Request {
+	return kube.Request{What: fmt.Sprintf("%s daemonset %q", verb, c.Namespace+"/"+c.Name), Needs: verb + " on daemonsets",
+		NotFound: "not found: check --namespace/--daemonset"}
 }
 
 // Status is where a rollout stands.

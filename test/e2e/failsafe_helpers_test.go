@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
@@ -189,46 +190,30 @@ func keepUnready(t *testing.T, c *cluster.Cluster, nodes ...string) {
 // maxUnavailable; the returned func stops and lists them in order.
 func watchMaxUnavailable(t *testing.T, c *cluster.Cluster) func() []string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
-	ds, err := dss.Get(ctx, cluster.Name, metav1.GetOptions{})
-	require.NoError(t, err)
-	w, err := dss.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cluster.Name, ResourceVersion: ds.ResourceVersion})
-	require.NoError(t, err)
 	budget := func(ds *appsv1.DaemonSet) string {
 		if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
 			return ru.MaxUnavailable.String()
 		}
 		return string(ds.Spec.UpdateStrategy.Type)
 	}
-	last := budget(ds)
+	var last string
 	var seen []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if d, isDS := ev.Object.(*appsv1.DaemonSet); isDS {
-					if b := budget(d); b != last {
-						last = b
-						seen = append(seen, b)
-					}
-				}
-			}
+	stop := cluster.Follow(t, func(ctx context.Context) (watch.Interface, error) {
+		ds, err := dss.Get(ctx, cluster.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	stop := func() []string {
-		cancel()
-		<-done
+		last = budget(ds)
+		return dss.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cluster.Name, ResourceVersion: ds.ResourceVersion})
+	}, func(_ context.Context, _ watch.EventType, d *appsv1.DaemonSet) {
+		if b := budget(d); b != last {
+			last = b
+			seen = append(seen, b)
+		}
+	})
+	return func() []string {
+		stop()
 		return seen
 	}
-	t.Cleanup(func() { stop() })
-	return stop
 }

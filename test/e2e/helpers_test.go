@@ -86,37 +86,17 @@ func onPodEvents(t *testing.T, c *cluster.Cluster, withList bool, fn func(ctx co
 // included, until the returned stop is called (at cleanup at the latest).
 func podEvents(t *testing.T, c *cluster.Cluster, fn func(ctx context.Context, ev watch.EventType, p *corev1.Pod)) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	pods := c.Client.CoreV1().Pods(c.Namespace)
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
-	require.NoError(t, err)
-	for i := range list.Items {
-		fn(ctx, listed, &list.Items[i])
-	}
-	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if p, isPod := ev.Object.(*corev1.Pod); isPod {
-					fn(ctx, ev.Type, p)
-				}
-			}
+	return cluster.Follow(t, func(ctx context.Context) (watch.Interface, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return stop
+		for i := range list.Items {
+			fn(ctx, listed, &list.Items[i])
+		}
+		return pods.Watch(ctx, metav1.ListOptions{LabelSelector: cluster.PodSelector, ResourceVersion: list.ResourceVersion})
+	}, fn)
 }
 
 // podStates follows the kube-proxy DaemonSet's pods (by its controller

@@ -499,34 +499,24 @@ type podWatch struct {
 	uids map[string]map[types.UID]bool
 	// crashed holds, by node, the pods whose kube-proxy container the
 	// kubelet reported exited with a non-zero code.
-	crashed map[string]map[types.UID]bool
-	w       watch.Interface
-	done    chan struct{}
+	crashed   map[string]map[types.UID]bool
+	stopWatch func()
 }
 
 func (e *env) watchPods(t *testing.T) *podWatch {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
-	list, err := e.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector})
-	require.NoError(t, err)
-	pw := &podWatch{uids: map[string]map[types.UID]bool{}, crashed: map[string]map[types.UID]bool{}, done: make(chan struct{})}
-	for i := range list.Items {
-		pw.add(&list.Items[i])
-	}
-	w, err := e.client.CoreV1().Pods(namespace).Watch(context.Background(), metav1.ListOptions{
-		LabelSelector: podSelector, ResourceVersion: list.ResourceVersion,
-	})
-	require.NoError(t, err)
-	pw.w = w
-	go func() {
-		defer close(pw.done)
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok {
-				pw.add(p)
-			}
+	pods := e.client.CoreV1().Pods(namespace)
+	pw := &podWatch{uids: map[string]map[types.UID]bool{}, crashed: map[string]map[types.UID]bool{}}
+	pw.stopWatch = cluster.Follow(t, func(ctx context.Context) (watch.Interface, error) {
+		list, err := pods.List(ctxFor(t, 30*time.Second), metav1.ListOptions{LabelSelector: podSelector})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	t.Cleanup(func() { pw.stop() })
+		for i := range list.Items {
+			pw.add(&list.Items[i])
+		}
+		return pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSelector, ResourceVersion: list.ResourceVersion})
+	}, func(_ context.Context, _ watch.EventType, p *corev1.Pod) { pw.add(p) })
 	return pw
 }
 
@@ -565,8 +555,7 @@ func (pw *podWatch) crashedPods() map[string]map[types.UID]bool {
 
 // stop ends the watch and returns how many pods each node had.
 func (pw *podWatch) stop() map[string]int {
-	pw.w.Stop()
-	<-pw.done
+	pw.stopWatch()
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	out := map[string]int{}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -357,71 +358,66 @@ type timelineWatch struct {
 
 func (e *env) watchTimeline(t *testing.T, before map[string]types.UID) *timelineWatch {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
-	list, err := e.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector})
-	require.NoError(t, err)
-	w, err := e.client.CoreV1().Pods(namespace).Watch(context.Background(), metav1.ListOptions{LabelSelector: podSelector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
+	pods := e.client.CoreV1().Pods(namespace)
 	tw := &timelineWatch{tl: timeline{goneAt: map[string]int{}, readyAt: map[string]int{}}}
 	old := map[types.UID]string{}
 	for n, uid := range before {
 		old[uid] = n
 	}
 	ready := map[string]map[types.UID]bool{}
-	for _, p := range list.Items {
-		if cluster.PodReady(&p) && p.DeletionTimestamp == nil {
-			ready[p.Spec.NodeName] = map[types.UID]bool{p.UID: true}
+	seq := 0
+	stop := cluster.Follow(t, func(ctx context.Context) (watch.Interface, error) {
+		list, err := pods.List(ctxFor(t, 30*time.Second), metav1.ListOptions{LabelSelector: podSelector})
+		if err != nil {
+			return nil, err
 		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		seq := 0
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || p.Spec.NodeName == "" {
-				continue
+		for _, p := range list.Items {
+			if cluster.PodReady(&p) && p.DeletionTimestamp == nil {
+				ready[p.Spec.NodeName] = map[types.UID]bool{p.UID: true}
 			}
-			seq++
-			n := p.Spec.NodeName
-			tw.mu.Lock()
-			gone := ev.Type == "DELETED" || p.DeletionTimestamp != nil
-			if _, isOld := old[p.UID]; isOld && gone {
-				if _, seen := tw.tl.goneAt[n]; !seen {
-					tw.tl.goneAt[n] = seq
-				}
-			}
-			if ready[n] == nil {
-				ready[n] = map[types.UID]bool{}
-			}
-			if !gone && cluster.PodReady(p) {
-				ready[n][p.UID] = true
-				if _, isOld := old[p.UID]; !isOld {
-					if _, seen := tw.tl.readyAt[n]; !seen {
-						tw.tl.readyAt[n] = seq
-					}
-				}
-			} else {
-				delete(ready[n], p.UID)
-			}
-			downNow := 0
-			for node := range before {
-				if len(ready[node]) == 0 {
-					downNow++
-				}
-			}
-			tw.tl.maxDown = max(tw.tl.maxDown, downNow)
-			tw.mu.Unlock()
 		}
-	}()
-	var once sync.Once
+		return pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSelector, ResourceVersion: list.ResourceVersion})
+	}, func(_ context.Context, ev watch.EventType, p *corev1.Pod) {
+		if p.Spec.NodeName == "" {
+			return
+		}
+		seq++
+		n := p.Spec.NodeName
+		tw.mu.Lock()
+		defer tw.mu.Unlock()
+		gone := ev == watch.Deleted || p.DeletionTimestamp != nil
+		if _, isOld := old[p.UID]; isOld && gone {
+			if _, seen := tw.tl.goneAt[n]; !seen {
+				tw.tl.goneAt[n] = seq
+			}
+		}
+		if ready[n] == nil {
+			ready[n] = map[types.UID]bool{}
+		}
+		if !gone && cluster.PodReady(p) {
+			ready[n][p.UID] = true
+			if _, isOld := old[p.UID]; !isOld {
+				if _, seen := tw.tl.readyAt[n]; !seen {
+					tw.tl.readyAt[n] = seq
+				}
+			}
+		} else {
+			delete(ready[n], p.UID)
+		}
+		downNow := 0
+		for node := range before {
+			if len(ready[node]) == 0 {
+				downNow++
+			}
+		}
+		tw.tl.maxDown = max(tw.tl.maxDown, downNow)
+	})
 	tw.stop = func() timeline {
-		once.Do(func() { w.Stop(); <-done })
+		stop()
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
 		return tw.tl
 	}
-	t.Cleanup(func() { tw.stop() })
 	return tw
 }
 

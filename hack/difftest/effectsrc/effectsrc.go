@@ -24,6 +24,11 @@
 // The internal type's Go names are not the file's names lower-camel-cased
 // from 1.31 on (Linux.Conntrack is conntrack, DetectLocal.ClusterCIDRs is
 // clusterCIDR, SyncPeriod is one of three), hence the conversion.
+//
+// Nothing imports it: its one user is hack/difftest/effectsrc.sh, which
+// downloads those sources and runs TestKubeProxySource here, so it lives
+// with the differential test and not with internal/kpvalidate, whose table
+// it checks.
 package effectsrc
 
 import (
