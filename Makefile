@@ -4,8 +4,8 @@ SHELL := /usr/bin/env bash
 
 include hack/versions.mk
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=$(VERSION)
+# One version, galaxy.yml's, stamped in with the commit (kps_ldflags, hack/lib.sh).
+LDFLAGS := $(shell source hack/lib.sh && kps_ldflags)
 GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
@@ -39,8 +39,9 @@ test-e2e: ## e2e tests against $$KUBECONFIG or the local cluster (make cluster-u
 
 lint: lint-go lint-ansible
 
-verify: ## fail when a file generated from the option table (module docs, role argument specs, README flag table) is stale
+verify: ## fail when a file generated from the option table (module docs, role argument specs, README flag table) is stale, or the version differs between galaxy.yml, --version and CHANGELOG.md
 	hack/verify/generated.sh
+	hack/verify/version.sh
 
 generate: ## rewrite the files generated from the option table (internal/app/optiontable.go)
 	go run ./hack/gen-options

@@ -13,22 +13,22 @@
 #                                 and the *_download_url / *_checksum / downloads
 #                                 entries that read them
 #
-# The version is the Makefile's (git describe); kubespray's keys drop its
-# leading v, as they do for every other project. The size budget is checked
+# The version is galaxy.yml's (kps_version, hack/lib.sh; hack/verify/version.sh
+# checks the binary and CHANGELOG.md agree); the tag is v<version>. The size budget is checked
 # on every release arch first (hack/build/size.sh --check), so an over-budget build
 # is never written.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
-VERSION="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
-export VERSION
+hack/verify/version.sh
+VERSION="$(kps_version)"
 # owner/name of the repository whose releases carry the binaries (galaxy.yml)
 repo="${RELEASE_REPO:-$(sed -E -n 's|^repository: *[a-z]+://[^/]+/||p' galaxy.yml)}"
 [[ "${repo}" == */* ]] || die "no owner/name in galaxy.yml's repository: set RELEASE_REPO=owner/name"
 
-if ! git describe --tags --exact-match >/dev/null 2>&1 || [[ "${VERSION}" == *-dirty ]]; then
-  log "warning: ${VERSION} is not a clean tagged commit; publish only builds of a tag (git tag vX.Y.Z)"
+if [[ "$(git describe --tags --exact-match --dirty 2>/dev/null || true)" != "v${VERSION}" ]]; then
+  log "warning: this is not a clean checkout of the tag v${VERSION} (galaxy.yml's version); publish only builds of that tag"
 fi
 
 SIZE_ARCHES="${RELEASE_ARCHES}" hack/build/size.sh --check
@@ -42,15 +42,9 @@ for arch in ${RELEASE_ARCHES}; do
 done
 (cd "${out}" && sha256sum kube-proxy-sync-linux-* > SHA256SUMS)
 
-# kubespray's version keys and URLs: v1.2.3 is keyed 1.2.3 and the URL puts
-# the v back; a version that is not a v-tag (a commit) is used as it is.
-key="${VERSION#v}"
-url_version="{{ kube_proxy_sync_version }}"
-[[ "${VERSION}" == v* ]] && url_version="v${url_version}"
-# kubespray writes its X.Y.Z keys bare; anything else (a commit, which YAML
-# may read as a number) is quoted.
-yaml_key="${key}"
-[[ "${key}" =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]] || yaml_key="'${key}'"
+# kubespray's version keys are bare X.Y.Z; the release URL is the tag's, v<version>.
+yaml_key="${VERSION}"
+url_version="v{{ kube_proxy_sync_version }}"
 
 {
   printf -- '---\n'
