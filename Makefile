@@ -16,7 +16,7 @@ export NODES
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
 
-dist: venv ## static linux/amd64 and linux/arm64 builds (DIST_ARCHES), as the collection's binary modules, and the collection tarball
+dist: venv ## static linux builds for amd64, arm64, arm and ppc64le (DIST_ARCHES for fewer), as the collection's binary modules, and the collection tarball
 	hack/build/dist.sh
 
 release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry

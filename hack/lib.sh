@@ -68,10 +68,15 @@ ks_lb() {
   esac
 }
 
-# The architectures `make release` builds, by GOARCH, as kubespray names
-# them (its image_arch): amd64, arm64, arm (armv7l hosts), ppc64le; s390x too,
-# which kubespray does not name but Go builds at no extra cost.
-RELEASE_ARCHES="amd64 arm64 arm ppc64le s390x"
+# The architectures the collection carries as binary modules and `make
+# release` publishes, by GOARCH: every one kubespray supports, as its
+# checksums and image_arch name them: amd64, arm64, arm (armv7l hosts),
+# ppc64le. The module runs on the host the role delegates to (the first
+# control-plane host), so every architecture a kubespray control plane can
+# have is in the collection. hack/gen-options (arches) writes a module's
+# docs for each, and its tests fail when a list of them here, in galaxy.yml,
+# in tests/sanity or in the role differs.
+RELEASE_ARCHES="amd64 arm64 arm ppc64le"
 
 # kps_version: the one version of what this repository ships, galaxy.yml's
 # (the collection's): the binary reports it (--version), make dist names the

@@ -183,3 +183,59 @@ func TestYAMLText(t *testing.T) {
 	}
 	assert.Equal(t, `["", "off", auto]`, yamlList([]string{"", "off", "auto"}))
 }
+
+// The architectures the collection carries are listed in more places than
+// this program writes; each must name exactly arches: RELEASE_ARCHES (what
+// make dist and make release build), galaxy.yml's manifest, the sanity
+// ignore files and the role's uname -m map.
+func TestArchesEverywhere(t *testing.T) {
+	var want []string
+	for _, a := range arches {
+		want = append(want, a.arch)
+	}
+	sort.Strings(want)
+	read := func(path string) string {
+		b, err := os.ReadFile(filepath.Join(checkout, path))
+		require.NoError(t, err)
+		return string(b)
+	}
+	found := func(re, text string) []string {
+		set := map[string]bool{}
+		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
+			set[m[1]] = true
+		}
+		return keys(set)
+	}
+
+	release := regexp.MustCompile(`(?m)^RELEASE_ARCHES="([^"]*)"$`).FindStringSubmatch(read("hack/lib.sh"))
+	require.NotNil(t, release, "hack/lib.sh: no RELEASE_ARCHES")
+	got := strings.Fields(release[1])
+	sort.Strings(got)
+	assert.Equal(t, want, got, "RELEASE_ARCHES in hack/lib.sh")
+
+	galaxy := read("galaxy.yml")
+	assert.Equal(t, want, found(`include plugins/modules/kube_proxy_sync_linux_(\w+) `, galaxy), "galaxy.yml: modules in the tarball")
+	assert.Equal(t, want, found(`plugins/modules/kube_proxy_sync_linux_(\w+)\.yml\b`, galaxy), "galaxy.yml: module docs in the tarball")
+
+	ignores, err := filepath.Glob(filepath.Join(checkout, "tests/sanity/ignore-*.txt"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ignores)
+	for _, path := range ignores {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, want, found(`(?m)^plugins/modules/kube_proxy_sync_linux_(\w+)\.yml `, string(b)), path)
+	}
+
+	var vars struct {
+		Arches map[string]string `json:"_kube_proxy_sync_arches"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(read("roles/kube_proxy_sync/vars/main.yml")), &vars))
+	set := map[string]bool{}
+	for _, goarch := range vars.Arches {
+		set[goarch] = true
+	}
+	assert.Equal(t, want, keys(set), "_kube_proxy_sync_arches in roles/kube_proxy_sync/vars/main.yml")
+	for _, a := range arches {
+		assert.Equal(t, a.arch, vars.Arches[a.machine], "uname -m %s", a.machine)
+	}
+}

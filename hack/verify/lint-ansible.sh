@@ -20,7 +20,7 @@ toolchains=("$@")
 placeholders=()
 cleanup() { [[ ${#placeholders[@]} -eq 0 ]] || rm -f "${placeholders[@]}"; }
 trap cleanup EXIT
-for arch in amd64 arm64; do
+for arch in ${RELEASE_ARCHES}; do
   module="plugins/modules/kube_proxy_sync_linux_${arch}"
   if [[ ! -e "${module}" ]]; then
     printf '#!/bin/sh\necho "{\\"failed\\": true, \\"msg\\": \\"placeholder: run make dist\\"}"\nexit 1\n' > "${module}"
