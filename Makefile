@@ -19,7 +19,7 @@ build: ## bin/kube-proxy-sync for this machine
 dist: venv ## static linux builds for amd64, arm64, arm and ppc64le (DIST_ARCHES for fewer), as the collection's binary modules, and the collection tarball
 	hack/build/dist.sh
 
-release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry
+release: venv ## dist/release/: the collection tarball, the same static builds bare, SHA256SUMS, all named by galaxy.yml's version
 	hack/build/release.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
