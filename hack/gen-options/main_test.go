@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -237,5 +238,63 @@ func TestArchesEverywhere(t *testing.T) {
 	assert.Equal(t, want, keys(set), "_kube_proxy_sync_arches in roles/kube_proxy_sync/vars/main.yml")
 	for _, a := range arches {
 		assert.Equal(t, a.arch, vars.Arches[a.machine], "uname -m %s", a.machine)
+	}
+}
+
+// kubespray is removing `| default()` from variables its kubespray_defaults
+// role defines (every play loads it, so the default is dead code that hides
+// a rename). Neither the role nor the kubespray patches may put one on a
+// variable the stub of kubespray_defaults holds (the ones the role reads,
+// as kubespray defines them) or one the patches add to kubespray_defaults.
+func TestNoDefaultOnKubesprayVariables(t *testing.T) {
+	stub := filepath.Join(checkout, "molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles/kubespray_defaults")
+	defined := map[string]bool{}
+	for _, f := range []string{"defaults/main.yml", "vars/main.yml"} {
+		b, err := os.ReadFile(filepath.Join(stub, f))
+		require.NoError(t, err)
+		var vars map[string]any
+		require.NoError(t, yaml.Unmarshal(b, &vars), f)
+		for name := range vars {
+			defined[name] = true
+		}
+	}
+	patches, err := filepath.Glob(filepath.Join(checkout, "docs/kubespray*.patch"))
+	require.NoError(t, err)
+	require.NotEmpty(t, patches)
+	var sources []string
+	for _, p := range patches {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		file := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "+++ ") {
+				file = line
+				continue
+			}
+			if strings.HasPrefix(line, "+") {
+				// a variable the patch adds to kubespray_defaults is kubespray's from then on
+				if m := regexp.MustCompile(`^\+(\w+):`).FindStringSubmatch(line); m != nil && strings.Contains(file, "roles/kubespray_defaults/") {
+					defined[m[1]] = true
+				}
+				sources = append(sources, p+": "+line)
+			}
+		}
+	}
+	require.NoError(t, filepath.WalkDir(filepath.Join(checkout, "roles/kube_proxy_sync"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yml") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		for i, line := range strings.Split(string(b), "\n") {
+			sources = append(sources, fmt.Sprintf("%s:%d: %s", path, i+1, line))
+		}
+		return err
+	}))
+	require.NotEmpty(t, defined)
+	withDefault := regexp.MustCompile(`\b(\w+)\)?\s*\|\s*(?:default|d)\(`)
+	for _, src := range sources {
+		for _, m := range withDefault.FindAllStringSubmatch(src, -1) {
+			assert.False(t, defined[m[1]], "default() on kubespray_defaults' %s: %s", m[1], src)
+		}
 	}
 }

@@ -142,9 +142,11 @@ func OptionTable() []Option {
 			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kube_proxy_sync_kubeconfig", Since: "1.0.0",
 			DefaultText: "C($KUBECONFIG), C(~/.kube/config), in-cluster",
 			Help:        "Path to the kubeconfig; empty uses C($KUBECONFIG), C(~/.kube/config), or the in-cluster config.",
-			RoleDefault: `"{{ kube_config_dir | default('/etc/kubernetes') }}/admin.conf"`, RoleType: "path",
-			RoleNote: "The role needs one: its default is kubespray's admin.conf, on the host that runs the module.",
-			field:    func(o *Options) any { return &o.Kubeconfig },
+			RoleDefault: `"{{ kube_config_dir ~ '/admin.conf' if _kube_proxy_sync_kubespray else '/etc/kubernetes/admin.conf' }}"`,
+			RoleType:    "path",
+			RoleNote: "The role needs one: kubeadm's C(/etc/kubernetes/admin.conf) by default; in the kubespray entry point, " +
+				"C(admin.conf) in kubespray's C(kube_config_dir); on the host that runs the module.",
+			field: func(o *Options) any { return &o.Kubeconfig },
 		},
 		{
 			Flag: "context", Arg: "context", Role: "kube_proxy_sync_context", Since: "1.0.0",
@@ -244,7 +246,7 @@ func OptionTable() []Option {
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
 			Default:     "kubeadm",
 			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault: `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
+			RoleDefault: `"{{ bin_dir ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
 			RolePass:    "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
 			RoleNote:    "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
 			field:       func(o *Options) any { return &o.Kubeadm },
