@@ -235,11 +235,12 @@ func OptionTable() []Option {
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:    "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
-			RoleNote: "Empty by default; in the kubespray entry point, the kubeadm config kubespray's control-plane role writes " +
-				"on the first control-plane host (C(kubeadm-config.yaml) in its C(kube_config_dir)), so every C(kube_proxy_*) " +
-				"variable and default of kubespray reaches kube-proxy as kubeadm renders it.",
+			RoleDefault: `""`,
+			// the file the role rendered from kube_proxy_sync_kubeadm_config_template, else this one (vars/main.yml)
+			RolePass: "{{ _kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleNote: "Empty by default, in the kubespray entry point too, which renders kubespray's kubeadm config template " +
+				"instead (C(kube_proxy_sync_kubeadm_config_template)) rather than read the file kubespray last wrote. Not with " +
+				"C(kube_proxy_sync_kubeadm_config_template).",
 			field: func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
