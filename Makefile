@@ -5,8 +5,8 @@ SHELL := /usr/bin/env bash
 
 include hack/versions.mk
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=$(VERSION)
+# One version, galaxy.yml's, stamped in with the commit (kps_ldflags, hack/lib.sh).
+LDFLAGS := $(shell source hack/lib.sh && kps_ldflags)
 GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 NODES ?= 3
 export NODES
@@ -20,10 +20,10 @@ help: ## every target and what it does (from the ## comments of this file)
 build: ## bin/kube-proxy-sync for this machine
 	$(GO_BUILD) -o bin/kube-proxy-sync ./cmd/kube-proxy-sync
 
-dist: venv ## static linux/amd64 and linux/arm64 builds (DIST_ARCHES), as the collection's binary modules, and the collection tarball
+dist: venv ## static linux builds for amd64, arm64, arm and ppc64le (DIST_ARCHES for fewer), as the collection's binary modules, and the collection tarball
 	hack/build/dist.sh
 
-release: ## dist/release/: static linux builds for every release arch, SHA256SUMS, kubespray's checksums and download entry
+release: venv ## dist/release/: the collection tarball, the same static builds bare, SHA256SUMS, all named by galaxy.yml's version
 	hack/build/release.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
@@ -43,8 +43,9 @@ test-e2e: ## e2e tests against $KUBECONFIG or the local cluster (make cluster-up
 
 lint: lint-go lint-ansible ## lint-go and lint-ansible
 
-verify: ## fail when a generated file (module docs, the role's argument specs, defaults and README, the README's tables) is stale, or a file names a make target or links to a page or section that does not exist
+verify: ## fail when a generated file (module docs, the role's argument specs, defaults and README, the README's tables) is stale, a file names a make target or links to a page or section that does not exist, or the version differs between galaxy.yml, --version and CHANGELOG.md
 	hack/verify/generated.sh
+	hack/verify/version.sh
 
 generate: ## rewrite the generated files from their sources (the option table internal/app/optiontable.go, and hack/gen-options lists the rest)
 	go run ./hack/gen-options

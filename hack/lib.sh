@@ -68,23 +68,43 @@ ks_lb() {
   esac
 }
 
-# The architectures `make release` builds, by GOARCH, as kubespray names
-# them (its image_arch): amd64, arm64, arm (armv7l hosts), ppc64le; s390x too,
-# which kubespray does not name but Go builds at no extra cost.
-RELEASE_ARCHES="amd64 arm64 arm ppc64le s390x"
+# The architectures the collection carries as binary modules and `make
+# release` publishes, by GOARCH: every one kubespray supports, as its
+# checksums and image_arch name them: amd64, arm64, arm (armv7l hosts),
+# ppc64le. The module runs on the host the role delegates to (the first
+# control-plane host), so every architecture a kubespray control plane can
+# have is in the collection. hack/gen-options (arches) writes a module's
+# docs for each, and its tests fail when a list of them here, in galaxy.yml,
+# in tests/sanity or in the role differs.
+RELEASE_ARCHES="amd64 arm64 arm ppc64le"
+
+# kps_version: the one version of what this repository ships, galaxy.yml's
+# (the collection's): the binary reports it (--version), make dist names the
+# collection tarball with it, make release the release, and CHANGELOG.md has
+# an entry for it (hack/verify/version.sh checks all of that).
+kps_version() {
+  sed -n 's/^version: *//p' "${REPO_ROOT}/galaxy.yml"
+}
+
+# kps_ldflags [nostrip]: the linker flags of every build of the binary
+# (make build, build_static): stripped unless nostrip, with kps_version and
+# the git commit it was built from (git describe) stamped in.
+kps_ldflags() {
+  local strip="-s -w" pkg=github.com/kube-proxy-sync/kube-proxy-sync/internal/app commit
+  [[ "${1:-}" == nostrip ]] && strip=""
+  commit="$(git -C "${REPO_ROOT}" describe --tags --always --dirty 2>/dev/null || echo unknown)"
+  printf '%s -X %s.version=%s -X %s.commit=%s' "${strip}" "${pkg}" "$(kps_version)" "${pkg}" "${commit}"
+}
 
 # build_static ARCH OUT [nostrip]: the release build of the binary for
 # linux/ARCH (static, trimmed paths, stripped unless nostrip). arm is ARMv7
 # with hardware floating point (GOARM=7), what Kubernetes and kubespray ship
 # for their "arm" (armv7l hosts).
 build_static() {
-  local arch="$1" out="$2" strip="-s -w" goarm=""
-  [[ "${3:-}" == nostrip ]] && strip=""
+  local arch="$1" out="$2" goarm=""
   [[ "${arch}" == arm ]] && goarm=7
-  local version="${VERSION:-$(git -C "${REPO_ROOT}" describe --tags --always --dirty 2>/dev/null || echo dev)}"
   CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" GOARM="${goarm}" go build -trimpath \
-    -ldflags "${strip} -X github.com/kube-proxy-sync/kube-proxy-sync/internal/app.version=${version}" \
-    -o "${out}" ./cmd/kube-proxy-sync
+    -ldflags "$(kps_ldflags "${3:-}")" -o "${out}" ./cmd/kube-proxy-sync
 }
 
 # run_logged NAME CMD...: runs CMD with its output in LOGS/NAME.log (LOGS:

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# make dist: static linux/amd64 and linux/arm64 builds in dist/, installed as
-# the collection's binary modules (plugins/modules/kube_proxy_sync_linux_<arch>),
-# and the collection tarball dist/kube_proxy_sync-kube_proxy_sync-<version>.tar.gz
-# (galaxy.yml) that `ansible-galaxy collection install` takes offline.
-# The tarball needs ansible-galaxy from a toolchain venv (make venv); without
-# one, only the binaries are built.
+# make dist: static linux builds in dist/ for every architecture the
+# collection carries (RELEASE_ARCHES in hack/lib.sh: amd64, arm64, arm,
+# ppc64le, every one kubespray supports), installed as the collection's
+# binary modules (plugins/modules/kube_proxy_sync_linux_<arch>), and the
+# collection tarball dist/kube_proxy_sync-kube_proxy_sync-<version>.tar.gz
+# (galaxy.yml's version) that `ansible-galaxy collection install` takes
+# offline; its FILES.json holds each module's sha256, which ansible-galaxy
+# checks on install. The tarball needs ansible-galaxy from a toolchain venv
+# (make venv); without one, only the binaries are built.
 #
-# DIST_ARCHES="ppc64le" builds the modules of other release architectures
-# (hack/lib.sh) for a playbook run from this checkout, as the role's preflight
-# suggests on such a host. The tarball carries amd64 and arm64 (galaxy.yml),
-# so it is built only when both are.
+# DIST_ARCHES="amd64" builds a subset, for a playbook run from this checkout
+# on one architecture (the kubespray tier does); the tarball carries every
+# architecture, so it is built only when all of them are.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
 
-arches="${DIST_ARCHES:-amd64 arm64}"
+arches="${DIST_ARCHES:-${RELEASE_ARCHES}}"
 for arch in ${arches}; do
   [[ " ${RELEASE_ARCHES} " == *" ${arch} "* ]] || die "DIST_ARCHES: ${arch} is not a release architecture (${RELEASE_ARCHES})"
 done
@@ -29,10 +31,12 @@ done
 # Playbooks run from this checkout find the collection here (ansible.cfg).
 collections_link
 
-if [[ " ${arches} " != *" amd64 "* || " ${arches} " != *" arm64 "* ]]; then
-  log "DIST_ARCHES has not both amd64 and arm64: skipping the collection tarball"
-  exit 0
-fi
+for arch in ${RELEASE_ARCHES}; do
+  if [[ " ${arches} " != *" ${arch} "* ]]; then
+    log "DIST_ARCHES (${arches}) leaves out ${arch}: skipping the collection tarball, which carries ${RELEASE_ARCHES}"
+    exit 0
+  fi
+done
 galaxy=""
 for toolchain in ${ANSIBLE_TOOLCHAINS}; do
   if [[ -x "$(venv_dir "${toolchain}")/bin/ansible-galaxy" ]]; then
@@ -46,4 +50,7 @@ fi
 rm -f dist/kube_proxy_sync-kube_proxy_sync-*.tar.gz
 ANSIBLE_HOME="${CACHE_DIR}/ansible/dist" "${galaxy}" collection build --force --output-path dist . >&2
 tarball="$(ls dist/kube_proxy_sync-kube_proxy_sync-*.tar.gz)"
+# Four static binaries make it about 23 MB, more than the 20 MB
+# galaxy.ansible.com takes: it is published with the release (make release),
+# and installed from there or offline (README.md, "Release artifacts").
 log "collection ${tarball} ($(du -h "${tarball}" | cut -f1))"

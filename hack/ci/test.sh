@@ -36,8 +36,9 @@ fi
 
 step "go lint"
 hack/verify/lint-go.sh
-step "generated files up to date (make verify)"
+step "generated files up to date, one version (make verify)"
 hack/verify/generated.sh
+hack/verify/version.sh
 step "unit tests"
 go test -short -count=1 ./...
 # the crash tests' pause hook exists only in a testhooks build

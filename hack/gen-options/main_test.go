@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -20,7 +22,10 @@ import (
 )
 
 // checkout is the checkout these tests run in.
-var checkout = os.DirFS("../..")
+var checkout = os.DirFS(checkoutDir)
+
+// checkoutDir is its path, for the tests that read files by path.
+const checkoutDir = "../.."
 
 func generated(t *testing.T) map[string][]byte {
 	t.Helper()
@@ -177,8 +182,9 @@ func TestRoleAgrees(t *testing.T) {
 	// and no Role is an option the role's users cannot reach
 	assert.Equal(t, app.ModuleArgNames(), sortedKeys(want), "module arguments with no role variable")
 	assert.Equal(t, sortedKeys(want), sortedKeys(args))
+	// the variable itself, or the role's internal _variable that resolves it (vars/main.yml)
 	for arg, role := range want {
-		assert.Regexp(t, `\b`+role+`\b`, args[arg], arg)
+		assert.Regexp(t, `(?:\b|\b_)`+role+`\b`, args[arg], arg)
 	}
 }
 
@@ -280,4 +286,116 @@ func TestYAMLText(t *testing.T) {
 		assert.True(t, readsBack("["+yamlScalar(s)+"]", s), s)
 	}
 	assert.Equal(t, `["", "off", auto]`, yamlList([]string{"", "off", "auto"}))
+}
+
+// The architectures the collection carries are listed in more places than
+// this program writes; each must name exactly arches: RELEASE_ARCHES (what
+// make dist and make release build), galaxy.yml's manifest, the sanity
+// ignore files and the role's uname -m map.
+func TestArchesEverywhere(t *testing.T) {
+	var want []string
+	for _, a := range arches {
+		want = append(want, a.arch)
+	}
+	sort.Strings(want)
+	read := func(path string) string {
+		b, err := fs.ReadFile(checkout, path)
+		require.NoError(t, err)
+		return string(b)
+	}
+	found := func(re, text string) []string {
+		set := map[string]bool{}
+		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
+			set[m[1]] = true
+		}
+		return sortedKeys(set)
+	}
+
+	release := regexp.MustCompile(`(?m)^RELEASE_ARCHES="([^"]*)"$`).FindStringSubmatch(read("hack/lib.sh"))
+	require.NotNil(t, release, "hack/lib.sh: no RELEASE_ARCHES")
+	got := strings.Fields(release[1])
+	sort.Strings(got)
+	assert.Equal(t, want, got, "RELEASE_ARCHES in hack/lib.sh")
+
+	galaxy := read("galaxy.yml")
+	assert.Equal(t, want, found(`include plugins/modules/kube_proxy_sync_linux_(\w+) `, galaxy), "galaxy.yml: modules in the tarball")
+	assert.Equal(t, want, found(`plugins/modules/kube_proxy_sync_linux_(\w+)\.yml\b`, galaxy), "galaxy.yml: module docs in the tarball")
+
+	ignores, err := fs.Glob(checkout, "tests/sanity/ignore-*.txt")
+	require.NoError(t, err)
+	require.NotEmpty(t, ignores)
+	for _, path := range ignores {
+		assert.Equal(t, want, found(`(?m)^plugins/modules/kube_proxy_sync_linux_(\w+)\.yml `, read(path)), path)
+	}
+
+	var vars struct {
+		Arches map[string]string `json:"_kube_proxy_sync_arches"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(read("roles/kube_proxy_sync/vars/main.yml")), &vars))
+	set := map[string]bool{}
+	for _, goarch := range vars.Arches {
+		set[goarch] = true
+	}
+	assert.Equal(t, want, sortedKeys(set), "_kube_proxy_sync_arches in roles/kube_proxy_sync/vars/main.yml")
+	for _, a := range arches {
+		assert.Equal(t, a.arch, vars.Arches[a.machine], "uname -m %s", a.machine)
+	}
+}
+
+// kubespray is removing `| default()` from variables its kubespray_defaults
+// role defines (every play loads it, so the default is dead code that hides
+// a rename). Neither the role nor the kubespray patches may put one on a
+// variable the stub of kubespray_defaults holds (the ones the role reads,
+// as kubespray defines them) or one the patches add to kubespray_defaults.
+func TestNoDefaultOnKubesprayVariables(t *testing.T) {
+	stub := filepath.Join(checkoutDir, "molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles/kubespray_defaults")
+	defined := map[string]bool{}
+	for _, f := range []string{"defaults/main.yml", "vars/main.yml"} {
+		b, err := os.ReadFile(filepath.Join(stub, f))
+		require.NoError(t, err)
+		var vars map[string]any
+		require.NoError(t, yaml.Unmarshal(b, &vars), f)
+		for name := range vars {
+			defined[name] = true
+		}
+	}
+	patches, err := filepath.Glob(filepath.Join(checkoutDir, "docs/kubespray*.patch"))
+	require.NoError(t, err)
+	require.NotEmpty(t, patches)
+	var sources []string
+	for _, p := range patches {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		file := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "+++ ") {
+				file = line
+				continue
+			}
+			if strings.HasPrefix(line, "+") {
+				// a variable the patch adds to kubespray_defaults is kubespray's from then on
+				if m := regexp.MustCompile(`^\+(\w+):`).FindStringSubmatch(line); m != nil && strings.Contains(file, "roles/kubespray_defaults/") {
+					defined[m[1]] = true
+				}
+				sources = append(sources, p+": "+line)
+			}
+		}
+	}
+	require.NoError(t, filepath.WalkDir(filepath.Join(checkoutDir, "roles/kube_proxy_sync"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yml") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		for i, line := range strings.Split(string(b), "\n") {
+			sources = append(sources, fmt.Sprintf("%s:%d: %s", path, i+1, line))
+		}
+		return err
+	}))
+	require.NotEmpty(t, defined)
+	withDefault := regexp.MustCompile(`\b(\w+)\)?\s*\|\s*(?:default|d)\(`)
+	for _, src := range sources {
+		for _, m := range withDefault.FindAllStringSubmatch(src, -1) {
+			assert.False(t, defined[m[1]], "default() on kubespray_defaults' %s: %s", m[1], src)
+		}
+	}
 }

@@ -10,15 +10,19 @@ import (
 )
 
 // moduleTemplate is the binary modules' documentation but for the
-// architecture (@ARCH@, @MACHINE@, @OTHER_ARCH@, @OTHER_MACHINE@) and the
-// options (@OPTIONS@).
+// architecture (@ARCH@, @MACHINE@, and the others': @OTHER_MODULES@,
+// @OTHER_MACHINES@) and the options (@OPTIONS@).
 //
 //go:embed module-docs.yml.in
 var moduleTemplate string
 
-// arches are the architectures whose module docs the collection ships, as
-// GOARCH and `uname -m`.
-var arches = []struct{ arch, machine string }{{"amd64", "x86_64"}, {"arm64", "aarch64"}}
+// arches are the architectures whose modules the collection ships, as
+// GOARCH and `uname -m`: every one kubespray supports (its image_arch, as
+// its checksums name them), the same as RELEASE_ARCHES in hack/lib.sh
+// (TestArchesAreTheReleaseArches).
+var arches = []struct{ arch, machine string }{
+	{"amd64", "x86_64"}, {"arm64", "aarch64"}, {"arm", "armv7l"}, {"ppc64le", "ppc64le"},
+}
 
 // docsWidth is where the docs' lines wrap.
 const docsWidth = 120
@@ -35,11 +39,18 @@ func moduleDocs(table []app.Option) (map[string][]byte, error) {
 		return nil, err
 	}
 	files := map[string][]byte{}
-	for i, a := range arches {
-		other := arches[(i+1)%len(arches)]
+	for _, a := range arches {
+		var modules, machines []string
+		for _, other := range arches {
+			if other != a {
+				modules = append(modules, "M(kube_proxy_sync.kube_proxy_sync.kube_proxy_sync_linux_"+other.arch+")")
+				machines = append(machines, "C("+other.machine+")")
+			}
+		}
 		body := strings.NewReplacer(
 			"@ARCH@", a.arch, "@MACHINE@", a.machine,
-			"@OTHER_ARCH@", other.arch, "@OTHER_MACHINE@", other.machine,
+			"@OTHER_MODULES@", andList(modules, ",\n      "),
+			"@OTHER_MACHINES@", andList(machines, ", "),
 			"@OPTIONS@\n", options,
 		).Replace(moduleTemplate)
 		if left := regexp.MustCompile(`@[A-Z_]+@`).FindString(body); left != "" {
@@ -138,4 +149,12 @@ func byName(table []app.Option, name string) (app.Option, bool) {
 		}
 	}
 	return app.Option{}, false
+}
+
+// andList joins items with sep, and the last two with " and".
+func andList(items []string, sep string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], sep) + " and" + strings.TrimPrefix(sep, ",") + items[len(items)-1]
 }

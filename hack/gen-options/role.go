@@ -13,6 +13,18 @@ const roleDir = "roles/kube_proxy_sync/"
 // where and how the role runs it. Help may name the binary's options.
 var roleOnly = []app.Option{
 	{
+		Role: "kube_proxy_sync_kubeadm_config_template", RoleType: "str",
+		RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_template if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+		Help: "A kubeadm configuration template (Jinja) that the role renders with the variables of this run into a " +
+			"temporary file on the host that runs the module, passes as O(kubeadm_config), and removes afterwards. " +
+			"Rendered in check mode and under any C(--tags) too, so kube-proxy's settings are never those an earlier run " +
+			"left in a file. Found as C(ansible.builtin.template) finds its C(src): a relative name in the templates of " +
+			"this role and of the role that includes it. Not with O(kubeadm_config).\n\n" +
+			"Empty by default; in the kubespray entry point, kubespray's C(kubeadm-config.v1beta4.yaml.j2), which Ansible " +
+			"finds in kubespray's control-plane role, the role that includes this one (C(docs/kubespray.patch)), with " +
+			"the C(kube_proxy_*) defaults of that role.",
+	},
+	{
 		Role: "kube_proxy_sync_delegate_to", RoleType: "str",
 		RoleDefault:     `"{{ (groups['kube_control_plane'] | default([])) | first | default(inventory_hostname) }}"`,
 		RoleDefaultText: "the first C(kube_control_plane) host, else the play's first host",
@@ -22,7 +34,7 @@ var roleOnly = []app.Option{
 	{
 		Role: "kube_proxy_sync_module", RoleType: "str",
 		RoleDefault: "kube_proxy_sync.kube_proxy_sync.kube_proxy_sync_linux",
-		Help: "The binary module to run, without its C(_amd64), C(_arm64), C(_arm), C(_ppc64le) or C(_s390x) suffix, " +
+		Help: "The binary module to run, without its C(_amd64), C(_arm64), C(_arm) or C(_ppc64le) suffix, " +
 			"which the role adds for the target.\n\n" +
 			"The collection's own by default; a module of that name in a C(library/) directory works too.",
 	},

@@ -17,7 +17,7 @@ cd "${REPO_ROOT}"
 scenario="${1:-default}"
 shift || true
 [[ -f "molecule/${scenario}/molecule.yml" ]] || die "no molecule scenario '${scenario}' (molecule/*/molecule.yml)"
-for arch in amd64 arm64; do
+for arch in ${RELEASE_ARCHES}; do
   [[ -x "plugins/modules/kube_proxy_sync_linux_${arch}" ]] ||
     die "plugins/modules/kube_proxy_sync_linux_${arch} is missing: run make dist"
 done

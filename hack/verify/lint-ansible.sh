@@ -20,7 +20,7 @@ toolchains=("$@")
 placeholders=()
 cleanup() { [[ ${#placeholders[@]} -eq 0 ]] || rm -f "${placeholders[@]}"; }
 trap cleanup EXIT
-for arch in amd64 arm64; do
+for arch in ${RELEASE_ARCHES}; do
   module="plugins/modules/kube_proxy_sync_linux_${arch}"
   if [[ ! -e "${module}" ]]; then
     printf '#!/bin/sh\necho "{\\"failed\\": true, \\"msg\\": \\"placeholder: run make dist\\"}"\nexit 1\n' > "${module}"
@@ -29,6 +29,14 @@ for arch in amd64 arm64; do
   fi
 done
 collections_link
+# molecule/kubespray/layout.yml names kubespray's roles in its plays, as
+# kubespray does: kubespray_defaults (its stub here) and the control-plane
+# role, which the scenario's prepare makes in its own directory. The syntax
+# check needs them to exist: an empty stand-in for the latter.
+lint_roles="${CACHE_DIR}/lint/roles"
+mkdir -p "${lint_roles}/kubespray_control_plane/tasks"
+printf -- '---\n[]\n' >"${lint_roles}/kubespray_control_plane/tasks/main.yml"
+export ANSIBLE_ROLES_PATH="${REPO_ROOT}/roles:${REPO_ROOT}/molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles:${lint_roles}"
 
 for toolchain in "${toolchains[@]}"; do
   (

@@ -26,8 +26,21 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
-// version is set at build time (-ldflags -X).
-var version = "dev"
+// version and commit are set at build time (-ldflags -X, kps_ldflags in
+// hack/lib.sh): version is galaxy.yml's, the one version of the binary, the
+// collection and the release; commit is the git commit it was built from.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// versionLine is what --version prints.
+func versionLine() string {
+	if commit == "" {
+		return "kube-proxy-sync " + version
+	}
+	return "kube-proxy-sync " + version + " (commit " + commit + ")"
+}
 
 // Exit codes.
 const (
@@ -162,7 +175,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return fail(streams, o, nil, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args()))
 		}
 		if o.ShowVersion {
-			fmt.Fprintf(streams.Out, "kube-proxy-sync %s\n", version)
+			fmt.Fprintln(streams.Out, versionLine())
 			return ExitOK
 		}
 	}

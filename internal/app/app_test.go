@@ -254,6 +254,22 @@ func TestHelpAndVersion(t *testing.T) {
 	assert.Contains(t, r.stdout, "kube-proxy-sync ")
 }
 
+// --version names galaxy.yml's version (stamped in by kps_ldflags; make
+// verify checks a real build) and the commit when there is one.
+func TestVersionLine(t *testing.T) {
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	for name, tc := range map[string]struct{ version, commit, want string }{
+		"release build": {"1.0.0", "v1.0.0", "kube-proxy-sync 1.0.0 (commit v1.0.0)"},
+		"dirty tree":    {"1.0.0", "9ed2602-dirty", "kube-proxy-sync 1.0.0 (commit 9ed2602-dirty)"},
+		"go build":      {"dev", "", "kube-proxy-sync dev"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			version, commit = tc.version, tc.commit
+			assert.Equal(t, tc.want, versionLine())
+		})
+	}
+}
+
 func TestTextOutputShowsEachKeysEffect(t *testing.T) {
 	var out bytes.Buffer
 	res := &kpsync.Result{Msg: "configmap kube-system/kube-proxy changed", Facts: kpsync.Facts{

@@ -151,9 +151,11 @@ func OptionTable() []Option {
 			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kube_proxy_sync_kubeconfig", Since: "1.0.0",
 			DefaultText: "C($KUBECONFIG), C(~/.kube/config), in-cluster",
 			Help:        "Path to the kubeconfig; empty uses C($KUBECONFIG), C(~/.kube/config), or the in-cluster config.",
-			RoleDefault: `"{{ kube_config_dir | default('/etc/kubernetes') }}/admin.conf"`, RoleType: "path",
-			RoleNote: "The role needs one: its default is kubespray's admin.conf, on the host that runs the module.",
-			field:    func(o *Options) any { return &o.Kubeconfig },
+			RoleDefault: `"{{ kube_config_dir ~ '/admin.conf' if _kube_proxy_sync_kubespray else '/etc/kubernetes/admin.conf' }}"`,
+			RoleType:    "path",
+			RoleNote: "The role needs one: kubeadm's C(/etc/kubernetes/admin.conf) by default; in the kubespray entry point, " +
+				"C(admin.conf) in kubespray's C(kube_config_dir); on the host that runs the module.",
+			field: func(o *Options) any { return &o.Kubeconfig },
 		},
 		{
 			Flag: "context", Arg: "context", Role: "kube_proxy_sync_context", Since: "1.0.0",
@@ -243,19 +245,19 @@ func OptionTable() []Option {
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
-			RoleDefault:     `"{{ _kube_proxy_sync_kubespray_kubeadm_config if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:        "{{ kube_proxy_sync_kubeadm_config | default(omit, true) }}",
-			RoleDefaultText: `V(""); in the kubespray entry point, C({{ kube_config_dir }}/kubeadm-config.yaml) (kubespray's, on the first control plane)`,
-			RoleNote: "Empty by default; in the kubespray entry point, the kubeadm config kubespray's control-plane role writes " +
-				"on the first control-plane host (C(kubeadm-config.yaml) in its C(kube_config_dir)), so every C(kube_proxy_*) " +
-				"variable and default of kubespray reaches kube-proxy as kubeadm renders it.",
+			RoleDefault: `""`,
+			// the file the role rendered from kube_proxy_sync_kubeadm_config_template, else this one (vars/main.yml)
+			RolePass: "{{ _kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			RoleNote: "Empty by default, in the kubespray entry point too, which renders kubespray's kubeadm config template " +
+				"instead (C(kube_proxy_sync_kubeadm_config_template)) rather than read the file kubespray last wrote. Not with " +
+				"C(kube_proxy_sync_kubeadm_config_template).",
 			field: func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
 			Default:         "kubeadm",
 			Help:            "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault:     `"{{ (bin_dir | default('/usr/local/bin')) ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
+			RoleDefault:     `"{{ bin_dir ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
 			RolePass:        "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
 			RoleDefaultText: `V("") (C(kubeadm) in C(PATH)); in the kubespray entry point, C({{ bin_dir }}/kubeadm)`,
 			RoleNote:        "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",

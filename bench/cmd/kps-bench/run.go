@@ -285,7 +285,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 
 	if !r.Small && !r.Ansible {
-		r.log.Infof("stripped linux/amd64 and arm64 builds (hack/build/dist.sh)")
+		r.log.Infof("stripped linux builds of the collection's modules (hack/build/dist.sh)")
 		if err := r.script(ctx, "hack/build/dist.sh"); err != nil {
 			return err
 		}
