@@ -464,8 +464,11 @@ func OptionTable() []Option {
 			Default: DefaultTrafficImage,
 			Help: "With O(verify_traffic), the image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the " +
 				"connection); use one every node has, like the kubelet's pause image.",
-			RoleDefault: `""`,
-			field:       func(o *Options) any { return &o.VerifyTrafficImg },
+			RoleDefault:     `"{{ (pod_infra_image_repo ~ ':' ~ pod_infra_image_tag) if _kube_proxy_sync_kubespray else '' }}"`,
+			RoleDefaultText: `V("") (the binary's); in the kubespray entry point, kubespray's pause image (C(pod_infra_image_repo):C(pod_infra_image_tag))`,
+			RoleNote: "Empty by default (the binary's); in the kubespray entry point, the pause image kubespray gives the kubelet " +
+				"(C(pod_infra_image_repo):C(pod_infra_image_tag)), which every node has, in an air-gapped cluster too.",
+			field: func(o *Options) any { return &o.VerifyTrafficImg },
 		},
 		{
 			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kube_proxy_sync_verify_traffic_paths", Since: "1.0.0",
