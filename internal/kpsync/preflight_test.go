@@ -67,11 +67,9 @@ func TestModeChangeKernelCheckSkippedAsKubeProxySkipsIt(t *testing.T) {
 	assert.True(t, hasWarning(res, skipKernelCheckEnvVar), "warnings: %v", res.Warnings)
 }
 
-// By default a migration checks every node: one whose kube-proxy cannot
-// be asked stops it before any pod is replaced. --verify-health auto is
-// the operator accepting such a node: it is reported and the migration
-// goes on.
-func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
+// fleetWithAnUnreachableNode is 3 nodes whose kube-proxies answer but
+// node-2's, which the node proxy cannot reach.
+func fleetWithAnUnreachableNode(t *testing.T) *rollingFixture {
 	f := newRollingFixture(t, 3)
 	f.prober = proberFunc(func(node string) (verify.Health, error) {
 		if node == "node-2" {
@@ -80,6 +78,15 @@ func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
 		return verify.Health{Code: 200}, nil
 	})
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	return f
+}
+
+// By default a migration checks every node: one whose kube-proxy cannot
+// be asked stops it before any pod is replaced. --verify-health auto is
+// the operator accepting such a node: it is reported and the migration
+// goes on.
+func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
+	f := fleetWithAnUnreachableNode(t)
 	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node-2")
@@ -100,14 +107,7 @@ func TestModeChangeStopsOnANodeThatCannotBeChecked(t *testing.T) {
 }
 
 func TestModeChangeAcceptsAnUncheckedNodeWhenAsked(t *testing.T) {
-	f := newRollingFixture(t, 3)
-	f.prober = proberFunc(func(node string) (verify.Health, error) {
-		if node == "node-2" {
-			return verify.Health{}, errors.New("dial tcp 10.0.0.2:10256: connect: no route to host")
-		}
-		return verify.Health{Code: 200}, nil
-	})
-	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	f := fleetWithAnUnreachableNode(t)
 	res, err := f.run(t, Options{Spec: setMode("nftables"), Connectivity: ConnectivityOptions{Health: verify.Auto, Traffic: TrafficNone}, RollbackOnFailure: true, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	require.NotNil(t, res.Facts.Connectivity)
