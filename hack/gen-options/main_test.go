@@ -399,3 +399,16 @@ func TestNoDefaultOnKubesprayVariables(t *testing.T) {
 		}
 	}
 }
+
+// A role variable whose default can be "" must leave the module argument
+// out then: passed as "", it would override the binary's default.
+func TestRoleOmitsAnEmptyDefault(t *testing.T) {
+	for _, opt := range app.OptionTable() {
+		if opt.Role == "" || opt.Kind() == "bool" {
+			continue
+		}
+		if opt.RoleDefault == `""` || strings.Contains(opt.RoleDefault, "else ''") {
+			assert.Contains(t, rolePass(opt), "default(omit, true)", "%s: its default can be empty", opt.Role)
+		}
+	}
+}

@@ -177,15 +177,19 @@ func (o *Options) validateConnectivity() error {
 	if !slices.Contains(verify.Modes, o.VerifyHealth) {
 		return fmt.Errorf("--verify-health %q: want off, auto or required", o.VerifyHealth)
 	}
-	if o.VerifyTraffic == "" || o.VerifyTraffic == kpsync.TrafficNone {
+	if o.VerifyTraffic == kpsync.TrafficNone {
 		return nil
 	}
-	if o.VerifyHealth == verify.Off {
-		return fmt.Errorf("--verify-traffic needs --verify-health auto or required")
-	}
-	ns, name, ok := strings.Cut(o.VerifyTraffic, "/")
-	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1035Label(name)) > 0 {
-		return fmt.Errorf("--verify-traffic %q: want NAMESPACE/NAME of a Service, e.g. default/kubernetes", o.VerifyTraffic)
+	// with no Service named, the rest still matters: a proxy-mode change
+	// checks traffic through a Service of the run's own
+	if o.VerifyTraffic != "" {
+		if o.VerifyHealth == verify.Off {
+			return fmt.Errorf("--verify-traffic needs --verify-health auto or required")
+		}
+		ns, name, ok := strings.Cut(o.VerifyTraffic, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1035Label(name)) > 0 {
+			return fmt.Errorf("--verify-traffic %q: want NAMESPACE/NAME of a Service, e.g. default/kubernetes, or none", o.VerifyTraffic)
+		}
 	}
 	if strings.TrimSpace(o.VerifyTrafficImg) == "" {
 		return fmt.Errorf("--verify-traffic-image must not be empty")

@@ -465,6 +465,7 @@ func OptionTable() []Option {
 			Help: "With O(verify_traffic), the image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the " +
 				"connection); use one every node has, like the kubelet's pause image.",
 			RoleDefault:     `"{{ (pod_infra_image_repo ~ ':' ~ pod_infra_image_tag) if _kube_proxy_sync_kubespray else '' }}"`,
+			RolePass:        "{{ kube_proxy_sync_verify_traffic_image | default(omit, true) }}",
 			RoleDefaultText: `V("") (the binary's); in the kubespray entry point, kubespray's pause image (C(pod_infra_image_repo):C(pod_infra_image_tag))`,
 			RoleNote: "Empty by default (the binary's); in the kubespray entry point, the pause image kubespray gives the kubelet " +
 				"(C(pod_infra_image_repo):C(pod_infra_image_tag)), which every node has, in an air-gapped cluster too.",

@@ -50,13 +50,18 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	if err != nil || running == "" {
 		return nil, roll, err
 	}
-	from, err := kpvalidate.ModeOf(running)
-	if err != nil {
+	if _, err := kpvalidate.ModeOf(running); err != nil {
 		return nil, roll, nil // the fleet's config does not decode: nothing to migrate from (validation judges the new one)
 	}
-	to, err := kpvalidate.ModeOf(newText)
-	if err != nil || from == to {
+	if _, err := kpvalidate.ModeOf(newText); err != nil {
 		return nil, roll, err
+	}
+	// a mode left unset is the default of the version that runs it
+	// (iptables, nftables from 1.40: see upgrade.go)
+	from := modeAt(running, runningVersion(o, p))
+	to := modeAt(newText, validationVersion(o, p.next(o.Container)))
+	if from == to {
+		return nil, roll, nil
 	}
 	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
 	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables

@@ -3,11 +3,13 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -52,10 +54,16 @@ func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 		return roll, err
 	}
 	if host != "" {
-		return roll, fmt.Errorf("proxy-mode change: the run checks traffic through a Service of its own on kube-proxy's healthz port, which config.conf binds to %s only (healthzBindAddress): name a Service with ready endpoints to check through (--verify-traffic NAMESPACE/NAME); nothing was written", host)
+		return roll, fmt.Errorf("proxy-mode change: the run checks traffic through a Service of its own on kube-proxy's healthz port, which config.conf binds to %s only (healthzBindAddress): name a Service with ready endpoints to check through (--verify-traffic NAMESPACE/NAME), or turn the traffic check off (--verify-traffic none); nothing was written", host)
 	}
 	if sel := p.ds.Spec.Selector; sel == nil || len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) == 0 {
 		return roll, fmt.Errorf("proxy-mode change: the run checks traffic through a Service of its own selecting the pods of daemonset %s/%s, whose selector is not labels alone: name a Service with ready endpoints to check through (--verify-traffic NAMESPACE/NAME); nothing was written", o.Namespace, o.DaemonSet)
+	}
+	if conn.TrafficImage == "" {
+		return roll, fmt.Errorf("proxy-mode change: the traffic check through the run's own Service needs a probe image (--verify-traffic-image), or --verify-traffic none; nothing was written")
+	}
+	if slices.Contains(conn.TrafficPaths, verify.PathPod) && conn.TrafficPodImage == "" {
+		return roll, fmt.Errorf("proxy-mode change: --verify-traffic-paths pod needs --verify-traffic-pod-image (an image on every node with sh and bash or nc); nothing was written")
 	}
 	conn.Traffic = o.Namespace + "/" + ProbeServiceName
 	roll.ownPort = int32(port)
@@ -80,8 +88,20 @@ type probeService struct{ e *env }
 func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
 	e, o := ps.e, ps.e.o
 	api := e.d.Kube.Services(o.Namespace)
-	if err := ps.delete(ctx); err != nil {
-		return nil, err
+	// one a killed run left is deleted; a Service of that name that is
+	// not the tool's is never touched
+	old, err := api.Get(ctx, ProbeServiceName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get service %s/%s, the traffic check's own, before any write: %w", o.Namespace, ProbeServiceName, err)
+	case old.Labels[configmap.ManagedByLabel] != "kube-proxy-sync":
+		return nil, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
+			o.Namespace, ProbeServiceName, configmap.ManagedByLabel)
+	default:
+		if err := ps.delete(ctx, old.UID); err != nil {
+			return nil, err
+		}
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: ProbeServiceName, Namespace: o.Namespace, Labels: map[string]string{
@@ -93,24 +113,27 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
 				Port: p.roll.ownPort, TargetPort: intstr.FromInt32(p.roll.ownPort)}},
 		},
 	}
-	if _, err := api.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	made, err := api.Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kube_proxy_sync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
 	}
 	e.d.Log.Infof("service %s/%s created for the traffic check (kube-proxy's pods on port %d); deleted when the run ends", o.Namespace, ProbeServiceName, p.roll.ownPort)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeServiceWait)
 		defer cancel()
-		if err := ps.delete(ctx); err != nil {
+		// its own only (the UID): after a lost Lease another run may
+		// have made the next one
+		if err := ps.delete(ctx, made.UID); err != nil {
 			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
 		}
 	}, nil
 }
 
-// delete deletes the run's own Service, if there is one.
-func (ps probeService) delete(ctx context.Context) error {
+// delete deletes the Service of that name and UID, if it is still there.
+func (ps probeService) delete(ctx context.Context, uid types.UID) error {
 	o := ps.e.o
-	err := ps.e.d.Kube.Services(o.Namespace).Delete(ctx, ProbeServiceName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	err := ps.e.d.Kube.Services(o.Namespace).Delete(ctx, ProbeServiceName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete service %s/%s, the traffic check's own: %w", o.Namespace, ProbeServiceName, err)
 	}
 	return nil

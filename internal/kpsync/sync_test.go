@@ -168,6 +168,9 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	if o.Restart == "" {
 		o.Restart = RestartAuto
 	}
+	if o.Connectivity.TrafficImage == "" {
+		o.Connectivity.TrafficImage = "registry.k8s.io/pause:3.10.1" // the binary's default
+	}
 	if o.Timeout == 0 {
 		o.Timeout = time.Minute
 	}

@@ -59,7 +59,13 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 	}
 	next, err := version.ParseGeneric(validationVersion(o, p.next(o.Container)))
 	if err != nil || next.Major() != 1 {
-		return p.desired, p.keys, nil // unknown: the validation says which rules it used
+		// unknown: the validation says which rules it used; but ipvs
+		// stops starting from 1.40, whatever the validation knows
+		if set, _, err := modeSettings(text); err == nil && set == kpvalidate.ModeIPVS {
+			return nil, nil, fmt.Errorf("configmap %s/%s: image %s refused: its kube-proxy version is unknown (no version tag), and kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true, and from 1.%d not at all (KEP-5495): pass --kube-proxy-version with the image's version, or move the fleet to nftables first (--set mode=nftables); nothing was written",
+				o.Namespace, o.ConfigMap, p.image, ipvsOffMinor, ipvsLockedMinor)
+		}
+		return p.desired, p.keys, nil
 	}
 	to := int(next.Minor())
 	from := -1 // unknown
@@ -90,7 +96,7 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 	}
 	if from < 0 {
 		if defaultMode(to) != defaultMode(kpvalidate.Oldest) {
-			return nil, nil, fmt.Errorf("%s: config.conf sets no mode, and kube-proxy 1.%d (image %s) defaults to %s where older ones ran %s; the version of the running image %s is unknown, so which mode the fleet runs is too: set the mode explicitly first (--set mode=iptables keeps it), then upgrade; nothing was written",
+			return nil, nil, fmt.Errorf("%s: config.conf sets no mode, and kube-proxy 1.%d (image %s) defaults to %s where older ones ran %s; the version of the running image %s is unknown, so which mode the fleet runs is too: set the mode the fleet runs explicitly first (--set mode=iptables for kube-proxy 1.39 or older), then upgrade; nothing was written",
 				obj, to, p.image, defaultMode(to), defaultMode(kpvalidate.Oldest), p.imageBefore)
 		}
 		return p.desired, p.keys, nil
@@ -142,4 +148,31 @@ func modeSettings(text string) (string, map[string]bool, error) {
 		return "", nil, err
 	}
 	return c.Mode, c.FeatureGates, nil
+}
+
+// modeAt is the mode kube-proxy of version v (unknown: "") runs text in:
+// its mode, else that minor's default; iptables, the default of every
+// minor the validation knows, when v is unknown.
+func modeAt(text, v string) string {
+	set, _, err := modeSettings(text)
+	switch pv, verr := version.ParseGeneric(v); {
+	case err == nil && set != "":
+		return set
+	case verr == nil && pv.Major() == 1:
+		return defaultMode(int(pv.Minor()))
+	}
+	return kpvalidate.ModeIPTables
+}
+
+// runningVersion is the version of the kube-proxy the fleet runs: the
+// running image's (--kube-proxy-version speaks of the new one when the
+// image changes), else the one the validation uses.
+func runningVersion(o Options, p plan) string {
+	if p.image == "" {
+		return validationVersion(o, p.ds)
+	}
+	if v, err := probe.ImageVersion(p.imageBefore); err == nil {
+		return v.String()
+	}
+	return ""
 }

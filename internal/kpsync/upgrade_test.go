@@ -125,3 +125,34 @@ func hasWarning(res *Result, part string) bool {
 	}
 	return false
 }
+
+// An image whose version is unknown (a digest, a tag that is no version)
+// is refused on an ipvs fleet: ipvs may not start in it.
+func TestUpgradeOntoAnUnknownVersionInIPVSModeIsRefused(t *testing.T) {
+	f := upgradeFixture(t, withMode("ipvs", ""), "registry.k8s.io/kube-proxy:v1.39.0")
+	_, err := f.run(t, Options{Image: "registry.k8s.io/kube-proxy@sha256:" + strings.Repeat("0", 64)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pass --kube-proxy-version")
+	assert.Empty(t, f.writes())
+}
+
+// An upgrade within the minors where ipvs still starts warns that it will
+// not from 1.40.
+func TestUpgradeInIPVSModeWarnsOfItsEnd(t *testing.T) {
+	f := upgradeFixture(t, withMode("ipvs", ""), "registry.k8s.io/kube-proxy:v1.37.2")
+	res, err := f.run(t, Options{Image: "registry.k8s.io/kube-proxy:v1.38.0", Check: true})
+	require.NoError(t, err)
+	assert.True(t, hasWarning(res, "deprecated since 1.35"), "warnings: %v", res.Warnings)
+}
+
+// From 1.40 a config without a mode runs nftables: setting iptables there
+// is a migration, planned as one.
+func TestUnsetModeFrom140IsNFTables(t *testing.T) {
+	f := upgradeFixture(t, withMode("", ""), "registry.k8s.io/kube-proxy:v1.40.1")
+	res, err := f.run(t, Options{Spec: setMode("iptables"), Check: true, Connectivity: noTraffic})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m, "a migration: %s", res.Msg)
+	assert.Equal(t, "nftables", m.From)
+	assert.Equal(t, "iptables", m.To)
+}

@@ -344,6 +344,9 @@ func sortResults(r []NodeResult) {
 // the nodes after it: a kube-proxy whose first full sync takes minutes
 // (nftables at tens of thousands of Services) must not fail a timeout
 // guessed for a small cluster.
+//
+// It writes c.Timeout and c.report without the lock: After runs for one
+// node at a time (the rollout's checkDone), never concurrently.
 func (c *Checker) firstSync(node string, h Health, local time.Time) {
 	if c.report.FirstSync != nil || c.Since.IsZero() {
 		return

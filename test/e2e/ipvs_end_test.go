@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
@@ -78,6 +79,8 @@ func TestMigrationStopsOnANodeThatCannotBeChecked(t *testing.T) {
 	assert.Equal(t, "required", r.facts().Migration.VerifyHealth)
 	assert.Contains(t, r.Msg, "cannot be reached")
 	assert.Len(t, untouched(before, c.PodUIDs(t)), len(before), "every node kept its kube-proxy pod")
+	_, err := c.Client.CoreV1().Services(c.Namespace).Get(context.Background(), kpsync.ProbeServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the run's own Service is gone after the stop: %v", err)
 }
 
 // An upgrade onto a kube-proxy that will not start in the running mode
@@ -110,7 +113,7 @@ func TestMigrationOwnServiceIsMadeAndRemoved(t *testing.T) {
 	api := c.Client.CoreV1().Services(c.Namespace)
 	// what a SIGKILLed run leaves behind
 	leftover, err := api.Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: kpsync.ProbeServiceName},
+		ObjectMeta: metav1.ObjectMeta{Name: kpsync.ProbeServiceName, Labels: map[string]string{configmap.ManagedByLabel: "kube-proxy-sync"}},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-proxy"}, Ports: []corev1.ServicePort{{Port: 10256}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
