@@ -55,10 +55,11 @@ func TestUpgradeOntoAMinorWhereIPVSDoesNotStartIsRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := upgradeFixture(t, c.config, "registry.k8s.io/kube-proxy:v1.36.3")
-			res, err := f.run(t, Options{Image: c.image, Check: true})
+			// a run that would write: only a refusal keeps it from writing
+			res, err := f.run(t, Options{Image: c.image})
 			if !c.refused {
 				require.NoError(t, err)
-				assert.Equal(t, c.image, res.Facts.Image)
+				assert.Equal(t, c.image, rollout.ContainerImage(f.daemonSet(t), "kube-proxy"), "%s", res.Msg)
 				return
 			}
 			require.Error(t, err)
@@ -72,12 +73,12 @@ func TestUpgradeOntoAMinorWhereIPVSDoesNotStartIsRefused(t *testing.T) {
 	}
 }
 
-// The same refusal on a run that would write: nothing is written.
-func TestUpgradeRefusalWritesNothing(t *testing.T) {
+// The same refusal in check mode: the preview says it too.
+func TestUpgradeRefusalInCheckMode(t *testing.T) {
 	f := upgradeFixture(t, withMode("ipvs", ""), "registry.k8s.io/kube-proxy:v1.39.0")
-	_, err := f.run(t, Options{Image: "registry.k8s.io/kube-proxy:v1.40.1"})
+	_, err := f.run(t, Options{Image: "registry.k8s.io/kube-proxy:v1.40.1", Check: true})
 	require.Error(t, err)
-	assert.Empty(t, f.writes())
+	assert.Contains(t, err.Error(), "--set mode=nftables")
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.39.0", rollout.ContainerImage(f.daemonSet(t), "kube-proxy"))
 }
 
