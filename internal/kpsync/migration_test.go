@@ -49,12 +49,11 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
 	assert.Equal(t, verify.Required, m.VerifyHealth, "each migrated node is checked though no check was asked, and one that cannot be stops it")
 	assert.Equal(t, "kube-system/"+ProbeServiceName, m.VerifyTraffic, "traffic checked though no Service was named: through the run's own")
-	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, m.VerifyTrafficPaths)
+	assert.Equal(t, verify.AllPaths, m.VerifyTrafficPaths, "the pod path too, from kube-proxy's own image")
 	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
-	require.Len(t, m.Warnings, 3, "%q", m.Warnings)
+	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
 	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
 	assert.Contains(t, m.Warnings[1], "iptables.localhostNodePorts is not set")
-	assert.Contains(t, m.Warnings[2], "the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image")
 	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
 }
 
@@ -153,7 +152,10 @@ func TestModeChangeFailedCanaryStopsThere(t *testing.T) {
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
 	before := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
 	require.NotEmpty(t, before)
-	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second})
+	// the run's own Service on the node and nodeport paths: the canary
+	// fails its health check before any probe pod
+	paths := ConnectivityOptions{TrafficPaths: []string{verify.PathNode, verify.PathNodePort}}
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: 10 * time.Second, Connectivity: paths})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node node-0")
 	assert.True(t, res.Facts.RolledBack)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -134,6 +138,9 @@ func TestModeChangeOwnServiceTargetsKubeProxysHealthzPort(t *testing.T) {
 	require.Len(t, made.Spec.Ports, 1)
 	assert.EqualValues(t, 10266, made.Spec.Ports[0].Port)
 	assert.Equal(t, intstr.FromInt32(10266), made.Spec.Ports[0].TargetPort)
+	// a node's connections reach its own kube-proxy only
+	assert.Equal(t, corev1.ServiceInternalTrafficPolicyLocal, *made.Spec.InternalTrafficPolicy)
+	assert.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, made.Spec.ExternalTrafficPolicy)
 
 	loopback := newRollingFixture(t, 2)
 	_, err = loopback.run(t, Options{Spec: setMode("nftables", kpconfig.Setting{Path: "healthzBindAddress", Value: "127.0.0.1:10256"})})
@@ -177,4 +184,111 @@ func TestModeChangeLeavesAServiceOfThatNameThatIsNotItsOwn(t *testing.T) {
 	svc, err := f.client.CoreV1().Services("kube-system").Get(context.Background(), ProbeServiceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.EqualValues(t, "theirs", svc.UID)
+}
+
+// probeKubelet plays the kubelet for the traffic check's probe pods: each
+// gets the status status(path) once its watch is open; images records the
+// image of each, by path.
+func (f *rollingFixture) probeKubelet(t *testing.T, status func(path string) corev1.PodStatus) (images func() map[string][]string) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	n := 0
+	f.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if p.Labels[verify.ProbeLabel] == verify.ProbeLabelValue {
+			mu.Lock()
+			n++
+			p.Name = fmt.Sprintf("%s%d", p.GenerateName, n)
+			// the fake's pod watches are not filtered by label: the
+			// DaemonSet's pod watch sees the probe pods too, and needs a
+			// resourceVersion on each
+			p.ResourceVersion = fmt.Sprint(1000 + n)
+			seen[p.Labels[verify.PathLabel]] = append(seen[p.Labels[verify.PathLabel]], p.Spec.Containers[0].Image)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	f.client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		name, ok := a.(k8stesting.WatchAction).GetWatchRestrictions().Fields.RequiresExactMatch("metadata.name")
+		if !ok || !strings.HasPrefix(name, "kube-proxy-sync-verify-") {
+			return false, nil, nil
+		}
+		obj, err := f.client.Tracker().Get(podsGVR, "kube-system", name)
+		if err != nil {
+			return true, nil, err
+		}
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Status = status(p.Labels[verify.PathLabel])
+		w := watch.NewFake()
+		go w.Modify(p)
+		return true, w, nil
+	})
+	for i := range f.n {
+		node := fmt.Sprintf("node-%d", i)
+		n, err := f.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		require.NoError(t, err)
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.0.%d", i+1)}}
+		_, err = f.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	return func() map[string][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+// A migration with default flags checks all three paths on every node,
+// the pod path from a pod running the image kube-proxy runs before the
+// change (every node has it). An image that cannot connect from the pod
+// network (no shell, as upstream's distroless kube-proxy) is found once,
+// before any restart: the pod path is left out with a warning that says
+// what to pass, the result says the two paths checked, and the migration
+// goes on.
+func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
+	ready := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	connected := corev1.PodStatus{Phase: corev1.PodSucceeded}
+	noShell := corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
+			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
+	for _, c := range []struct {
+		name     string
+		pod      corev1.PodStatus
+		paths    []string
+		podPods  int
+		warnLeft bool
+	}{
+		{"an image with a shell", connected, verify.AllPaths, 4, false}, // once before, then each of 3 nodes
+		{"an image without", noShell, []string{verify.PathNode, verify.PathNodePort}, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newRollingFixture(t, 3)
+			f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+			f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+			images := f.probeKubelet(t, func(path string) corev1.PodStatus {
+				if path == verify.PathPod {
+					return c.pod
+				}
+				return ready
+			})
+			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute})
+			require.NoError(t, err)
+			require.NotNil(t, res.Facts.Connectivity)
+			assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+			assert.Equal(t, c.paths, res.Facts.Connectivity.TrafficPaths)
+			assert.Equal(t, c.paths, res.Facts.Migration.VerifyTrafficPaths, "the migration's plan says what was checked")
+			pods := images()[verify.PathPod]
+			assert.Len(t, pods, c.podPods)
+			for _, image := range pods {
+				assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.6", image, "the image the fleet ran before")
+			}
+			assert.Len(t, images()[verify.PathNodePort], 3, "every node's NodePort")
+			assert.Equal(t, c.warnLeft, hasWarning(res, "leaves out the pod path (PREROUTING)"), "warnings: %v", res.Warnings)
+			if c.warnLeft {
+				assert.True(t, hasWarning(res, "--verify-traffic-pod-image"), "says what to pass: %v", res.Warnings)
+			}
+		})
+	}
 }

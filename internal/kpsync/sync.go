@@ -315,6 +315,9 @@ func (r *Result) mergeRoll(o rollOutcome) {
 	if m := f.Migration; m != nil && len(o.rollout.CanaryNodes) > 0 {
 		m.CanaryNodes = o.rollout.CanaryNodes // the ones the rollout picked
 	}
+	if m := f.Migration; m != nil && o.connectivity != nil && len(m.VerifyTrafficPaths) > 0 && len(o.connectivity.TrafficPaths) > 0 {
+		m.VerifyTrafficPaths = o.connectivity.TrafficPaths // a path left out before any restart
+	}
 	if o.rolledBack {
 		f.RolledBack, f.RollbackReason = true, o.rollbackReason
 	}
