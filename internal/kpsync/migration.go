@@ -3,10 +3,12 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -39,7 +41,10 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	if o.ZoneLabel != "" {
 		asked = StrategyZonal
 	}
-	if len(p.keys) == 0 && p.reason == "" {
+	// a canary an earlier run left half-way is resumed as the migration it
+	// may be: its old pods' config against the template's
+	resumed := len(p.keys) == 0 && p.reason == ""
+	if resumed && !p.resume {
 		return nil, roll, nil
 	}
 	newText, ok := p.desired[configmap.ConfigKey]
@@ -49,6 +54,12 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	running, err := runningConfig(ctx, e, p)
 	if err != nil || running == "" {
 		return nil, roll, err
+	}
+	if resumed {
+		newText = running
+		if running, err = oldPodsConfig(ctx, e, p); err != nil || running == "" {
+			return nil, roll, err
+		}
 	}
 	if _, err := kpvalidate.ModeOf(running); err != nil {
 		return nil, roll, nil // the fleet's config does not decode: nothing to migrate from (validation judges the new one)
@@ -65,7 +76,7 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	}
 	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
 	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables
-	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}}
+	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}, Resumed: resumed}
 	minor, _ := kpvalidate.Rules(validationVersion(o, p.next(o.Container)))
 	if v, verr := version.ParseGeneric(validationVersion(o, p.next(o.Container))); verr == nil && v.Major() == 1 {
 		m.KubeProxyVersion = v.String()
@@ -266,6 +277,51 @@ func runningConfig(ctx context.Context, e *env, p plan) (string, error) {
 	cm, err := e.copies.Get(ctx, p.mounted)
 	if err != nil {
 		return "", fmt.Errorf("read configmap %s/%s, which daemonset %s/%s mounts, for the proxy mode its pods run: %w", e.o.Namespace, p.mounted, e.o.Namespace, e.o.DaemonSet, err)
+	}
+	return cm.Data[configmap.ConfigKey], nil
+}
+
+// oldPodsConfig is the config that the pods of an older template than the
+// DaemonSet's run, read from what the cluster holds: the ConfigMap their
+// config volume mounts (of several, the first by name). "" when no such
+// pod is left or they mount what the template mounts. A canary an earlier
+// run left half-way (killed, say) migrated from it, and its resumption is
+// checked as that migration.
+func oldPodsConfig(ctx context.Context, e *env, p plan) (string, error) {
+	o := e.o
+	sel, err := metav1.LabelSelectorAsSelector(p.ds.Spec.Selector)
+	if err != nil || p.volume == "" {
+		return "", err
+	}
+	pods, err := e.d.Kube.Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", fmt.Errorf("list the pods of daemonset %s/%s, for the config its older pods run: %w", o.Namespace, o.DaemonSet, err)
+	}
+	var names []string
+	for _, pod := range pods.Items {
+		ref := metav1.GetControllerOf(&pod)
+		if ref == nil || ref.UID != p.ds.UID || rollout.OfTemplate(&pod, p.ds) {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == p.volume && v.ConfigMap != nil {
+				names = append(names, v.ConfigMap.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	slices.Sort(names)
+	switch names[0] {
+	case p.mounted:
+		return "", nil
+	case o.ConfigMap:
+		return p.record.Data[configmap.ConfigKey], nil
+	}
+	cm, err := e.copies.Get(ctx, names[0])
+	if err != nil {
+		return "", fmt.Errorf("read configmap %s/%s, which the older pods of daemonset %s/%s mount, for the proxy mode they run: %w", o.Namespace, names[0], o.Namespace, o.DaemonSet, err)
 	}
 	return cm.Data[configmap.ConfigKey], nil
 }

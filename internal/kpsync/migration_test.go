@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -352,3 +353,74 @@ func TestModeChangeFromIPVS(t *testing.T) {
 // noTraffic is an operator's --verify-traffic none: a migration's tests
 // that are not about its traffic check (probe pods need a kubelet).
 var noTraffic = ConnectivityOptions{Traffic: TrafficNone}
+
+// A migration stopped half-way (here by --timeout on a node whose new pod
+// never came; a SIGKILL leaves the same) is resumed by the next run as the
+// migration it is, decided from the pods: their older template's config
+// runs iptables, the template's nftables. So the next run checks every
+// node by health and traffic through the run's own Service (a leftover of
+// it deleted first), though it was asked nothing, and says so.
+func TestResumedMigrationKeepsItsChecks(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+	// each pod mounts what the template mounted when it was made, as the
+	// DaemonSet controller's do
+	mounting := func(p *corev1.Pod) *corev1.Pod {
+		obj, err := f.client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("daemonsets"), "kube-system", "kube-proxy")
+		require.NoError(t, err)
+		p.Spec.Volumes = obj.(*appsv1.DaemonSet).Spec.Template.Spec.Volumes
+		return p
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("kube-proxy-node-%d-1", i)
+		obj, err := f.client.Tracker().Get(podsGVR, "kube-system", name)
+		require.NoError(t, err)
+		require.NoError(t, f.client.Tracker().Update(podsGVR, mounting(obj.(*corev1.Pod)), "kube-system"))
+	}
+	f.podController(t, func(node, gen string) *corev1.Pod {
+		if node == "node-1" {
+			return nil // the controller cannot make it (a webhook refuses it, say): the run times out
+		}
+		return mounting(kubeProxyPod(node, gen, true))
+	})
+	f.probeKubelet(t, func(path string) corev1.PodStatus {
+		if path == verify.PathPod {
+			return corev1.PodStatus{Phase: corev1.PodSucceeded}
+		}
+		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	})
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Timeout: 3 * time.Second})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "--timeout exceeded")
+	require.True(t, rollout.CanaryLeftover(f.daemonSet(t)), "stopped half-way, on OnDelete")
+	require.Equal(t, types.UID("node-2-1"), f.podUID(t, "kube-proxy-node-2-1"), "node-2 still runs its old pod")
+	// what a SIGKILL would have left too: the run's own Service
+	_, err = f.client.CoreV1().Services("kube-system").Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Name: ProbeServiceName, Namespace: "kube-system", Labels: map[string]string{configmap.ManagedByLabel: "kube-proxy-sync"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// the controller makes node-1's pod at last, and goes on as it should
+	// (a controller of its own for the run: the fake's pod watch does not
+	// replay the deletions made before it opened)
+	require.NoError(t, f.client.Tracker().Create(podsGVR, mounting(kubeProxyPod("node-1", "2", true)), "kube-system"))
+	f.podController(t, func(node, gen string) *corev1.Pod { return mounting(kubeProxyPod(node, gen, true)) })
+	res, err := f.run(t, Options{Timeout: time.Minute})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m, "the resumed canary is a migration: %s", res.Msg)
+	assert.True(t, m.Resumed)
+	assert.Equal(t, "iptables", m.From, "what the older pods run")
+	assert.Equal(t, "nftables", m.To)
+	assert.Equal(t, verify.Required, m.VerifyHealth)
+	assert.Equal(t, "kube-system/"+ProbeServiceName, m.VerifyTraffic)
+	require.NotNil(t, res.Facts.Connectivity)
+	assert.Equal(t, 3, res.Facts.Connectivity.Checked, "every node, the earlier run's canary too")
+	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+	assert.Equal(t, verify.AllPaths, res.Facts.Connectivity.TrafficPaths)
+	assert.True(t, res.Facts.Restarted)
+	_, err = f.client.Tracker().Get(podsGVR, "kube-system", "kube-proxy-node-2-1")
+	assert.True(t, apierrors.IsNotFound(err), "node-2's old pod replaced by the resumed run: %v", err)
+	_, err = f.client.CoreV1().Services("kube-system").Get(context.Background(), ProbeServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "neither the leftover nor the run's own Service is left: %v", err)
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, f.daemonSet(t).Spec.UpdateStrategy.Type, "strategy restored")
+}

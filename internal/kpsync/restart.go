@@ -276,6 +276,11 @@ func (rs restarter) leftover(ctx context.Context, p plan) (*rolling, resumeOutco
 	out.restarted = fleet.PendingCount() > 0
 	rl := &rolling{e: e, fleet: fleet, strategy: StrategyCanary, canaryNodes: p.roll.canaryNodes, resumed: true}
 	rl.out.rollout.SkippedNodes, rl.out.rollout.UnreadyBefore = seen.skipped, seen.unreadyBefore
+	// the checks asked, or a resumed migration's own (see planMigration):
+	// each node finishing from here on is checked
+	if rl.conn, err = baseline(ctx, e, p.roll.conn, fleet.Live(), p.probe.port); err != nil {
+		return nil, out, err
+	}
 	return rl, out, nil
 }
 

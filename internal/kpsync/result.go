@@ -255,4 +255,8 @@ type Migration struct {
 	// Warnings: settings whose meaning changes in the new mode, and rules
 	// that stay behind (also in the result's warnings).
 	Warnings []string `json:"warnings"`
+	// Resumed: an earlier run's canary rollout of this change stopped
+	// half-way (killed, say), and this run finishes it with the
+	// migration's checks; From is what its older pods run.
+	Resumed bool `json:"resumed,omitempty"`
 }

@@ -176,6 +176,10 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
+	if os.Getenv("KPS_TEST_LOG") != "" { // the run's log, to debug a test
+		log.SetOutput(os.Stderr)
+		log.SetLevel(logrus.DebugLevel)
+	}
 	if o.Strategy == "" {
 		o.Strategy = StrategyRolling
 	}

@@ -31,6 +31,12 @@ const (
 	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
 )
 
+// OfTemplate reports whether pod was made from ds's template as it is now
+// (its templateGenerationLabel against the DaemonSet's template generation).
+func OfTemplate(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
+	return pod.Labels[templateGenerationLabel] == strconv.FormatInt(TemplateGeneration(ds), 10)
+}
+
 type podState struct {
 	name     string
 	node     string
