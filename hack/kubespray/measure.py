@@ -14,7 +14,27 @@
       the rollouts the pods saw), and gaps (times the watch was started
       again, after a {"type": "RELIST"} line: an API server restart ended
       it; what happened while it was down is not seen, and the pods its new
-      list lacks were deleted meanwhile).
+      list lacks were deleted meanwhile). From container restart counts:
+      restarts (container restarts of kube-proxy's pods during the step, a
+      restart in place that replaces no pod). When the stream has every pod
+      of kube-system (the upgrade step's), also: canary_first (yes when the
+      first pod created during the step was Ready before a second one was
+      created; no; none: no pod created), canary_node (its node), and skew
+      (kube-proxy pods created while some kube-apiserver, by the last image
+      seen of each control plane's pod, ran an older version than their
+      image: kube-proxy must never be newer than the oldest API server; must
+      be 0), with skew_detail naming them.
+
+  measure.py writers SINCE OBJECT.json...
+      Who wrote each object since SINCE (an RFC 3339 time, the step's start by
+      the API server's clock), from its managedFields: one line per entry,
+      `NAME MANAGER OPERATION TIME`. The upgrade step fails patched on a
+      kubeadm write of kube-proxy's DaemonSet or ConfigMap.
+
+  measure.py audit SINCE AUDIT.log
+      kube-proxy-sync's runs since SINCE, from its audit log (JSON lines, on
+      the first control plane): one line per outcome record, `outcome=...
+      restart=... reason=... image=BEFORE->AFTER strategy=... canary=NODES`.
 
   measure.py configz KUBEADM_CONFIG CONFIG_CONF FIELD=VALUE... -- NODE=CONFIGZ...
       Compares what kube-proxy runs on each node (CONFIGZ: its /configz) with
@@ -31,6 +51,7 @@
 """
 import json
 import sys
+from datetime import datetime
 
 import yaml
 
@@ -88,11 +109,43 @@ def ready(pod):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
+def version(image):
+    """The version tuple of an image's tag (registry:5000/kube-proxy:v1.34.4
+    gives (1, 34, 4)); None when the tag is not a version."""
+    tag = image.split("@", 1)[0].rsplit("/", 1)[-1].rpartition(":")[2]
+    parts = tag.lstrip("v").split("-", 1)[0].split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
+
+
+def container_image(pod, name):
+    for c in pod["spec"].get("containers", []):
+        if c.get("name") == name:
+            return c.get("image", "")
+    return ""
+
+
+def restart_count(pod):
+    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses", []))
+
+
+def is_apiserver(pod):
+    return pod["metadata"].get("labels", {}).get("component") == "kube-apiserver"
+
+
 def watch_figures(events):
     """The figures of `measure.py watch` from the events of one stream."""
     live, seen, initial, nodes, worst = {}, {}, set(), set(), 0
     revision, gaps = {}, 0
     listing, relist = True, None
+    # restart counts: the first and the highest seen per pod
+    restarts_first, restarts_max = {}, {}
+    # the last image seen of each node's kube-apiserver pod (kept when the
+    # pod goes: a static pod's mirror is deleted and made again as the
+    # kubelet restarts it); the pods created during the step, in order
+    apiservers, created, ready_at, skew = {}, [], {}, []
+    saw_apiserver = False
 
     def unavailable():
         up = {n for n, r in live.values() if r}
@@ -110,6 +163,11 @@ def watch_figures(events):
             gaps, relist, listing = gaps + 1, set(), False
             continue
         pod = ev["object"]
+        if is_apiserver(pod):
+            saw_apiserver = True
+            if ev["type"] != "DELETED":
+                apiservers[pod_node(pod)] = container_image(pod, "kube-apiserver")
+            continue
         if not of_daemonset(pod):
             continue
         uid, node = pod["metadata"]["uid"], pod_node(pod)
@@ -118,6 +176,17 @@ def watch_figures(events):
             initial.add(uid)
         else:
             listing = False
+        if uid not in seen and uid not in initial:
+            created.append(uid)
+            image = version(container_image(pod, "kube-proxy"))
+            older = sorted(f"{n} {img}" for n, img in apiservers.items()
+                           if image and version(img) and version(img) < image)
+            if older:
+                skew.append(f"{node} {container_image(pod, 'kube-proxy')} while {', '.join(older)}")
+        if uid not in ready_at and ready(pod):
+            ready_at[uid] = len(created)
+        restarts_first.setdefault(uid, restart_count(pod))
+        restarts_max[uid] = max(restarts_max.get(uid, 0), restart_count(pod))
         seen[uid] = node
         revision[uid] = pod["metadata"].get("labels", {}).get("controller-revision-hash", "?")
         nodes.add(node)
@@ -141,7 +210,7 @@ def watch_figures(events):
     for node in seen.values():
         per_node[node] = per_node.get(node, 0) + 1
     before = {revision[u] for u in initial}
-    return {
+    figures = {
         "nodes": len(nodes),
         "pods": len(seen),
         "new": len(set(seen) - initial),
@@ -149,7 +218,16 @@ def watch_figures(events):
         "max_unavailable": worst,
         "revisions": len({revision[u] for u in set(seen) - initial} - before),
         "gaps": gaps,
+        "restarts": sum(restarts_max[u] - restarts_first[u] for u in restarts_max),
     }
+    if saw_apiserver:
+        # the first pod created was Ready while it was the only one created
+        first = created[0] if created else None
+        figures["canary_first"] = "none" if first is None else ("yes" if ready_at.get(first) == 1 else "no")
+        figures["canary_node"] = seen[first] if first else ""
+        figures["skew"] = len(skew)
+        figures["skew_detail"] = "; ".join(skew)
+    return figures
 
 
 def watch(path):
@@ -157,6 +235,45 @@ def watch(path):
         figures = watch_figures(json_stream(f.read()))
     for key, value in figures.items():
         print(f"{key}={value}")
+
+
+def writers(since, paths):
+    """NAME MANAGER OPERATION TIME of every managedFields entry of the
+    objects at PATHS written at SINCE or later (RFC 3339 times in UTC
+    compare as strings)."""
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+        name = f"{obj.get('kind', '?')}/{obj['metadata'].get('name', '?')}"
+        for entry in obj["metadata"].get("managedFields", []):
+            if entry.get("time", "") >= since:
+                out.append(f"{name} {entry.get('manager', '?')} {entry.get('operation', '?')} {entry.get('time')}")
+    return out
+
+
+def audit(since, path):
+    """One line per outcome record of kube-proxy-sync's audit log at SINCE or
+    later (its times are RFC 3339 with a zone offset: compared in UTC)."""
+    cutoff = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec.get("phase") != "outcome" or datetime.fromisoformat(rec["time"].replace("Z", "+00:00")) < cutoff:
+                continue
+            roll = rec.get("rollout") or {}
+            out.append(" ".join([
+                f"outcome={rec.get('outcome', '')}",
+                f"restart={'yes' if rec.get('restart') else 'no'}",
+                f"reason={rec.get('restart_reason', '')}",
+                f"image={rec.get('image_before', '')}->{rec.get('image_after', '')}",
+                f"strategy={roll.get('strategy', '')}",
+                f"canary={','.join(roll.get('canary_nodes') or [])}",
+            ]))
+    return out
 
 
 def get(doc, dotted):
@@ -241,6 +358,10 @@ def configz(args):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "watch":
         watch(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "audit":
+        print("\n".join(audit(sys.argv[2], sys.argv[3])))
+    elif len(sys.argv) > 3 and sys.argv[1] == "writers":
+        print("\n".join(writers(sys.argv[2], sys.argv[3:])))
     elif len(sys.argv) > 4 and sys.argv[1] == "configz" and "--" in sys.argv:
         configz(sys.argv[2:])
     else:

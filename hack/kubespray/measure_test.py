@@ -1,13 +1,16 @@
 """Tests of measure.py's figures (run by make test: python -m unittest)."""
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def pod(uid, node, is_ready=True, revision="a", deleting=False, owner="kube-proxy"):
+def pod(uid, node, is_ready=True, revision="a", deleting=False, owner="kube-proxy", image="reg/kube-proxy:v1.34.3",
+        restarts=0):
     meta = {
         "uid": uid,
         "labels": {"controller-revision-hash": revision},
@@ -17,9 +20,37 @@ def pod(uid, node, is_ready=True, revision="a", deleting=False, owner="kube-prox
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {
         "metadata": meta,
-        "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}]},
+        "spec": {"nodeName": node, "containers": [{"name": "kube-proxy", "image": image}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}],
+            "containerStatuses": [{"name": "kube-proxy", "restartCount": restarts}],
+        },
     }
+
+
+def apiserver(node, version):
+    # a mirror pod: owned by its Node, labelled by kubeadm
+    return {
+        "metadata": {
+            "uid": "api-" + node + "-" + version,
+            "labels": {"component": "kube-apiserver", "tier": "control-plane"},
+            "ownerReferences": [{"kind": "Node", "name": node, "controller": True}],
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "kube-apiserver", "image": "reg/kube-apiserver:" + version}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def replace(old, node, new, version="v1.34.4", revision="b"):
+    """The events of one pod replaced by a new one on the same node: the old
+    one deleted, the new one created, then Ready."""
+    image = "reg/kube-proxy:" + version
+    return [
+        ev("MODIFIED", pod(old, node, deleting=True)),
+        ev("DELETED", pod(old, node, deleting=True)),
+        ev("ADDED", pod(new, node, is_ready=False, revision=revision, image=image)),
+        ev("MODIFIED", pod(new, node, revision=revision, image=image)),
+    ]
 
 
 def ev(kind, obj=None):
@@ -44,7 +75,8 @@ class WatchFigures(unittest.TestCase):
         got = measure.watch_figures(events)
         self.assertEqual(
             got,
-            {"nodes": 3, "pods": 4, "new": 1, "max_per_node": 2, "max_unavailable": 1, "revisions": 1, "gaps": 0},
+            {"nodes": 3, "pods": 4, "new": 1, "max_per_node": 2, "max_unavailable": 1, "revisions": 1, "gaps": 0,
+             "restarts": 0},
         )
 
     def test_a_relist_ended_by_an_event_drops_the_pods_it_lacks(self):
@@ -73,6 +105,103 @@ class WatchFigures(unittest.TestCase):
         events = listed(*THREE) + [ev("ADDED", pod("x1", "n4", is_ready=False, owner="debug"))]
         got = measure.watch_figures(events)
         self.assertEqual((got["nodes"], got["pods"], got["max_unavailable"]), (3, 3, 0))
+
+    def test_restarts_in_place_are_counted(self):
+        # no pod replaced, but u2's container restarted twice during the step
+        events = listed(pod("u1", "n1"), pod("u2", "n2", restarts=1), pod("u3", "n3")) + [
+            ev("MODIFIED", pod("u2", "n2", is_ready=False, restarts=2)),
+            ev("MODIFIED", pod("u2", "n2", restarts=3)),
+        ]
+        got = measure.watch_figures(events)
+        self.assertEqual((got["new"], got["restarts"]), (0, 2))
+        self.assertNotIn("canary_first", got, "no kube-apiserver in the stream: no upgrade figures")
+
+
+CONTROL_PLANES = (apiserver("cp1", "v1.34.3"), apiserver("cp2", "v1.34.3"), apiserver("cp3", "v1.34.3"))
+
+
+def upgraded(node):
+    # the kubelet restarts the static pod: its mirror is deleted, then made anew
+    return [ev("DELETED", apiserver(node, "v1.34.3")), ev("ADDED", apiserver(node, "v1.34.4"))]
+
+
+class UpgradeFigures(unittest.TestCase):
+    def test_rolled_once_canary_first_after_every_control_plane(self):
+        events = (listed(*CONTROL_PLANES, *THREE) + upgraded("cp1") + upgraded("cp2") + upgraded("cp3")
+                  + replace("u2", "n2", "v2") + replace("u1", "n1", "v1") + replace("u3", "n3", "v3"))
+        got = measure.watch_figures(events)
+        self.assertEqual((got["new"], got["max_per_node"], got["max_unavailable"]), (3, 2, 1))
+        self.assertEqual((got["canary_first"], got["canary_node"]), ("yes", "n2"))
+        self.assertEqual((got["skew"], got["skew_detail"]), (0, ""))
+
+    def test_kube_proxy_newer_than_an_api_server_is_skew(self):
+        # kubespray's own write: right after the first control plane's upgrade
+        events = (listed(*CONTROL_PLANES, *THREE) + upgraded("cp1")
+                  + replace("u1", "n1", "v1") + upgraded("cp2") + upgraded("cp3"))
+        got = measure.watch_figures(events)
+        self.assertEqual(got["skew"], 1)
+        self.assertIn("cp2 reg/kube-apiserver:v1.34.3", got["skew_detail"])
+        self.assertIn("cp3 reg/kube-apiserver:v1.34.3", got["skew_detail"])
+
+    def test_an_api_server_whose_mirror_pod_is_gone_keeps_its_last_image(self):
+        events = listed(*CONTROL_PLANES, *THREE) + [ev("DELETED", CONTROL_PLANES[1])] + replace("u1", "n1", "v1")
+        self.assertEqual(measure.watch_figures(events)["skew"], 1)
+
+    def test_all_at_once_is_no_canary(self):
+        # the DaemonSet controller or a forced delete: a second pod is created
+        # before the first new one is Ready
+        events = listed(*CONTROL_PLANES, *THREE) + [
+            ev("DELETED", THREE[0]), ev("DELETED", THREE[1]),
+            ev("ADDED", pod("v1", "n1", is_ready=False, revision="b")),
+            ev("ADDED", pod("v2", "n2", is_ready=False, revision="b")),
+            ev("MODIFIED", pod("v1", "n1", revision="b")),
+            ev("MODIFIED", pod("v2", "n2", revision="b")),
+        ]
+        got = measure.watch_figures(events)
+        self.assertEqual((got["canary_first"], got["canary_node"], got["max_unavailable"]), ("no", "n1", 2))
+
+    def test_no_pod_created(self):
+        got = measure.watch_figures(listed(*CONTROL_PLANES, *THREE))
+        self.assertEqual((got["canary_first"], got["canary_node"], got["skew"]), ("none", "", 0))
+
+
+class Writers(unittest.TestCase):
+    def test_the_writes_since_the_step_began(self):
+        ds = {"kind": "DaemonSet", "metadata": {"name": "kube-proxy", "managedFields": [
+            {"manager": "kubeadm", "operation": "Update", "time": "2026-11-27T10:00:00Z"},
+            {"manager": "kube-proxy-sync", "operation": "Update", "time": "2026-11-27T12:00:05Z"},
+            {"manager": "kube-controller-manager", "operation": "Update", "time": "2026-11-27T12:01:00Z",
+             "subresource": "status"},
+        ]}}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(ds, f)
+        self.addCleanup(os.unlink, f.name)
+        self.assertEqual(measure.writers("2026-11-27T12:00:00Z", [f.name]), [
+            "DaemonSet/kube-proxy kube-proxy-sync Update 2026-11-27T12:00:05Z",
+            "DaemonSet/kube-proxy kube-controller-manager Update 2026-11-27T12:01:00Z",
+        ])
+
+    def test_the_audit_outcomes_since_the_step_began(self):
+        records = [
+            {"time": "2026-11-27T11:59:00.5+00:00", "phase": "outcome", "outcome": "succeeded", "restart": True},
+            {"time": "2026-11-27T12:00:01.1+00:00", "phase": "intent", "restart": True},
+            {"time": "2026-11-27T13:00:09.123456789+01:00", "phase": "outcome", "outcome": "succeeded", "restart": True,
+             "restart_reason": "image-changed", "image_before": "r/kube-proxy:v1.34.3", "image_after": "r/kube-proxy:v1.34.4",
+             "rollout": {"strategy": "canary", "canary_nodes": ["n2"]}},
+        ]
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("\n".join(json.dumps(r) for r in records) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        self.assertEqual(measure.audit("2026-11-27T12:00:00Z", f.name), [
+            "outcome=succeeded restart=yes reason=image-changed image=r/kube-proxy:v1.34.3->r/kube-proxy:v1.34.4 "
+            "strategy=canary canary=n2",
+        ])
+
+    def test_versions(self):
+        self.assertEqual(measure.version("reg:5000/kube-proxy:v1.34.4"), (1, 34, 4))
+        self.assertEqual(measure.version("reg:5000/kube-proxy:v1.34.4@sha256:ab"), (1, 34, 4))
+        self.assertIsNone(measure.version("reg:5000/kube-proxy:latest"))
+        self.assertIsNone(measure.version("reg:5000/kube-proxy"))
 
 
 if __name__ == "__main__":

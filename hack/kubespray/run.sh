@@ -27,7 +27,9 @@
 #              every node and kube-proxy on the new version; the pods it
 #              replaced, the rollouts, the most nodes without a Ready
 #              kube-proxy; patched, one rollout, each pod replaced once,
-#              within maxUnavailable
+#              within maxUnavailable, no kubeadm write of kube-proxy's
+#              DaemonSet or ConfigMap, canary first, no kube-proxy pod
+#              newer than a kube-apiserver, one kube-proxy-sync run
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
 #   nodes, rerun, settings and upgrade end with kube-proxy's own /configz on
@@ -279,7 +281,9 @@ configz() {
 # from the control plane; records the pods it replaced (by UID), the
 # DaemonSet's rollouts (ControllerRevisions made) and the most nodes without
 # a Ready kube-proxy at once (hack/kubespray/measure.py), and leaves them in
-# REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE.
+# REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE, RESTARTS.
+# WATCH_ALL=1 watches every pod of kube-system (the kube-apiserver pods too:
+# the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and SKEW_DETAIL).
 cluster_watched() {
   local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline rev_before rev_after
   shift 3
@@ -295,13 +299,14 @@ cluster_watched() {
   # starts once it has. An API server restart (upgrade-cluster.yml) ends
   # kubectl's watch: it starts again, after a RELIST line
   # (hack/kubespray/measure.py). timeout's kill ends its process group.
-  local again='while :; do kubectl -n kube-system get pods -l k8s-app=kube-proxy --watch --output-watch-events -o json; echo "{\"type\": \"RELIST\"}"; sleep 1; done'
+  local again='while :; do kubectl -n kube-system get pods SELECTOR --watch --output-watch-events -o json; echo "{\"type\": \"RELIST\"}"; sleep 1; done'
+  if ((${WATCH_ALL:-0})); then again="${again/SELECTOR /}"; else again="${again/SELECTOR/-l k8s-app=kube-proxy}"; fi
   cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 sh -c '${again}'" >"${out}" 2>"${LOGS}/${name}.watch.err" &
   watch_pid=$!
   # shellcheck disable=SC2064 # the pid and file of this step's watch
   trap "cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
   deadline=$((SECONDS + 60))
-  until (($(grep -o '"type": *"ADDED"' "${out}" | wc -l) >= TOTAL)); do
+  until (($(grep -o '"k8s-app": *"kube-proxy"' "${out}" | wc -l) >= TOTAL)); do
     kill -0 "${watch_pid}" 2>/dev/null || { cat "${LOGS}/${name}.watch.err"; echo "the watch of kube-proxy's pods ended"; return 1; }
     ((SECONDS < deadline)) || { echo "the watch listed fewer than ${TOTAL} kube-proxy pods within 60s"; return 1; }
     sleep 0.2
@@ -313,6 +318,7 @@ cluster_watched() {
   wait "${watch_pid}" || true
   trap - EXIT
   local key value
+  RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL=''
   while IFS='=' read -r key value; do
     case "${key}" in
       new) NEW="${value}" ;;
@@ -320,6 +326,11 @@ cluster_watched() {
       max_unavailable) MAX_UNAVAILABLE="${value}" ;;
       revisions) REVISIONS="${value}" ;;
       gaps) GAPS="${value}" ;;
+      restarts) RESTARTS="${value}" ;;
+      canary_first) CANARY_FIRST="${value}" ;;
+      canary_node) CANARY_NODE="${value}" ;;
+      skew) SKEW="${value}" ;;
+      skew_detail) SKEW_DETAIL="${value}" ;;
     esac
   done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
   [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" ]] || { echo "no figures from ${out}"; return 1; }
@@ -330,6 +341,7 @@ cluster_watched() {
   figure "${name}" "kube-proxy pods replaced ${REPLACED} of ${TOTAL} (pods created ${NEW}, most on one node ${MAX_PER_NODE})"
   figure "${name}" "rollouts of the DaemonSet: ${ROLLOUTS} (ControllerRevision ${rev_before} to ${rev_after}; template revisions among the new pods: ${REVISIONS})"
   figure "${name}" "most nodes without a Ready kube-proxy at once: ${MAX_UNAVAILABLE}"
+  figure "${name}" "kube-proxy container restarts in place (no pod replaced): ${RESTARTS:-?}"
   if ((${GAPS:-0} > 0)); then
     figure "${name}" "the watch started again ${GAPS} times (its connection to the API server ended): what happened while it was down is not seen"
   fi
@@ -413,19 +425,31 @@ egress() {
 
 # upgrade MODE TREE: upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM to
 # KUBERNETES_VERSION (kubespray's documented -e kube_version=...), the
-# settings step's inventory kept. Every node's kubelet and every kube-proxy
-# pod on the new version afterwards. Patched (docs/kubespray-upgrade.patch):
-# one rollout, the new image's, each pod replaced once, never more nodes
-# without a Ready kube-proxy than maxUnavailable. Unpatched: recorded, and
-# kube-proxy may run settings its ConfigMap got after the pod started
-# (kubespray writes the ConfigMap after kubeadm rolled the new image).
+# settings step's inventory kept, every pod of kube-system watched. Every
+# node's kubelet and every kube-proxy pod on the new version afterwards.
+# Recorded in both modes: who wrote kube-proxy's DaemonSet and ConfigMap
+# during the step (their managedFields), the first pod replaced and whether it
+# was Ready before a second one was made, the kube-proxy pods made while some
+# kube-apiserver ran an older version (hack/kubespray/measure.py), and
+# kube-proxy-sync's runs (its audit log). Patched
+# (docs/kubespray-upgrade.patch): one rollout, the new image's, each pod
+# replaced once, never more nodes without a Ready kube-proxy than
+# maxUnavailable; no kubeadm write of either object; canary first; no pod
+# newer than an API server; one run of kube-proxy-sync that restarted, with
+# the canary strategy, its canary the first pod replaced, to the new image.
+# Unpatched: recorded, and kube-proxy may run settings its ConfigMap got after
+# the pod started (kubespray writes the ConfigMap after kubeadm rolled the new
+# image).
 upgrade() {
-  local budget image kubelets
+  local budget image kubelets since writes runs
   image="$(ds_field ".spec.template.spec.containers[0].image")"
   [[ "${image}" == *":${KUBESPRAY_UPGRADE_FROM}" ]] ||
     { echo "kube-proxy runs ${image}, not ${KUBESPRAY_UPGRADE_FROM}: cluster.yml did not install KUBESPRAY_UPGRADE_FROM (is .cache/kubespray/files.yml from a build without KS_UPGRADE=1?)"; return 1; }
   budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
-  cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
+  # the API server's clock: managedFields and the audit log are stamped by it
+  # and by the first control plane
+  since="$(cp_ssh 'date -u +%Y-%m-%dT%H:%M:%SZ')"
+  WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
   image="$(ds_field ".spec.template.spec.containers[0].image")"
   kubelets="$(cp_ssh 'kubectl get nodes -o jsonpath="{range .items[*]}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}"')"
   figure "upgrade-$1" "${KUBESPRAY_UPGRADE_FROM} to ${KUBERNETES_VERSION}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
@@ -434,12 +458,39 @@ upgrade() {
     echo "after upgrade-cluster.yml not every kubelet is at ${KUBERNETES_VERSION}: ${kubelets//$'\n'/, }"
     return 1
   fi
+  cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o json' >"${LOGS}/upgrade-$1.daemonset.json"
+  cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o json' >"${LOGS}/upgrade-$1.configmap.json"
+  writes="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" writers "${since}" \
+    "${LOGS}/upgrade-$1.daemonset.json" "${LOGS}/upgrade-$1.configmap.json")"
+  figure "upgrade-$1" "writes of kube-proxy's DaemonSet and ConfigMap since ${since}: ${writes//$'\n'/; }"
+  figure "upgrade-$1" "first kube-proxy pod replaced on ${CANARY_NODE:-none}, Ready before a second one was made: ${CANARY_FIRST:-?}"
+  figure "upgrade-$1" "kube-proxy pods made while some kube-apiserver ran an older version: ${SKEW:-?}${SKEW_DETAIL:+ (${SKEW_DETAIL})}"
+  cp_ssh 'cat /var/log/kube-proxy-sync/audit.log 2>/dev/null || true' >"${LOGS}/upgrade-$1.audit.log"
+  runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" audit "${since}" "${LOGS}/upgrade-$1.audit.log")"
+  figure "upgrade-$1" "kube-proxy-sync's runs: ${runs:-none}"
   if [[ "$1" == unpatched ]]; then
     configz "$1" upgrade stale=any "${SETTING_FIELD}=${SETTING_VALUE}"
     return
   fi
   configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
   rolled_once "the patched upgrade" "${budget}"
+  if grep -E '^(DaemonSet|ConfigMap)/kube-proxy kubeadm ' <<<"${writes}"; then
+    echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the patched upgrade; under kube_proxy_sync_enabled only kube-proxy-sync may"
+    return 1
+  fi
+  if [[ "${CANARY_FIRST:-}" != yes ]]; then
+    echo "the patched upgrade did not replace one kube-proxy pod first (canary_first: ${CANARY_FIRST:-none seen}): a second pod was made before the first new one was Ready"
+    return 1
+  fi
+  if [[ "${SKEW:-}" != 0 ]]; then
+    echo "the patched upgrade made ${SKEW:-an unknown number of} kube-proxy pods newer than a kube-apiserver: ${SKEW_DETAIL:-no kube-apiserver pod in the watch}"
+    return 1
+  fi
+  if [[ "$(grep -c 'restart=yes' <<<"${runs}")" != 1 ]] ||
+    ! grep -q "restart=yes .*image=.*->.*:${KUBERNETES_VERSION} strategy=canary canary=${CANARY_NODE:-?}\$" <<<"${runs}"; then
+    echo "the patched upgrade needs one run of kube-proxy-sync that restarts kube-proxy onto ${KUBERNETES_VERSION}, canary first on ${CANARY_NODE:-?}, the pod the watch saw replaced first; its runs: ${runs:-none}"
+    return 1
+  fi
 }
 
 # table: the modes' steps, one row each, for the end of the summary.

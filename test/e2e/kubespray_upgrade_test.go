@@ -87,11 +87,12 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		},
 		{
 			// kubespray's default (its localhost load balancer) with the
-			// upgrade patch (docs/kubespray-upgrade.patch): the kube-proxy
-			// addon is written once, from kubeadm-kube-proxy.yaml, whose
-			// endpoint is the server kubespray wants, so kubeadm's rollout
-			// starts every pod on the right server and the role finds
-			// nothing to do
+			// earlier upgrade patch: the kube-proxy addon written once, by
+			// kubeadm, from a kubeadm config whose endpoint is the server
+			// kubespray wants, so kubeadm's rollout starts every pod on the
+			// right server and the role finds nothing to do (the current
+			// docs/kubespray-upgrade.patch has kubeadm write nothing:
+			// TestKubesprayUpgradePatchedRollsOnceThroughTheTool)
 			name:            "local load balancer, kubespray's upgrade patched: kubeadm's rollout only",
 			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
@@ -196,6 +197,99 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			cluster.AssertNoneReplaced(t, uids, c.PodUIDs(t))
 		})
 	}
+}
+
+// kubespray's upgrade with docs/kubespray-upgrade.patch (and
+// kube_proxy_sync_enabled): nothing of kubeadm writes kube-proxy during the
+// upgrade (its addon phase is skipped in upgrade apply and upgrade node,
+// kubespray's "Update kube-proxy configmap after upgrade" is skipped), and
+// once every control plane is upgraded the entry point runs with
+// kube_proxy_sync_image: kubeadm and kube_proxy_sync_strategy: canary on
+// kubespray's kubeadm config for the new version (kube-proxy-upgrade.yml).
+// Install as kubeadm init leaves it, then cluster.yml's run of the entry
+// point, then that one run: kube-proxy takes kubeadm's image for the new
+// version and its config in one rollout, each pod replaced once, the
+// canary node first, on kubespray's server, and a rerun does nothing.
+func TestKubesprayUpgradePatchedRollsOnceThroughTheTool(t *testing.T) {
+	c := cluster.Connect(t)
+	kubeadm := kubeadmBinary(t, c)
+	t.Cleanup(func() {
+		c.Reset(t)
+		deleteKubeadmProxyRBAC(t, c)
+	})
+	const endpoint, server = "10.0.0.1:7443", "https://127.0.0.1:7443"
+	c.Reset(t)
+	// kubeadm init's kube-proxy, then cluster.yml's run of the entry point
+	runKubeadmProxyAddon(t, c, kubeadm, "v1.33.7", endpoint)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	r := runKubesprayMode(t, c, kubeadm, kubesprayKubeadmConfig(t, "v1.33.7", endpoint), server, "none")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	require.Equal(t, "registry.k8s.io/kube-proxy:v1.33.7", c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image)
+
+	// the upgrade: no kubeadm write; the entry point as kube-proxy-upgrade.yml runs it
+	generation := rollout.TemplateGeneration(c.DaemonSet(t))
+	history := watchPods(t, c)
+	states := followPods(t, c, func(map[string]bool) {})
+	upgraded := kubesprayKubeadmConfig(t, "v1.34.4", endpoint)
+	r = runKubesprayUpgrade(t, c, kubeadm, upgraded, server)
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	pods := history.Stop()
+	order, _ := states.Stop()
+	t.Logf("upgrade: %s; kube-proxy pods per node %v, replaced in the order %v, strategy %s, canary %v",
+		r.Msg, pods, order, r.facts().Rollout.Strategy, r.facts().Rollout.CanaryNodes)
+
+	assert.True(t, r.Restarted, "restarted: %s", r.Msg)
+	assert.True(t, r.ImageChanged, "image changed: %s", r.Msg)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.7", r.ImageBefore)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image)
+	rollouts := 0
+	for _, n := range pods {
+		rollouts = max(rollouts, n-1)
+	}
+	assert.Equal(t, 1, rollouts, "kube-proxy rollouts in the upgrade (pods per node: %v)", pods)
+	for node, n := range pods {
+		assert.Equal(t, 2, n, "kube-proxy pods seen on %s: each replaced exactly once", node)
+	}
+	assert.Equal(t, int64(1), rollout.TemplateGeneration(c.DaemonSet(t))-generation, "pod template changes in the upgrade")
+	assert.Equal(t, "canary", r.facts().Rollout.Strategy)
+	if assert.Len(t, r.facts().Rollout.CanaryNodes, 1) && assert.NotEmpty(t, order) {
+		assert.Equal(t, r.facts().Rollout.CanaryNodes[0], order[0], "the canary's pod is the first replaced (order %v)", order)
+	}
+	assertKubespraySettings(t, c, c.MountedConfigMap(t).Data["config.conf"])
+	assert.Equal(t, []string{server}, kubeconfigServers(t, c.MountedConfigMap(t).Data["kubeconfig.conf"]))
+	assertRecordFollows(t, c)
+
+	// upgrade_cluster.yml again at the same version: nothing to do
+	uids, rv := c.PodUIDs(t), c.ConfigMap(t).ResourceVersion
+	r = runKubesprayUpgrade(t, c, kubeadm, upgraded, server)
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.False(t, r.Changed, "rerun: %s", r.Msg)
+	assert.False(t, r.Restarted, "rerun: %s", r.Msg)
+	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "rerun wrote the ConfigMap")
+	cluster.AssertNoneReplaced(t, uids, c.PodUIDs(t))
+}
+
+// runKubesprayUpgrade runs the module as kubespray-upgrade.patch's
+// kube-proxy-upgrade.yml has the entry point run it: runKubesprayMode's
+// arguments with the image kubeadm renders and the canary strategy.
+func runKubesprayUpgrade(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server string) cliRun {
+	t.Helper()
+	args := map[string]any{
+		"kubeconfig":     c.KubeconfigPath,
+		"namespace":      c.Namespace,
+		"probe_path":     "none",
+		"restart":        "auto",
+		"kubeadm":        kubeadm,
+		"kubeadm_config": kubeadmConfig,
+		"image":          "kubeadm",
+		"strategy":       "canary",
+		"timeout":        "3m",
+		"server":         server,
+	}
+	return runModule(t, moduleArgsJSON(t, args))
 }
 
 // kubesprayProxyConfig is the KubeProxyConfiguration kubespray's
