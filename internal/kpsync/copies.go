@@ -4,7 +4,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // The config travels with the template (see configmap.NewCopy): the pod
@@ -36,22 +35,4 @@ func configVolume(ds *appsv1.DaemonSet, container, record string) (volume, mount
 		}
 	}
 	return "", ""
-}
-
-// runs reports whether the DaemonSet's pods run the data with this hash,
-// judged from what its template mounts (volume, of the record or a copy
-// of it): its stamp (rollout.Runs) is a hint, which holds only while the
-// template mounts the copy of the stamped data. `kubectl rollout undo`
-// points the template at another copy and leaves the stamp: then the
-// stamp is stale, and the pods run what the template mounts. On kubeadm's
-// layout (the template mounts the record) the stamp is all there is.
-func runs(ds *appsv1.DaemonSet, volume, record, hash string) bool {
-	if !rollout.Runs(ds, hash) {
-		return false
-	}
-	mounted := rollout.ConfigVolumeOf(ds, volume)
-	if volume == "" || mounted == record {
-		return true
-	}
-	return mounted == configmap.CopyName(record, ds.Annotations[rollout.HashAnnotation])
 }

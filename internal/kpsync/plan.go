@@ -98,14 +98,14 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	var none bool
 	p.effects, none = keyEffects(p.base.Data, p.desired, p.keys, effectTargets(o, p.ds))
-	p.noEffect = none && o.Restart != RestartAlways && runs(p.ds, p.volume, o.ConfigMap, p.before.Hash)
+	p.noEffect = none && o.Restart != RestartAlways && rollout.RunsMounted(p.ds, p.volume, o.ConfigMap, p.before.Hash)
 	if len(p.keys) > 0 && !p.noEffect && p.volume == "" {
 		return p, fmt.Errorf("daemonset %s/%s: container %s mounts configmap %s/%s in no volume: kube-proxy-sync points that volume at a copy of the new config, so nothing was written; mount it as kubeadm does (a configMap volume) and run again",
 			o.Namespace, o.DaemonSet, o.Container, o.Namespace, o.ConfigMap)
 	}
 	_, stamped := p.ds.Annotations[rollout.HashAnnotation]
 	mountsTarget := p.volume != "" && rollout.ConfigVolumeOf(p.ds, p.volume) == configmap.CopyName(o.ConfigMap, p.target)
-	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, runs(p.ds, p.volume, o.ConfigMap, p.target), stamped, p.noEffect, mountsTarget)
+	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, rollout.RunsMounted(p.ds, p.volume, o.ConfigMap, p.target), stamped, p.noEffect, mountsTarget)
 	if p.reason == "" && p.image != "" {
 		p.reason = ReasonImageChanged
 	}

@@ -188,7 +188,7 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 	o := rs.e.o
 	// what the template holds now: its image, the ConfigMap its config
 	// volume mounts, whether its pods run the data with this hash
-	current, mounted, running := rollout.ContainerImage(ds, o.Container), rollout.ConfigVolumeOf(ds, p.volume), runs(ds, p.volume, o.ConfigMap, hash)
+	current, mounted, running := rollout.ContainerImage(ds, o.Container), rollout.ConfigVolumeOf(ds, p.volume), rollout.RunsMounted(ds, p.volume, o.ConfigMap, hash)
 	_, stamped := ds.Annotations[rollout.HashAnnotation]
 	mountsTarget := p.volume != "" && mounted == p.targetCopy
 	reason, adopt := decide(o.Restart, configChanged, running, stamped, p.noEffect, mountsTarget)
