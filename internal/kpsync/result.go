@@ -198,6 +198,10 @@ type restartOutcome struct {
 	idle *rollout.Status
 }
 
+// restartedPods reports whether the restart phase restarted pods: with
+// its own PATCH, or by resuming a canary an earlier run left half-way.
+func (o restartOutcome) restartedPods() bool { return o.restarted || o.resume.restarted }
+
 // resumeOutcome is what finding a canary an earlier run left half-way adds.
 type resumeOutcome struct {
 	// owed: a restart is owed (the leftover's old pods), reason pending

@@ -113,6 +113,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 
 	// 3. the config the pods are to run, captured again; the copies the
 	// restart points the template at
+	rvBefore := p.record.ResourceVersion // the record as the plan captured it
 	p, a, err := ap.apply(ctx, p)
 	res.mergeApply(e, p, a)
 	if err != nil {
@@ -142,8 +143,8 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 	res.Facts.UndoConfigMap = r.ds.Annotations[rollout.PreviousConfigAnnotation]
 	// 6. the record holds what the fleet runs, once no pod mounts it
-	if p.writes() || p.recordLags || res.Facts.Restarted {
-		out, err := st.settle(ctx, p, r.ds, a, rl.pods(), res.Facts.ResourceVersionBefore)
+	if p.writes() || p.recordLags || r.restartedPods() {
+		out, err := st.settle(ctx, p, r.ds, a, rl.pods(), rvBefore)
 		res.mergeSettle(out)
 		if err != nil {
 			return err
