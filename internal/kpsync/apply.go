@@ -246,7 +246,7 @@ func (ap applier) checkMounted(ctx context.Context, cp *corev1.ConfigMap) error 
 // as usual.
 func (ap applier) markNoEffect(ctx context.Context, p *plan) error {
 	ds, err := ap.e.dss.ApplyFresh(ctx, p.ds, func(ds *appsv1.DaemonSet, reread bool) (rollout.Change, bool) {
-		if reread && !runs(ds, p.volume, ap.e.o.ConfigMap, p.before.Hash) {
+		if reread && !rollout.RunsMounted(ds, p.volume, ap.e.o.ConfigMap, p.before.Hash) {
 			p.noEffect = false
 			return rollout.Change{}, false
 		}

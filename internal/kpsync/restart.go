@@ -188,7 +188,7 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 	o := rs.e.o
 	// what the template holds now: its image, the ConfigMap its config
 	// volume mounts, whether its pods run the data with this hash
-	current, mounted, running := rollout.ContainerImage(ds, o.Container), rollout.ConfigVolumeOf(ds, p.volume), runs(ds, p.volume, o.ConfigMap, hash)
+	current, mounted, running := rollout.ContainerImage(ds, o.Container), rollout.ConfigVolumeOf(ds, p.volume), rollout.RunsMounted(ds, p.volume, o.ConfigMap, hash)
 	_, stamped := ds.Annotations[rollout.HashAnnotation]
 	mountsTarget := p.volume != "" && mounted == p.targetCopy
 	reason, adopt := decide(o.Restart, configChanged, running, stamped, p.noEffect, mountsTarget)
@@ -225,26 +225,6 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 		out.reason = ReasonNoEffect
 	}
 	return ch, reason, adopt && ch.Hash != "" && !ch.Restarts()
-}
-
-// strategyFor adds the rollout's updateStrategy to the restart PATCH:
-// for a canary the switch to OnDelete; for a rolling update
-// maxUnavailable raised for the stuck nodes (see rollout.Change.RaiseFor),
-// or a strategy an earlier run left saved put back.
-func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
-	e := rl.e
-	if rl.strategy == StrategyCanary {
-		return ch.OnDelete(ds)
-	}
-	stuck := rl.fleet.Stuck()
-	raise, err := ch.RaiseFor(ds, stuck)
-	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
-	if err != nil || !raise.Raised() {
-		return err
-	}
-	rl.raisedFor = stuck
-	e.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
-	return nil
 }
 
 // leftover finds an earlier canary rollout that stopped half-way on this
@@ -345,23 +325,4 @@ func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, resume bool) (*r
 		e.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), seen.skipped)
 	}
 	return fleet, seen, nil
-}
-
-// restoreStrategy puts back the updateStrategy an earlier run saved,
-// unless an unfinished canary holds the DaemonSet on OnDelete (that one is
-// resumed, or replaced by this run's restart). It says what it restored
-// ("": nothing).
-func restoreStrategy(ctx context.Context, e *env, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, string, error) {
-	o := e.o
-	ch, saved, err := rollout.Restore(ds)
-	if err != nil || !saved || rollout.CanaryLeftover(ds) {
-		return ds, "", err
-	}
-	what := rollout.Describe(*ch.Strategy)
-	e.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, o.Namespace, o.DaemonSet)
-	restored, err := e.dss.Apply(ctx, ch)
-	if err != nil {
-		return ds, "", err
-	}
-	return restored, fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, o.Namespace, o.DaemonSet, rollout.StrategyAnnotation), nil
 }

@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,4 +71,43 @@ func (rl *rolling) finishStrategy(ctx context.Context) {
 	if err != nil {
 		e.d.Log.Errorf("restore updateStrategy of daemonset %s/%s: %v; the next run restores it", e.o.Namespace, e.o.DaemonSet, err)
 	}
+}
+
+// strategyFor adds the rollout's updateStrategy to the restart PATCH:
+// for a canary the switch to OnDelete; for a rolling update
+// maxUnavailable raised for the stuck nodes (see rollout.Change.RaiseFor),
+// or a strategy an earlier run left saved put back.
+func (rl *rolling) strategyFor(ch *rollout.Change, ds *appsv1.DaemonSet) error {
+	e := rl.e
+	if rl.strategy == StrategyCanary {
+		return ch.OnDelete(ds)
+	}
+	stuck := rl.fleet.Stuck()
+	raise, err := ch.RaiseFor(ds, stuck)
+	rl.raisedFor = 0 // this attempt's PATCH decides (a retry after a conflict may not raise)
+	if err != nil || !raise.Raised() {
+		return err
+	}
+	rl.raisedFor = stuck
+	e.d.Log.Infof("%d node(s) going away or already unready hold a kube-proxy pod that is not Ready: maxUnavailable of daemonset %s/%s raised from %s to %d for the rollout", stuck, e.o.Namespace, e.o.DaemonSet, raise.From, raise.To)
+	return nil
+}
+
+// restoreStrategy puts back the updateStrategy an earlier run saved,
+// unless an unfinished canary holds the DaemonSet on OnDelete (that one is
+// resumed, or replaced by this run's restart). It says what it restored
+// ("": nothing).
+func restoreStrategy(ctx context.Context, e *env, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, string, error) {
+	o := e.o
+	ch, saved, err := rollout.Restore(ds)
+	if err != nil || !saved || rollout.CanaryLeftover(ds) {
+		return ds, "", err
+	}
+	what := rollout.Describe(*ch.Strategy)
+	e.d.Log.Infof("restoring the updateStrategy (%s) of daemonset %s/%s saved by an earlier run", what, o.Namespace, o.DaemonSet)
+	restored, err := e.dss.Apply(ctx, ch)
+	if err != nil {
+		return ds, "", err
+	}
+	return restored, fmt.Sprintf("restored the updateStrategy (%s) of daemonset %s/%s that an earlier run saved in %s and did not put back", what, o.Namespace, o.DaemonSet, rollout.StrategyAnnotation), nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
@@ -197,6 +198,24 @@ func Runs(ds *appsv1.DaemonSet, hash string) bool {
 		return false
 	}
 	return stamped == hash || ds.Annotations[NoEffectAnnotation] == NoEffect(hash, stamped)
+}
+
+// RunsMounted reports whether the DaemonSet's pods run the data with this
+// hash, judged from what its template mounts (volume, of the record or a
+// copy of it): its stamp (Runs) is a hint, which holds only while the
+// template mounts the copy of the stamped data. `kubectl rollout undo`
+// points the template at another copy and leaves the stamp: then the stamp
+// is stale, and the pods run what the template mounts. On kubeadm's layout
+// (the template mounts the record) the stamp is all there is.
+func RunsMounted(ds *appsv1.DaemonSet, volume, record, hash string) bool {
+	if !Runs(ds, hash) {
+		return false
+	}
+	mounted := ConfigVolumeOf(ds, volume)
+	if volume == "" || mounted == record {
+		return true
+	}
+	return mounted == configmap.CopyName(record, ds.Annotations[HashAnnotation])
 }
 
 // Stamp is what the DaemonSet says its pods run (HashAnnotation,
