@@ -2,7 +2,6 @@ package kpsync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -54,22 +53,33 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 			return nil, err
 		}
 	}
-	if c.Traffic != nil && len(live) > 0 {
-		warning, err := c.Traffic.Preflight(ctx, live[0])
-		if err != nil && o.podImageOptional && errors.Is(err, verify.ErrCannotRun) && ctx.Err() == nil {
-			c.Traffic.Paths = slices.DeleteFunc(slices.Clone(c.Traffic.Paths), func(p string) bool { return p == verify.PathPod })
-			e.warn(fmt.Sprintf("the traffic check leaves out the pod path (PREROUTING): it connects from a pod running kube-proxy's own image (%s) by default, which cannot, tried once before any restart: %v; pass --verify-traffic-pod-image with an image on every node that has sh and bash or nc", o.TrafficPodImage, err))
-			err = nil
+	if err := c.Baseline(ctx, live); err != nil {
+		return nil, err
+	}
+	// the pod path is tried once before any restart, on the first live
+	// node whose kube-proxy answered healthy
+	tried := ""
+	for _, n := range live {
+		if c.HealthyBefore(n) {
+			tried = n
+			break
 		}
+	}
+	if c.Traffic != nil && tried != "" && slices.Contains(c.Traffic.PathsChecked(), verify.PathPod) && !o.serviceMade.IsZero() {
+		// the run's own Service is seconds old: a connection before that
+		// node's kube-proxy has it in its rules would go out unrouted
+		if err := c.WaitSync(ctx, tried, o.serviceMade); err != nil {
+			return nil, fmt.Errorf("--verify-traffic-paths pod, before its try on node %s: the run's own Service is in no rules of its kube-proxy yet: %w; nothing was restarted (the restart is owed to the next run)", tried, err)
+		}
+	}
+	if c.Traffic != nil && tried != "" {
+		warning, err := c.Traffic.Preflight(ctx, tried)
 		if err != nil {
 			return nil, fmt.Errorf("--verify-traffic-paths pod, tried once before any restart: %w; nothing was restarted (the restart is owed to the next run)", err)
 		}
 		if warning != "" {
 			e.warn("--verify-traffic-paths pod, tried once before any restart: " + warning + ": the path fails already, so each node's check after its restart will fail too unless the restart mends it")
 		}
-	}
-	if err := c.Baseline(ctx, live); err != nil {
-		return nil, err
 	}
 	conn := &connectivity{checker: c, unchecked: map[string]bool{}, first: true}
 	for _, n := range live {

@@ -50,11 +50,12 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
 	assert.Equal(t, verify.Required, m.VerifyHealth, "each migrated node is checked though no check was asked, and one that cannot be stops it")
 	assert.Equal(t, "kube-system/"+ProbeServiceName, m.VerifyTraffic, "traffic checked though no Service was named: through the run's own")
-	assert.Equal(t, verify.AllPaths, m.VerifyTrafficPaths, "the pod path too, from kube-proxy's own image")
+	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, m.VerifyTrafficPaths)
 	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
-	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
+	require.Len(t, m.Warnings, 3, "%q", m.Warnings)
 	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
 	assert.Contains(t, m.Warnings[1], "iptables.localhostNodePorts is not set")
+	assert.Contains(t, m.Warnings[2], "the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image")
 	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
 }
 
@@ -416,7 +417,7 @@ func TestResumedMigrationKeepsItsChecks(t *testing.T) {
 	require.NotNil(t, res.Facts.Connectivity)
 	assert.Equal(t, 3, res.Facts.Connectivity.Checked, "every node, the earlier run's canary too")
 	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
-	assert.Equal(t, verify.AllPaths, res.Facts.Connectivity.TrafficPaths)
+	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, res.Facts.Connectivity.TrafficPaths)
 	assert.True(t, res.Facts.Restarted)
 	_, err = f.client.Tracker().Get(podsGVR, "kube-system", "kube-proxy-node-2-1")
 	assert.True(t, apierrors.IsNotFound(err), "node-2's old pod replaced by the resumed run: %v", err)

@@ -138,9 +138,6 @@ func TestModeChangeOwnServiceTargetsKubeProxysHealthzPort(t *testing.T) {
 	require.Len(t, made.Spec.Ports, 1)
 	assert.EqualValues(t, 10266, made.Spec.Ports[0].Port)
 	assert.Equal(t, intstr.FromInt32(10266), made.Spec.Ports[0].TargetPort)
-	// a node's connections reach its own kube-proxy only
-	assert.Equal(t, corev1.ServiceInternalTrafficPolicyLocal, *made.Spec.InternalTrafficPolicy)
-	assert.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, made.Spec.ExternalTrafficPolicy)
 
 	loopback := newRollingFixture(t, 2)
 	_, err = loopback.run(t, Options{Spec: setMode("nftables", kpconfig.Setting{Path: "healthzBindAddress", Value: "127.0.0.1:10256"})})
@@ -239,14 +236,12 @@ func (f *rollingFixture) probeKubelet(t *testing.T, status func(path string) cor
 	}
 }
 
-// A migration with default flags checks all three paths on every node,
-// the pod path from a pod running the image kube-proxy runs before the
-// change (every node has it). An image that cannot connect from the pod
-// network (no shell, as upstream's distroless kube-proxy) is found once,
-// before any restart: the pod path is left out with a warning that says
-// what to pass, the result says the two paths checked, and the migration
-// goes on.
-func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
+// A migration with a pod image to connect from checks all three paths
+// through the run's own Service on every node: the pod path is tried once
+// before any restart, once the Service is in that node's kube-proxy's
+// rules (its /healthz shows a sync since), then on each node after its
+// restart. An image that cannot connect stops the run before any restart.
+func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
 	ready := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	connected := corev1.PodStatus{Phase: corev1.PodSucceeded}
@@ -254,14 +249,13 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
 			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
 	for _, c := range []struct {
-		name     string
-		pod      corev1.PodStatus
-		paths    []string
-		podPods  int
-		warnLeft bool
+		name    string
+		pod     corev1.PodStatus
+		podPods int
+		fails   bool
 	}{
-		{"an image with a shell", connected, verify.AllPaths, 4, false}, // once before, then each of 3 nodes
-		{"an image without", noShell, []string{verify.PathNode, verify.PathNodePort}, 1, true},
+		{"an image with a shell", connected, 4, false}, // once before, then each of 3 nodes
+		{"an image without", noShell, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newRollingFixture(t, 3)
@@ -273,22 +267,28 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 				}
 				return ready
 			})
-			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute})
-			require.NoError(t, err)
-			require.NotNil(t, res.Facts.Connectivity)
-			assert.Equal(t, 3, res.Facts.Connectivity.Passed)
-			assert.Equal(t, c.paths, res.Facts.Connectivity.TrafficPaths)
-			assert.Equal(t, c.paths, res.Facts.Migration.VerifyTrafficPaths, "the migration's plan says what was checked")
+			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute,
+				Connectivity: ConnectivityOptions{TrafficPodImage: "example.test/agent:1"}})
 			pods := images()[verify.PathPod]
 			assert.Len(t, pods, c.podPods)
 			for _, image := range pods {
-				assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.6", image, "the image the fleet ran before")
+				assert.Equal(t, "example.test/agent:1", image)
 			}
+			if c.fails {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "nothing was restarted")
+				for i := range 3 {
+					n := fmt.Sprintf("node-%d", i)
+					assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s: no pod replaced", n)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.NotNil(t, res.Facts.Connectivity)
+			assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+			assert.Equal(t, verify.AllPaths, res.Facts.Connectivity.TrafficPaths)
+			assert.Equal(t, verify.AllPaths, res.Facts.Migration.VerifyTrafficPaths)
 			assert.Len(t, images()[verify.PathNodePort], 3, "every node's NodePort")
-			assert.Equal(t, c.warnLeft, hasWarning(res, "leaves out the pod path (PREROUTING)"), "warnings: %v", res.Warnings)
-			if c.warnLeft {
-				assert.True(t, hasWarning(res, "--verify-traffic-pod-image"), "says what to pass: %v", res.Warnings)
-			}
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -25,17 +24,12 @@ import (
 // network, so each endpoint is a node's address) on kube-proxy's healthz
 // port, which every node serves while kube-proxy runs: nothing else has to
 // be deployed, pulled or trusted, and its endpoints are kept by the
-// cluster's own EndpointSlice controller. Both its traffic policies are
-// Local: a node's connections reach that node's own kube-proxy, never
-// another node's (one restarting in the same batch, a Windows node's or
-// another pool's kube-proxy carrying the same labels), so a node's check
-// depends on that node alone. It is a NodePort Service, so the nodeport
-// path is checked as well as the node path, and the pod path from a pod
-// running kube-proxy's own image (on every node already) or the image
-// --verify-traffic-pod-image names. It is created under the Lease before
-// the first write and deleted when the run ends; one a killed run left
-// behind is deleted by the next run that migrates, before it makes its
-// own.
+// cluster's own EndpointSlice controller. It is a NodePort Service, so the
+// nodeport path is checked as well as the node path (and the pod path when
+// --verify-traffic-pod-image names an image to connect from). It is created
+// under the Lease before the first write and deleted when the run ends;
+// one a killed run left behind is deleted by the next run that migrates,
+// before it makes its own.
 
 // TrafficNone as --verify-traffic is the operator turning the traffic
 // check off, that of a proxy-mode change included.
@@ -49,13 +43,9 @@ const ProbeServiceName = "kube-proxy-sync-probe"
 const probeServiceWait = 30 * time.Second
 
 // ownTraffic turns the traffic check on for a proxy-mode change that names
-// no Service: on the run's own Service, along the node, pod and nodeport
-// paths. The pod path connects from kube-proxy's own image unless
-// --verify-traffic-pod-image names one; when that image cannot connect
-// (no shell, as in upstream's distroless image) the path is left out with
-// a warning, tried once before any restart (see baseline). It refuses,
-// before any write, a config whose kube-proxy serves its healthz port on
-// loopback only.
+// no Service: on the run's own Service, along the node and nodeport paths
+// (and pod, with an image to connect from). It refuses, before any write,
+// a config whose kube-proxy serves its healthz port on loopback only.
 func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 	conn := roll.conn
 	o := e.o
@@ -72,20 +62,16 @@ func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 	if conn.TrafficImage == "" {
 		return roll, fmt.Errorf("proxy-mode change: the traffic check through the run's own Service needs a probe image (--verify-traffic-image), or --verify-traffic none; nothing was written")
 	}
-	if len(conn.TrafficPaths) > 0 && slices.Contains(conn.TrafficPaths, verify.PathPod) && conn.TrafficPodImage == "" {
+	if slices.Contains(conn.TrafficPaths, verify.PathPod) && conn.TrafficPodImage == "" {
 		return roll, fmt.Errorf("proxy-mode change: --verify-traffic-paths pod needs --verify-traffic-pod-image (an image on every node with sh and bash or nc); nothing was written")
 	}
 	conn.Traffic = o.Namespace + "/" + ProbeServiceName
 	roll.ownPort = int32(port)
 	if len(conn.TrafficPaths) == 0 {
-		conn.TrafficPaths = verify.AllPaths
-		if conn.TrafficPodImage == "" && p.imageBefore != "" {
-			// the image the fleet runs now: every node has it
-			conn.TrafficPodImage, conn.podImageOptional = p.imageBefore, true
+		conn.TrafficPaths = []string{verify.PathNode, verify.PathNodePort}
+		if conn.TrafficPodImage != "" {
+			conn.TrafficPaths = verify.AllPaths
 		}
-	}
-	if slices.Contains(conn.TrafficPaths, verify.PathPod) && conn.TrafficPodImage == "" {
-		return roll, fmt.Errorf("proxy-mode change: the pod path of the traffic check needs an image to connect from, and daemonset %s/%s has no container %q to take it from: pass --verify-traffic-pod-image; nothing was written", o.Namespace, o.DaemonSet, o.Container)
 	}
 	if conn.TrafficTimeout <= 0 {
 		conn.TrafficTimeout = 30 * time.Second
@@ -98,8 +84,9 @@ func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 type probeService struct{ e *env }
 
 // create deletes a Service of that name an earlier run left, makes the
-// run's own, and returns what deletes it.
-func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
+// run's own, and returns what deletes it and when it was made (the tool's
+// clock, once the API server answered).
+func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, error) {
 	e, o := ps.e, ps.e.o
 	api := e.d.Kube.Services(o.Namespace)
 	// one a killed run left is deleted; a Service of that name that is
@@ -108,13 +95,13 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return nil, fmt.Errorf("get service %s/%s, the traffic check's own, before any write: %w", o.Namespace, ProbeServiceName, err)
+		return nil, time.Time{}, fmt.Errorf("get service %s/%s, the traffic check's own, before any write: %w", o.Namespace, ProbeServiceName, err)
 	case old.Labels[configmap.ManagedByLabel] != "kube-proxy-sync":
-		return nil, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
+		return nil, time.Time{}, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
 			o.Namespace, ProbeServiceName, configmap.ManagedByLabel)
 	default:
 		if err := ps.delete(ctx, old.UID); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	svc := &corev1.Service{
@@ -123,17 +110,15 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: p.ds.Spec.Selector.MatchLabels,
-			// each node's own kube-proxy only (see above)
-			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
 			Ports: []corev1.ServicePort{{Name: "healthz", Protocol: corev1.ProtocolTCP,
 				Port: p.roll.ownPort, TargetPort: intstr.FromInt32(p.roll.ownPort)}},
 		},
 	}
 	made, err := api.Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kube_proxy_sync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
+		return nil, time.Time{}, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kube_proxy_sync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
 	}
+	at := e.d.Clock.Now()
 	e.d.Log.Infof("service %s/%s created for the traffic check (kube-proxy's pods on port %d); deleted when the run ends", o.Namespace, ProbeServiceName, p.roll.ownPort)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeServiceWait)
@@ -143,7 +128,7 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), error) {
 		if err := ps.delete(ctx, made.UID); err != nil {
 			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
 		}
-	}, nil
+	}, at, nil
 }
 
 // delete deletes the Service of that name and UID, if it is still there.

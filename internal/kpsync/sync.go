@@ -104,11 +104,12 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// the traffic check's own Service, made before the first write and
 	// deleted when the run ends (see probeservice.go)
 	if p.roll.ownPort != 0 && !e.o.Check {
-		remove, err := probeService{e: e}.create(ctx, p)
+		remove, at, err := probeService{e: e}.create(ctx, p)
 		if err != nil {
 			return err
 		}
 		defer remove()
+		p.roll.conn.serviceMade = at
 	}
 
 	// 3. the config the pods are to run, captured again; the copies the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -254,6 +255,13 @@ func (c *Checker) Wants(node string) bool {
 	return ok
 }
 
+// HealthyBefore reports whether node's kube-proxy answered 200 to the
+// baseline.
+func (c *Checker) HealthyBefore(node string) bool {
+	h, ok := c.before[node]
+	return ok && h.Code == http.StatusOK
+}
+
 // After checks node once its new kube-proxy pod is Ready: /healthz must
 // answer 200 and show a sync since the restart, within Timeout; then the
 // traffic check, if any. A *Failure is the node's; a node already
@@ -288,31 +296,56 @@ func (c *Checker) After(ctx context.Context, node string) error {
 // health polls /healthz until it proves a sync since the restart; it
 // returns "" on success, else what it saw last.
 func (c *Checker) health(ctx context.Context, node string) string {
+	h, local, last := c.pollSync(ctx, node, "since the restart", func(h Health, local time.Time) bool { return h.SyncedSince(c.Since, local) })
+	if last != "" {
+		return last
+	}
+	if h.NodeEligible != nil && !*h.NodeEligible {
+		c.report.NotEligible = append(c.report.NotEligible, node)
+	}
+	c.firstSync(node, h, local)
+	return ""
+}
+
+// WaitSync polls node's /healthz until its kube-proxy shows a sync of one
+// of its IP families that ended after since (the tool's clock), within
+// Timeout: a Service the API server had made by since is in its rules
+// then, and a connection to it goes through them rather than out of the
+// node unrouted. A kube-proxy that reports no per-family sync time
+// (before 1.33) cannot say, and passes at once.
+func (c *Checker) WaitSync(ctx context.Context, node string, since time.Time) error {
+	synced := func(h Health, local time.Time) bool { return h.SyncedAnyFamilySince(since, local) }
+	if _, _, last := c.pollSync(ctx, node, "since "+since.UTC().Format(time.RFC3339), synced); last != "" {
+		return fmt.Errorf("node %s: %s", node, last)
+	}
+	return nil
+}
+
+// pollSync polls node's /healthz until synced says it shows the sync
+// wanted (described as what); last is "" on success, else what it saw last.
+func (c *Checker) pollSync(ctx context.Context, node, what string, synced func(Health, time.Time) bool) (h Health, local time.Time, last string) {
 	deadline := c.Clock.Now().Add(c.Timeout)
 	ticker := c.Clock.NewTicker(c.Interval)
 	defer ticker.Stop()
-	last := "no answer"
+	last = "no answer"
 	for {
-		h, err := c.healthz(ctx, node)
-		local := c.Clock.Now()
+		var err error
+		h, err = c.healthz(ctx, node)
+		local = c.Clock.Now()
 		switch {
 		case err != nil:
 			last = err.Error()
-		case h.SyncedSince(c.Since, local):
-			if h.NodeEligible != nil && !*h.NodeEligible {
-				c.report.NotEligible = append(c.report.NotEligible, node)
-			}
-			c.firstSync(node, h, local)
-			return ""
+		case synced(h, local):
+			return h, local, ""
 		default:
 			last = h.String()
 		}
 		if !local.Before(deadline) {
-			return fmt.Sprintf("kube-proxy's /healthz did not show a sync since the restart within %s: last answer: %s", c.Timeout, last)
+			return h, local, fmt.Sprintf("kube-proxy's /healthz did not show a sync %s within %s: last answer: %s", what, c.Timeout, last)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err().Error()
+			return h, local, ctx.Err().Error()
 		case <-ticker.C():
 		}
 	}

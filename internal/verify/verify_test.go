@@ -33,12 +33,13 @@ func TestParseHealthz(t *testing.T) {
 		err       string
 		perFamily bool
 		lastSync  time.Time
+		newest    time.Time
 		eligible  *bool
 	}{
 		{name: "1.27 healthy", code: 200, body: fmt.Sprintf(`{"lastUpdated": %q,"currentTime": %q}`, ts(0), ts(0))},
 		{name: "1.28 not eligible", code: 503, body: fmt.Sprintf(`{"lastUpdated": %q,"currentTime": %q, "nodeEligible": false}`, ts(-time.Minute), ts(0)), eligible: ptrTo(false)},
 		{name: "1.34 synced", code: 200, body: fmt.Sprintf(`{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true},"IPv6":{"lastUpdated":%q,"healthy":true}}}`, ts(0), ts(0), ts(-2*time.Second), ts(-3*time.Second)),
-			perFamily: true, lastSync: t0.Add(-3 * time.Second), eligible: ptrTo(true)},
+			perFamily: true, lastSync: t0.Add(-3 * time.Second), newest: t0.Add(-2 * time.Second), eligible: ptrTo(true)},
 		{name: "1.34 before its first sync", code: 200, body: fmt.Sprintf(`{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true}`, ts(0), ts(0)),
 			perFamily: true, eligible: ptrTo(true)},
 		{name: "the API server will not proxy (kwok's loopback address)", code: 400,
@@ -60,6 +61,7 @@ func TestParseHealthz(t *testing.T) {
 			assert.Equal(t, tc.code, h.Code)
 			assert.Equal(t, tc.perFamily, h.PerFamily)
 			assert.True(t, tc.lastSync.Equal(h.LastSync), "last sync %s", h.LastSync)
+			assert.True(t, tc.newest.Equal(h.NewestSync), "newest sync %s", h.NewestSync)
 			assert.Equal(t, tc.eligible, h.NodeEligible)
 		})
 	}
@@ -154,7 +156,7 @@ func (f *fakeProber) Healthz(_ context.Context, node string) (Health, error) {
 
 func healthy(lastSync time.Time) func() (Health, error) {
 	return func() (Health, error) {
-		return Health{Code: 200, PerFamily: true, LastSync: lastSync, CurrentTime: time.Now()}, nil
+		return Health{Code: 200, PerFamily: true, LastSync: lastSync, NewestSync: lastSync, CurrentTime: time.Now()}, nil
 	}
 }
 
@@ -360,4 +362,32 @@ func TestCheckerFirstSyncPacesTheNodesAfterIt(t *testing.T) {
 	require.NoError(t, fast.After(ctx, "canary"))
 	assert.Equal(t, time.Minute, fast.Timeout, "a fast sync keeps the timeout asked")
 	assert.Equal(t, 60.0, fast.Report().FirstSync.TimeoutSeconds)
+}
+
+// WaitSync waits for a sync that ended after the instant given (a Service
+// made then is in the rules), polling, and names the node and what it saw
+// last when none comes within Timeout; a kube-proxy with no per-family
+// sync time cannot say, and passes at once.
+func TestCheckerWaitSync(t *testing.T) {
+	made := time.Now()
+	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
+		"a":     {healthy(made.Add(-time.Second)), healthy(made.Add(-time.Second)), healthy(made.Add(300 * time.Millisecond))},
+		"stale": {healthy(made.Add(-time.Minute))},
+		"old":   {func() (Health, error) { return Health{Code: 200}, nil }},
+		// IPv4 synced after, IPv6 (no Service of it changed) long before
+		"dual": {func() (Health, error) {
+			return Health{Code: 200, PerFamily: true, LastSync: made.Add(-time.Hour), NewestSync: made.Add(time.Second), CurrentTime: time.Now()}, nil
+		}},
+	}}
+	c := newChecker(p, Required)
+	ctx := context.Background()
+	require.NoError(t, c.WaitSync(ctx, "a", made))
+	assert.Equal(t, 3, p.calls["a"], "polled until the sync after the instant")
+	err := c.WaitSync(ctx, "stale", made)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node stale")
+	assert.Contains(t, err.Error(), "did not show a sync since "+made.UTC().Format(time.RFC3339))
+	require.NoError(t, c.WaitSync(ctx, "old", made))
+	assert.Equal(t, 1, p.calls["old"])
+	require.NoError(t, c.WaitSync(ctx, "dual", made), "one family's sync is enough")
 }
