@@ -48,12 +48,7 @@ import (
 // the template onto a copy only with a restart it makes anyway. Either
 // way the ConfigMap kube-proxy holds the config the fleet runs.
 func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
-	c := cluster.Connect(t)
-	kubeadm := kubeadmBinary(t, c)
-	t.Cleanup(func() {
-		c.Reset(t)
-		deleteKubeadmProxyRBAC(t, c)
-	})
+	c, kubeadm := kubeadmCluster(t)
 
 	cases := []struct {
 		name string
@@ -211,12 +206,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 // version and its config in one rollout, each pod replaced once, the
 // canary node first, on kubespray's server, and a rerun does nothing.
 func TestKubesprayUpgradePatchedRollsOnceThroughTheTool(t *testing.T) {
-	c := cluster.Connect(t)
-	kubeadm := kubeadmBinary(t, c)
-	t.Cleanup(func() {
-		c.Reset(t)
-		deleteKubeadmProxyRBAC(t, c)
-	})
+	c, kubeadm := kubeadmCluster(t)
 	const endpoint, server = "10.0.0.1:7443", "https://127.0.0.1:7443"
 	c.Reset(t)
 	// kubeadm init's kube-proxy, then cluster.yml's run of the entry point
@@ -441,6 +431,20 @@ func deleteKubeadmProxyRBAC(t *testing.T, c *cluster.Cluster) {
 }
 
 // kubeadmBinary is the kubeadm that hack/build/tools.sh kind builds.
+// kubeadmCluster connects to the local control plane and finds kubeadm;
+// the test leaves the cluster as it found it, without kubeadm's
+// kube-proxy RBAC.
+func kubeadmCluster(t *testing.T) (*cluster.Cluster, string) {
+	t.Helper()
+	c := cluster.Connect(t)
+	kubeadm := kubeadmBinary(t, c)
+	t.Cleanup(func() {
+		c.Reset(t)
+		deleteKubeadmProxyRBAC(t, c)
+	})
+	return c, kubeadm
+}
+
 func kubeadmBinary(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	p := filepath.Join(c.RepoRoot, ".cache", "bin", "kubeadm")
