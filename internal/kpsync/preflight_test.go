@@ -292,3 +292,53 @@ func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
 		})
 	}
 }
+
+// The pod path's try before any restart connects to the run's own Service
+// only once the node's kube-proxy shows a sync since the Service was made:
+// a connection before its rules have the Service would leave the node
+// unrouted (the kind tier counts such packets). Here node-0's kube-proxy
+// reports an old sync twice more after the baseline, then a new one.
+func TestModeChangePodPathWaitsForTheServiceInTheRules(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	var mu sync.Mutex
+	calls, podAt := 0, -1
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := f.clock.Now()
+		h := verify.Health{Code: 200, PerFamily: true, LastSync: now.Add(-time.Hour), NewestSync: now.Add(-time.Hour), CurrentTime: now}
+		if node != "node-0" {
+			h.LastSync, h.NewestSync = now, now
+			return h, nil
+		}
+		calls++
+		if calls <= 3 { // the baseline's, then two polls
+			f.clock.Step(time.Second)
+			return h, nil
+		}
+		h.NewestSync = now
+		return h, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	f.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Labels[verify.PathLabel] == verify.PathPod && podAt < 0 {
+			podAt = calls
+		}
+		return false, nil, nil
+	})
+	f.probeKubelet(t, func(path string) corev1.PodStatus {
+		if path == verify.PathPod {
+			return corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "neither bash nor nc"}}}}}
+		}
+		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	})
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Timeout: time.Minute, Connectivity: ConnectivityOptions{TrafficPodImage: "example.test/agent:1"}})
+	require.Error(t, err, "the image cannot connect: refused before any restart")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 4, podAt, "the pod path's probe pod made after node-0's kube-proxy showed the sync, not before")
+}
