@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/watch"
 	"maps"
+	goruntime "runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -733,4 +736,95 @@ func TestAnEditOfTheRecordWithNoEffect(t *testing.T) {
 			assert.False(t, res.Changed, "then in sync: %s", res.Msg)
 		})
 	}
+}
+
+// The rollout ends when each node's new pod is Ready; the pod it replaced
+// may still be terminating then, mounting the record. The run follows it
+// until it is gone (within its grace period) and writes the record then,
+// so the next run does not find it lagging.
+func TestRecordWaitsForATerminatingPodToGo(t *testing.T) {
+	objs := leavingNodeMountsTheRecord(true)
+	// its grace period ends 30 s from now
+	objs[3].(*corev1.Pod).DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)}
+	f := newFixture(t, objs...)
+	podListsAtAVersion(f)
+	var watches atomic.Int32
+	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
+	ran, gone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		// the settle's watch, its timer set after the watch opened (the
+		// rollout follows the DaemonSet's status): the kubelet confirms the
+		// pod's end
+		for watches.Load() < 1 || !f.clock.HasWaiters() {
+			select {
+			case <-ran:
+				return
+			default:
+				goruntime.Gosched()
+			}
+		}
+		assert.NoError(t, f.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", "kube-proxy-node-leaving-1"))
+	}()
+	res, err := f.run(t, set("mode", "ipvs"))
+	close(ran)
+	<-gone
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	mounted := rollout.ConfigVolumeOf(f.daemonSet(t), "kube-proxy")
+	assert.Equal(t, f.getConfigMap(t, mounted).Data, f.configMap(t).Data, "the pod went: the record holds what the fleet runs")
+	assert.True(t, res.Facts.RecordChanged)
+	assert.NotContains(t, strings.Join(res.Warnings, "\n"), "still mount it")
+}
+
+// A terminating pod that outlives its grace period (its node gone, a
+// finalizer) ends the wait: the record is left for a later run.
+func TestRecordWaitForATerminatingPodEnds(t *testing.T) {
+	objs := leavingNodeMountsTheRecord(true)
+	objs[3].(*corev1.Pod).DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)}
+	f := newFixture(t, objs...)
+	podListsAtAVersion(f)
+	var watches atomic.Int32
+	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// the settle's wait (the rollout follows the status): time
+			// passes, the pod stays
+			if watches.Load() > 0 && f.clock.HasWaiters() {
+				f.clock.Step(5 * time.Second)
+			}
+			goruntime.Gosched()
+		}
+	}()
+	res, err := f.run(t, set("mode", "ipvs"))
+	require.NoError(t, err)
+	require.True(t, res.Facts.Restarted)
+	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "a pod mounts it still: not written")
+	assert.False(t, res.Facts.RecordChanged)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "node-leaving/kube-proxy-node-leaving-1 still mount it")
+}
+
+// podListsAtAVersion makes pod lists carry a resourceVersion, which a pod
+// watch (RetryWatcher) starts from.
+func podListsAtAVersion(f *fixture) {
+	f.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
+		if list, ok := obj.(*corev1.PodList); ok {
+			list.ResourceVersion = "1"
+		}
+		return handled, obj, err
+	})
 }

@@ -173,7 +173,13 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 		if err != nil {
 			return out, err
 		}
-		by, _ := pods.MountedBy(o.ConfigMap)
+		// pods of the template before, terminating still: the rollout ends
+		// when each node's new pod is Ready, the old one may take its
+		// grace period to go
+		by, err := e.dss.WaitUnmounted(ctx, pods, o.ConfigMap)
+		if err != nil {
+			e.d.Log.Warnf("following the terminating pods that mount configmap %s/%s: %v", o.Namespace, o.ConfigMap, err)
+		}
 		var others []string
 		if len(by) == 0 {
 			shared, err := u.sharing(ctx, e)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,8 @@ type podState struct {
 	gen      int64
 	ready    bool
 	deleting bool
+	// deleteBy is when the pod's grace period ends, while deleting
+	deleteBy time.Time
 	// problem says why the pod cannot run (a container waiting in
 	// CrashLoopBackOff, restarted twice...), empty when nothing says so
 	problem string
@@ -297,6 +300,9 @@ func (f *Fleet) upsert(p *corev1.Pod) string {
 	}
 	gen, _ := strconv.ParseInt(p.Labels[templateGenerationLabel], 10, 64)
 	st := podState{name: p.Name, node: node, gen: gen, ready: podReady(p), deleting: p.DeletionTimestamp != nil, problem: podProblem(p)}
+	if st.deleting {
+		st.deleteBy = p.DeletionTimestamp.Time
+	}
 	for _, v := range p.Spec.Volumes {
 		if v.ConfigMap != nil {
 			st.configMaps = append(st.configMaps, f.intern(v.ConfigMap.Name))
@@ -369,6 +375,59 @@ func (f *Fleet) MountedBy(name string) (by []string, current bool) {
 	}
 	sort.Strings(by)
 	return by, current
+}
+
+// UnmountGrace is how long after a pod's grace period ends WaitUnmounted
+// still waits for the pod to go (the kubelet's confirmation).
+const UnmountGrace = 10 * time.Second
+
+// WaitUnmounted follows the fleet's pods from its last list until no pod
+// mounts the ConfigMap name, while every pod that does is being deleted:
+// one that is not deleting is not going away, and ends the wait at once.
+// The wait ends, too, UnmountGrace after the last of their grace periods
+// ends (a node gone leaves its pods terminating). It returns the pods that
+// still mount name, as MountedBy does.
+func (c Client) WaitUnmounted(ctx context.Context, f *Fleet, name string) ([]string, error) {
+	by, current := f.MountedBy(name)
+	if len(by) == 0 || current {
+		return by, nil
+	}
+	var end time.Time
+	for _, p := range f.pods {
+		if p.deleting && slices.Contains(p.configMaps, name) && p.deleteBy.After(end) {
+			end = p.deleteBy
+		}
+	}
+	wait := end.Add(UnmountGrace).Sub(c.Clock.Now())
+	if wait <= 0 {
+		return by, nil
+	}
+	c.Log.Infof("waiting up to %s for %d terminating pod(s) to go: %s mount configmap %s/%s", wait.Round(time.Second), len(by), strings.Join(by, ", "), c.Namespace, name)
+	w, err := c.watch(ctx, f)
+	if err != nil {
+		return by, err
+	}
+	defer w.Stop()
+	timer := c.Clock.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return by, ctx.Err()
+		case <-timer.C():
+			return by, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return by, fmt.Errorf("watch pods of daemonset %s/%s: closed", c.Namespace, c.Name)
+			}
+			if err := c.apply(f, ev); err != nil {
+				return by, err
+			}
+		}
+		if by, current = f.MountedBy(name); len(by) == 0 || current {
+			return by, nil
+		}
+	}
 }
 
 // Newest is the newest template generation of a pod of the fleet, as
@@ -599,15 +658,9 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, t *Tim
 	if done, err := step(); done || err != nil {
 		return err
 	}
-	pods := c.Pods
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, f.resourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = f.selector
-			return pods.Watch(ctx, o)
-		},
-	})
+	w, err := c.watch(ctx, f)
 	if err != nil {
-		return fmt.Errorf("watch pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+		return err
 	}
 	defer w.Stop()
 	pending := f.PendingCount()
@@ -619,17 +672,8 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, t *Tim
 			if !ok {
 				return f.NotBack(fmt.Errorf("pod watch closed"))
 			}
-			switch ev.Type {
-			case watch.Error:
-				return fmt.Errorf("watch pods of daemonset %s/%s: %v", c.Namespace, c.Name, apierrors.FromObject(ev.Object))
-			case watch.Deleted:
-				if p, ok := ev.Object.(*corev1.Pod); ok {
-					f.remove(p.UID)
-				}
-			case watch.Added, watch.Modified:
-				if p, ok := ev.Object.(*corev1.Pod); ok {
-					f.upsert(p)
-				}
+			if err := c.apply(f, ev); err != nil {
+				return err
 			}
 		case <-t.tick():
 			if t.Overdue() {
@@ -647,6 +691,38 @@ func (c Client) Track(ctx context.Context, f *Fleet, policy nodes.Policy, t *Tim
 			return err
 		}
 	}
+}
+
+// watch follows the fleet's pods from its last list or event.
+func (c Client) watch(ctx context.Context, f *Fleet) (watch.Interface, error) {
+	pods := c.Pods
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, f.resourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = f.selector
+			return pods.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	return w, nil
+}
+
+// apply records a pod event of watch in the fleet.
+func (c Client) apply(f *Fleet, ev watch.Event) error {
+	switch ev.Type {
+	case watch.Error:
+		return fmt.Errorf("watch pods of daemonset %s/%s: %v", c.Namespace, c.Name, apierrors.FromObject(ev.Object))
+	case watch.Deleted:
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			f.remove(p.UID)
+		}
+	case watch.Added, watch.Modified:
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			f.upsert(p)
+		}
+	}
+	return nil
 }
 
 // recheck classifies the pending nodes again (a few GETs, not a list).

@@ -28,6 +28,9 @@ func TestNoEffectChangeThenRealChangeKubeProxyRunsBoth(t *testing.T) {
 	// DaemonSet is stamped: what its pods run is known).
 	r := e.sync(t, "--set", "metricsBindAddress=0.0.0.0:10249")
 	require.Equal(t, 0, r.code, "setup: %s", r)
+	// the pods replaced may still be terminating when the last new one is
+	// Ready: the run waits for them, and writes the record before it ends
+	require.Equal(t, true, r.field("record_changed"), "setup: the record holds what the fleet runs once the run ends: %s", r)
 	for node := range e.podUIDs(t) {
 		c := e.configz(t, node)
 		mode, _ := runningValue(c, "mode")
