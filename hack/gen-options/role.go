@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
 const roleDir = "roles/kube_proxy_sync/"
@@ -239,4 +240,15 @@ func rolePass(opt app.Option) string {
 		return "{{ " + v + " | default(omit, true) }}"
 	}
 	return "{{ " + v + " }}"
+}
+
+// roleVarsPath is the role's vars file, whose generated block holds the
+// minors of kube-proxy's ipvs end as the binary's upgrade guard has them,
+// for the role's own check (tasks/proxy_mode.yml).
+const roleVarsPath = roleDir + "vars/main.yml"
+
+// ipvsMinorsBlock is that block.
+func ipvsMinorsBlock() string {
+	return fmt.Sprintf("_kube_proxy_sync_ipvs_deprecated_minor: %d\n_kube_proxy_sync_ipvs_off_minor: %d\n_kube_proxy_sync_ipvs_locked_minor: %d\n",
+		kpsync.IPVSDeprecatedMinor, kpsync.IPVSOffMinor, kpsync.IPVSLockedMinor)
 }

@@ -26,12 +26,14 @@ import (
 //
 // Both are checked here, before any write.
 const (
-	// ipvsOffMinor is the first minor whose KubeProxyIPVS gate is off by
-	// default, ipvsLockedMinor the first where it cannot be turned on.
-	ipvsOffMinor    = 40
-	ipvsLockedMinor = 43
-	// ipvsDeprecatedMinor is the minor that deprecated ipvs mode.
-	ipvsDeprecatedMinor = 35
+	// IPVSOffMinor is the first minor whose KubeProxyIPVS gate is off by
+	// default, IPVSLockedMinor the first where it cannot be turned on.
+	// The role's proxy_mode check has them too (generated, see
+	// hack/gen-options).
+	IPVSOffMinor    = 40
+	IPVSLockedMinor = 43
+	// IPVSDeprecatedMinor is the minor that deprecated ipvs mode.
+	IPVSDeprecatedMinor = 35
 	// nftablesDefaultMinor is the first minor whose default mode (mode
 	// unset) is nftables.
 	nftablesDefaultMinor = 40
@@ -63,7 +65,7 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 		// stops starting from 1.40, whatever the validation knows
 		if set, _, err := modeSettings(text); err == nil && set == kpvalidate.ModeIPVS {
 			return nil, nil, fmt.Errorf("configmap %s/%s: image %s refused: its kube-proxy version is unknown (no version tag), and kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true, and from 1.%d not at all (KEP-5495): pass --kube-proxy-version with the image's version, or move the fleet to nftables first (--set mode=nftables); nothing was written",
-				o.Namespace, o.ConfigMap, p.image, ipvsOffMinor, ipvsLockedMinor)
+				o.Namespace, o.ConfigMap, p.image, IPVSOffMinor, IPVSLockedMinor)
 		}
 		return p.desired, p.keys, nil
 	}
@@ -86,9 +88,9 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 			return nil, nil, fmt.Errorf("%s: image %s (kube-proxy 1.%d) refused: %w; move the fleet to nftables first, with the image it runs now (kube-proxy-sync --set mode=nftables; kubespray: kube_proxy_mode: nftables), then upgrade; nothing was written",
 				obj, p.image, to, err)
 		}
-		if to >= ipvsDeprecatedMinor {
+		if to >= IPVSDeprecatedMinor {
 			e.warn(fmt.Sprintf("%s: kube-proxy 1.%d runs ipvs mode, deprecated since 1.%d: the KubeProxyIPVS feature gate is off by default from 1.%d and locked off from 1.%d, when kube-proxy in ipvs mode no longer starts; move to nftables before then (--set mode=nftables)",
-				obj, to, ipvsDeprecatedMinor, ipvsOffMinor, ipvsLockedMinor))
+				obj, to, IPVSDeprecatedMinor, IPVSOffMinor, IPVSLockedMinor))
 		}
 	}
 	if set != "" {
@@ -129,10 +131,10 @@ func ipvsStarts(minor int, gates map[string]bool) error {
 	switch {
 	case minor <= kpvalidate.Newest:
 		return nil
-	case minor >= ipvsLockedMinor:
-		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d: the KubeProxyIPVS feature gate is locked off (KEP-5495)", ipvsLockedMinor)
-	case minor >= ipvsOffMinor && !gates["KubeProxyIPVS"]:
-		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true: the gate is off by default from 1.%d and locked off from 1.%d (KEP-5495)", ipvsOffMinor, ipvsOffMinor, ipvsLockedMinor)
+	case minor >= IPVSLockedMinor:
+		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d: the KubeProxyIPVS feature gate is locked off (KEP-5495)", IPVSLockedMinor)
+	case minor >= IPVSOffMinor && !gates["KubeProxyIPVS"]:
+		return fmt.Errorf("kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true: the gate is off by default from 1.%d and locked off from 1.%d (KEP-5495)", IPVSOffMinor, IPVSOffMinor, IPVSLockedMinor)
 	}
 	return nil
 }
