@@ -11,9 +11,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 KIND_CLUSTER="${KIND_CLUSTER:-kps}"
 docker_env
 
-egress=0
+egress=0 where=""
 if docker info >/dev/null 2>&1; then
   egress="$("${REPO_ROOT}/hack/kind/egress.sh" count kind)"
+  ((egress == 0)) || where="$("${REPO_ROOT}/hack/kind/egress.sh" where kind | sort | uniq -c | sort -rn | head -20)"
   "${REPO_ROOT}/hack/kind/egress.sh" remove kind
   if [[ -x "${TOOLS_BIN}/kind" ]] && "${TOOLS_BIN}/kind" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
     log "deleting kind cluster ${KIND_CLUSTER}"
@@ -28,4 +29,5 @@ fi
 rm -f "${CACHE_DIR}/kind/kubeconfig"
 "${REPO_ROOT}/hack/kind/docker.sh" down
 log "packets that tried to leave the kind network: ${egress}"
+[[ -z "${where}" ]] || printf 'where they went (the kernel log, count first):\n%s\n' "${where}" >&2
 ((egress == 0)) || die "${egress} packets tried to leave the kind cluster's docker network (dropped): something in the cluster talks to an address outside it"

@@ -3,16 +3,20 @@
 # network: a rule at the top of the host's DOCKER-USER chain for traffic
 # coming in on the network's bridge and going out anywhere else. Every
 # address the tests use is inside that network, so the count must stay 0.
+# A rule in front of it logs such packets to the kernel log (at most 20 a
+# minute), so a count above 0 can say where they went.
 #
-#   hack/kind/egress.sh add NETWORK      install the rule (idempotent)
+#   hack/kind/egress.sh add NETWORK      install the rules (idempotent)
 #   hack/kind/egress.sh count NETWORK    print the packets counted so far
-#   hack/kind/egress.sh remove NETWORK   remove the rule (idempotent)
+#   hack/kind/egress.sh where NETWORK    print the ones logged: source,
+#                                        destination, protocol, port
+#   hack/kind/egress.sh remove NETWORK   remove the rules (idempotent)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 action="${1:-}" network="${2:-}"
-[[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|count|remove NETWORK"
+[[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|count|where|remove NETWORK"
 docker_env
 
 bridge() {
@@ -22,6 +26,12 @@ bridge() {
 }
 comment() { printf 'kps-egress-%s' "${network}"; }
 rule() { printf '%s\n' -i "$1" ! -o "$1" -m comment --comment "$(comment)" -j DROP; }
+logged() { printf 'kps-egress-log-%s' "${network}"; }
+prefix() { printf 'kps-egress-%s: ' "${network}"; }
+log_rule() {
+  printf '%s\n' -i "$1" ! -o "$1" -m comment --comment "$(logged)" -m limit --limit 20/minute --limit-burst 20 \
+    -j LOG --log-prefix "$(prefix)"
+}
 
 case "${action}" in
   add)
@@ -29,16 +39,33 @@ case "${action}" in
     iptables -N DOCKER-USER 2>/dev/null || true
     mapfile -t r < <(rule "${br}")
     iptables -C DOCKER-USER "${r[@]}" 2>/dev/null || iptables -I DOCKER-USER 1 "${r[@]}"
+    # the kernel log's lines from now on are this cluster's
+    mkdir -p "${CACHE_DIR}/kind"
+    cut -d' ' -f1 /proc/uptime >"${CACHE_DIR}/kind/egress-since"
+    mapfile -t l < <(log_rule "${br}")
+    iptables -C DOCKER-USER "${l[@]}" 2>/dev/null || iptables -I DOCKER-USER 1 "${l[@]}"
     ;;
   count)
     iptables -L DOCKER-USER -v -x -n 2>/dev/null |
       awk -v c="$(comment)" 'index($0, "/* " c " */") {n += $1} END {print n + 0}'
     ;;
+  where)
+    # the kernel log's lines of the LOG rule since add, reduced to what
+    # says where
+    since="$(cat "${CACHE_DIR}/kind/egress-since" 2>/dev/null || echo 0)"
+    { dmesg 2>/dev/null || true; } | awk -v p="$(prefix)" -v since="${since}" 'index($0, p) {
+        t = $0; sub(/^\[ */, "", t); sub(/\].*/, "", t)
+        if (t + 0 < since + 0) next
+        out = ""
+        for (i = 1; i <= NF; i++) if ($i ~ /^(SRC|DST|PROTO|SPT|DPT)=/) out = out " " $i
+        print substr(out, 2)
+      }'
+    ;;
   remove)
     while read -r num; do
       iptables -D DOCKER-USER "${num}"
     done < <(iptables -L DOCKER-USER -n --line-numbers 2>/dev/null |
-      awk -v c="$(comment)" 'index($0, "/* " c " */") {print $1}' | sort -rn)
+      awk -v c="$(comment)" -v l="$(logged)" 'index($0, "/* " c " */") || index($0, "/* " l " */") {print $1}' | sort -rn)
     ;;
-  *) die "usage: hack/kind/egress.sh add|count|remove NETWORK" ;;
+  *) die "usage: hack/kind/egress.sh add|count|where|remove NETWORK" ;;
 esac
