@@ -65,10 +65,10 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 			break
 		}
 	}
-	if c.Traffic != nil && tried != "" && slices.Contains(c.Traffic.PathsChecked(), verify.PathPod) && !o.serviceMade.IsZero() {
+	if c.Traffic != nil && tried != "" && slices.Contains(c.Traffic.PathsChecked(), verify.PathPod) && !c.Traffic.Made.IsZero() {
 		// the run's own Service is seconds old: a connection before that
 		// node's kube-proxy has it in its rules would go out unrouted
-		if err := c.WaitSync(ctx, tried, o.serviceMade); err != nil {
+		if err := c.WaitSync(ctx, tried, c.Traffic.Made); err != nil {
 			return nil, fmt.Errorf("--verify-traffic-paths pod, before its try on node %s: the run's own Service is in no rules of its kube-proxy yet: %w; nothing was restarted (the restart is owed to the next run)", tried, err)
 		}
 	}
@@ -110,7 +110,8 @@ func trafficTarget(ctx context.Context, e *env, o ConnectivityOptions) (*verify.
 			}
 			return &verify.Traffic{Pods: e.d.Kube.Pods(e.o.Namespace), Namespace: e.o.Namespace, Image: o.TrafficImage,
 				PodImage: o.TrafficPodImage, Paths: o.TrafficPaths, NodePort: p.NodePort, NodeIP: nodeIP(e, ip),
-				Service: o.Traffic, Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Timeout: o.TrafficTimeout}, nil
+				Service: o.Traffic, Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Timeout: o.TrafficTimeout,
+				Made: o.serviceMade}, nil
 		}
 	}
 	return nil, fmt.Errorf("--verify-traffic: service %s has no TCP port", o.Traffic)

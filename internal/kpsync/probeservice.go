@@ -100,6 +100,11 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 		return nil, time.Time{}, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
 			o.Namespace, ProbeServiceName, configmap.ManagedByLabel)
 	default:
+		// the killed run's probe pods first: a probe after the Service
+		// went would leave the node unrouted
+		if err := ps.removeProbePods(ctx); err != nil {
+			return nil, time.Time{}, fmt.Errorf("%w; nothing was written", err)
+		}
 		if err := ps.delete(ctx, old.UID); err != nil {
 			return nil, time.Time{}, err
 		}
@@ -123,12 +128,24 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeServiceWait)
 		defer cancel()
+		// its probe pods first, stopped by their kubelets, so that no
+		// probe goes to the Service's ClusterIP once its rules are gone
+		if err := ps.removeProbePods(ctx); err != nil {
+			e.warn(err.Error())
+		}
 		// its own only (the UID): after a lost Lease another run may
 		// have made the next one
 		if err := ps.delete(ctx, made.UID); err != nil {
 			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
 		}
 	}, at, nil
+}
+
+// removeProbePods deletes the traffic check's probe pods and waits until
+// they are gone (verify.RemoveProbePods).
+func (ps probeService) removeProbePods(ctx context.Context) error {
+	_, err := verify.RemoveProbePods(ctx, ps.e.d.Kube.Pods(ps.e.o.Namespace), ps.e.o.Namespace, verify.ProbePodsGone)
+	return err
 }
 
 // delete deletes the Service of that name and UID, if it is still there.

@@ -273,6 +273,13 @@ func (c *Checker) After(ctx context.Context, node string) error {
 	}()
 	c.report.Checked++
 	detail := c.health(ctx, node)
+	if detail == "" && c.Traffic != nil && c.Since.Before(c.Traffic.Made) {
+		// the sync the health check proved came before the Service was
+		// made (a pod restarted by an earlier run, a canary resumed)
+		if err := c.WaitSync(ctx, node, c.Traffic.Made); err != nil {
+			detail = fmt.Sprintf("the run's own Service %s is in no rules of its kube-proxy yet: %v", c.Traffic.Service, err)
+		}
+	}
 	if detail == "" && c.Traffic != nil {
 		if err := c.Traffic.Check(ctx, node); err != nil {
 			detail = err.Error()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -95,27 +97,96 @@ type Traffic struct {
 	// Paths to check; none is PathNode alone.
 	Paths   []string
 	Timeout time.Duration
+	// Made is when the Service was made (the checker's clock), when this
+	// run made it: a kube-proxy that has not synced since does not have
+	// it in its rules, and a connection to its ClusterIP would leave the
+	// node unrouted. Zero for a Service that was there before the run.
+	Made time.Time
 	// Requests counts the API requests made (create, watch, delete per
 	// node and path).
 	Requests atomic.Int64
 }
 
 // Cleanup deletes probe pods an earlier run left behind (it was killed
-// between creating and deleting one).
+// between creating and deleting one) and waits until they are gone.
 func (t *Traffic) Cleanup(ctx context.Context) error {
-	t.Requests.Add(1)
-	list, err := t.Pods.List(ctx, metav1.ListOptions{LabelSelector: ProbeLabel + "=" + ProbeLabelValue})
+	n, err := RemoveProbePods(ctx, t.Pods, t.Namespace, ProbePodsGone)
+	t.Requests.Add(int64(n))
+	return err
+}
+
+// ProbePodsGone bounds RemoveProbePods' wait.
+const ProbePodsGone = 30 * time.Second
+
+// probePodGrace is the grace period a probe pod is deleted with: not 0,
+// so the pod object goes only once the kubelet stopped it, its probes
+// included (see RemoveProbePods).
+const probePodGrace = 1
+
+// RemoveProbePods deletes the probe pods in namespace, and waits, up to
+// wait, until the kubelets have stopped them and they are gone. Before a
+// Service they connect to is deleted: a probe the kubelet still makes
+// then goes to a ClusterIP no rule translates any more, out of the node
+// unrouted. It returns the API requests it made.
+func RemoveProbePods(ctx context.Context, pods PodAPI, namespace string, wait time.Duration) (int, error) {
+	requests := 1
+	opts := metav1.ListOptions{LabelSelector: ProbeLabel + "=" + ProbeLabelValue}
+	list, err := pods.List(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("list leftover traffic probe pods in %s: %w", t.Namespace, err)
+		return requests, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
 	}
+	left := map[types.UID]string{}
 	for _, p := range list.Items {
-		t.Requests.Add(1)
-		err := t.Pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete leftover traffic probe pod %s/%s: %w", t.Namespace, p.Name, err)
+		left[p.UID] = p.Name
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		requests++
+		err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(probePodGrace)), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			delete(left, p.UID)
+		} else if err != nil {
+			return requests, fmt.Errorf("delete the traffic probe pod %s/%s: %w", namespace, p.Name, err)
 		}
 	}
-	return nil
+	if len(left) == 0 {
+		return requests, nil
+	}
+	// what is left once deleted: terminating until their kubelets confirm
+	requests++
+	if list, err = pods.List(ctx, opts); err != nil {
+		return requests, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
+	}
+	left = map[types.UID]string{}
+	for _, p := range list.Items {
+		left[p.UID] = p.Name
+	}
+	if len(left) == 0 {
+		return requests, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	requests++
+	opts.ResourceVersion = list.ResourceVersion
+	w, err := pods.Watch(wctx, opts)
+	if err != nil {
+		return requests, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
+	}
+	_, err = watchtools.UntilWithoutRetry(wctx, w, func(ev watch.Event) (bool, error) {
+		if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
+			delete(left, p.UID)
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		names := make([]string, 0, len(left))
+		for _, name := range left {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return requests, fmt.Errorf("traffic probe pod(s) %s in %s not gone within %s (their node's kubelet did not confirm they stopped): %w", strings.Join(names, ", "), namespace, wait, err)
+	}
+	return requests, nil
 }
 
 // PathsChecked are the paths Check takes.
@@ -253,7 +324,7 @@ func (t *Traffic) check(ctx context.Context, node, path string) error {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		t.Requests.Add(1)
-		_ = t.Pods.Delete(dctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)),
+		_ = t.Pods.Delete(dctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(probePodGrace)),
 			Preconditions: &metav1.Preconditions{UID: ptr.To(created.UID)}})
 	}()
 	wctx, cancel := context.WithTimeout(ctx, t.Timeout)

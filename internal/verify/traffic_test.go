@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -193,4 +194,51 @@ func TestTrafficPreflight(t *testing.T) {
 	warning, err = tr.Preflight(context.Background(), "node-1")
 	require.NoError(t, err)
 	assert.Contains(t, warning, "no TCP connection to Service default/web (10.96.0.10:80) from a pod on node node-1")
+}
+
+// Probe pods are deleted gracefully, and RemoveProbePods returns only once
+// their kubelet has stopped them and the objects are gone: until then a
+// probe may still go to the Service's ClusterIP, which must keep its
+// rules. One that outlives the wait is named.
+func TestRemoveProbePodsWaitsForTheKubelet(t *testing.T) {
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-1", Namespace: "kube-system", UID: "u1",
+		Labels: map[string]string{ProbeLabel: ProbeLabelValue}}}
+	for _, kubeletStops := range []bool{true, false} {
+		cs := fake.NewClientset(probe.DeepCopy())
+		var grace *int64
+		// the API server: a graceful delete marks the pod, the kubelet removes it
+		cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			grace = a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds
+			p := probe.DeepCopy()
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			return true, nil, cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system")
+		})
+		watching := make(chan struct{})
+		cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			w, err := cs.Tracker().Watch(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system")
+			close(watching)
+			return true, w, err
+		})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			<-watching
+			if kubeletStops {
+				assert.NoError(t, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", probe.Name))
+			}
+		}()
+		n, err := RemoveProbePods(context.Background(), cs.CoreV1().Pods("kube-system"), "kube-system", 100*time.Millisecond)
+		<-stopped
+		require.NotNil(t, grace)
+		assert.EqualValues(t, 1, *grace, "graceful: the kubelet stops the pod before it goes")
+		assert.Equal(t, 4, n, "list, delete, list, watch")
+		if kubeletStops {
+			require.NoError(t, err)
+			_, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), probe.Name, metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err))
+			continue
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "kube-proxy-sync-verify-node-1 in kube-system not gone within 100ms")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -390,4 +391,54 @@ func TestCheckerWaitSync(t *testing.T) {
 	require.NoError(t, c.WaitSync(ctx, "old", made))
 	assert.Equal(t, 1, p.calls["old"])
 	require.NoError(t, c.WaitSync(ctx, "dual", made), "one family's sync is enough")
+}
+
+// A node whose kube-proxy restarted before the run made its own Service
+// (a canary an earlier, killed run restarted): its health shows a sync
+// since the restart at once, yet the Service is in no rule of it until a
+// sync after the Service was made. The traffic check waits for that sync
+// before any connection, which would otherwise leave the node unrouted;
+// one that never comes fails the node, and nothing connected.
+func TestCheckerTrafficWaitsForTheServiceInTheRules(t *testing.T) {
+	// restarted shortly before (a first sync that does not stretch the
+	// timeout, see TestCheckerFirstSyncPacesTheNodesAfterIt)
+	made := time.Now()
+	restarted := made.Add(-20 * time.Millisecond)
+	for _, tc := range []struct {
+		name     string
+		answers  []func() (Health, error)
+		polls    int
+		connects bool
+	}{
+		{"synced since", []func() (Health, error){healthy(made.Add(-10 * time.Millisecond)), healthy(made.Add(-10 * time.Millisecond)), healthy(made.Add(time.Millisecond))}, 3, true},
+		{"never synced since", []func() (Health, error){healthy(made.Add(-10 * time.Millisecond))}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){"a": tc.answers}}
+			cs, tr := kubelet(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{runningStatus()},
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
+			tr.Made = made
+			c := newChecker(p, Required)
+			c.Traffic = tr
+			ctx := context.Background()
+			require.NoError(t, c.Baseline(ctx, []string{"a"}))
+			c.Since = restarted
+			err := c.After(ctx, "a")
+			created := 0
+			for _, a := range cs.Actions() {
+				if a.GetVerb() == "create" {
+					created++
+				}
+			}
+			if tc.connects {
+				require.NoError(t, err)
+				assert.Equal(t, tc.polls, p.calls["a"], "the baseline, the health check, then polled until the sync since the Service was made")
+				assert.Equal(t, 1, created, "then the connection")
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "the run's own Service default/web is in no rules of its kube-proxy yet")
+			assert.Zero(t, created, "no connection before the Service is in the rules")
+		})
+	}
 }
