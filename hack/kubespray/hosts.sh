@@ -114,7 +114,7 @@ up() {
   } >"${KS_DIR}/hosts.env"
   deadline=$((SECONDS + 120))
   for h in "${hosts[@]}"; do
-    until ssh_host "$(ip_of "${h}")" systemctl is-system-running --wait >/dev/null 2>&1 ||
+    until ssh_host "$(ip_of "${h}")" timeout 30 systemctl is-system-running --wait >/dev/null 2>&1 ||
       [[ "$(ssh_host "$(ip_of "${h}")" systemctl is-system-running 2>/dev/null)" == degraded ]]; do
       ((SECONDS < deadline)) || { docker logs "${h}" 2>&1 | tail -n 20 >&2; die "${h} did not boot to a running systemd reachable over SSH within 120s"; }
       sleep 1

@@ -188,16 +188,24 @@ cluster() {
   cd "${tree}"
   # system-packages: no Debian mirror on the hosts; the host image carries
   # kubespray's package list (hack/kubespray/build.sh).
-  ansible-playbook -i "${inv}/hosts.yaml" "${playbook}" --skip-tags system-packages "$@"
+  local rc=0 limit="${KS_PLAYBOOK_TIMEOUT:-3600}"
+  timeout "${limit}" ansible-playbook -i "${inv}/hosts.yaml" "${playbook}" --skip-tags system-packages "$@" || rc=$?
+  ((rc != 124)) || echo "ansible-playbook ${playbook} did not end within ${limit}s (KS_PLAYBOOK_TIMEOUT): stopped"
+  return "${rc}"
 }
 
-# cp_ssh CMD: CMD on the control plane host, with its admin kubeconfig.
+# cp_ssh CMD: CMD on the control plane host, with its admin kubeconfig,
+# within CP_SSH_TIMEOUT seconds (600 unless set), else exit 124 with a
+# message naming CMD; a connection that stops answering ends in a minute.
 cp_ssh() {
-  local ip key
+  local ip key rc=0 limit="${CP_SSH_TIMEOUT:-600}"
   ip="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | head -n1 | cut -d' ' -f2)"
   key="$(sed -n 's/^SSH_KEY=//p' "${KS_DIR}/hosts.env")"
-  ssh -i "${key}" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-    "root@${ip}" "export KUBECONFIG=/etc/kubernetes/admin.conf; $1"
+  timeout "${limit}" ssh -i "${key}" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+    -o ConnectTimeout=10 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 \
+    "root@${ip}" "export KUBECONFIG=/etc/kubernetes/admin.conf; $1" || rc=$?
+  ((rc != 124)) || echo "cp_ssh: no end within ${limit}s on the control plane: ${1:0:120}" >&2
+  return "${rc}"
 }
 
 # ds_field JSONPATH: a field of kube-proxy's DaemonSet (JSONPATH without its
@@ -255,7 +263,8 @@ configz() {
   cp_ssh 'cat /etc/kubernetes/kubeadm-config.yaml' >"${dir}/kubeadm-config.yaml"
   cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' >"${dir}/config.conf"
   while read -r host; do
-    docker exec "${host}" curl -fsS http://127.0.0.1:10249/configz >"${dir}/${host}.json"
+    docker exec "${host}" curl -fsS --max-time 10 http://127.0.0.1:10249/configz >"${dir}/${host}.json" ||
+      { echo "${host}: kube-proxy's /configz did not answer within 10s"; return 1; }
     files+=("${host}=${dir}/${host}.json")
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | cut -d' ' -f1)
   "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" configz \
@@ -301,10 +310,10 @@ cluster_watched() {
   # (hack/kubespray/measure.py). timeout's kill ends its process group.
   local again='while :; do kubectl -n kube-system get pods SELECTOR --watch --output-watch-events -o json; echo "{\"type\": \"RELIST\"}"; sleep 1; done'
   if ((${WATCH_ALL:-0})); then again="${again/SELECTOR /}"; else again="${again/SELECTOR/-l k8s-app=kube-proxy}"; fi
-  cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 sh -c '${again}'" >"${out}" 2>"${LOGS}/${name}.watch.err" &
+  CP_SSH_TIMEOUT=3660 cp_ssh "echo \$\$ >${pidfile}; exec timeout 3600 sh -c '${again}'" >"${out}" 2>"${LOGS}/${name}.watch.err" &
   watch_pid=$!
   # shellcheck disable=SC2064 # the pid and file of this step's watch
-  trap "cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
+  trap "cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; pkill -P ${watch_pid} 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
   deadline=$((SECONDS + 60))
   until (($(grep -o '"k8s-app": *"kube-proxy"' "${out}" | wc -l) >= TOTAL)); do
     kill -0 "${watch_pid}" 2>/dev/null || { cat "${LOGS}/${name}.watch.err"; echo "the watch of kube-proxy's pods ended"; return 1; }
@@ -315,6 +324,17 @@ cluster_watched() {
   after="$(proxy_uids)"
   rev_after="$(revision)"
   cp_ssh "kill \$(cat ${pidfile})"
+  # the watch's ssh ends with its remote command: give it 30s
+  deadline=$((SECONDS + 30))
+  while kill -0 "${watch_pid}" 2>/dev/null; do
+    ((SECONDS < deadline)) || {
+      echo "the watch of kube-proxy's pods did not end within 30s of its kill: killed here"
+      pkill -P "${watch_pid}" 2>/dev/null || true
+      kill "${watch_pid}" 2>/dev/null || true
+      break
+    }
+    sleep 0.2
+  done
   wait "${watch_pid}" || true
   trap - EXIT
   local key value
