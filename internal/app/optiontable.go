@@ -452,9 +452,9 @@ func OptionTable() []Option {
 				"short-lived probe pods on that node open TCP connections to it along O(verify_traffic_paths) (by default to " +
 				"its ClusterIP from the node itself; needs create and delete on pods, get on that Service).\n\n" +
 				"A proxy-mode change checks traffic when none is named: through a Service of the run's own, " +
-				"C(kube-proxy-sync-probe) (NodePort, selecting kube-proxy's pods on their healthz port), created before the " +
-				"first write and deleted when the run ends (a killed run's by the next that migrates), along the node and " +
-				"nodeport paths, and pod with O(verify_traffic_pod_image); needs create, get and delete on services. " +
+				"C(kube-proxy-sync-probe) (NodePort, selecting kube-proxy's pods on their healthz port, each node's own through " +
+				"the Local traffic policies), created before the first write and deleted when the run ends (a killed run's by " +
+				"the next that migrates), along the node, pod and nodeport paths; needs create, get and delete on services. " +
 				"V(none) turns every traffic check off, a proxy-mode change's included.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.VerifyTraffic },
@@ -473,7 +473,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kube_proxy_sync_verify_traffic_paths", Since: "1.0.0",
-			DefaultText: "node; a proxy-mode change's own check: node,nodeport, and pod with O(verify_traffic_pod_image)",
+			DefaultText: "node; a proxy-mode change's own check: node,pod,nodeport (pod left out, with a warning, when kube-proxy's image cannot connect)",
 			Help: "With O(verify_traffic), where each node's connections to the Service start, comma-separated: V(node), its " +
 				"ClusterIP from the node itself (the host's OUTPUT hook); V(pod), its ClusterIP from a pod on the node, in the pod " +
 				"network (the PREROUTING hook; needs O(verify_traffic_pod_image)); V(nodeport), its NodePort on the node's " +
@@ -485,7 +485,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "verify-traffic-pod-image", Arg: "verify_traffic_pod_image", Role: "kube_proxy_sync_verify_traffic_pod_image", Since: "1.0.0",
-			DefaultText: "none",
+			DefaultText: "none; a proxy-mode change's own check: the image kube-proxy runs before the change",
 			Help: "With the V(pod) path of O(verify_traffic_paths), the image of the pod that connects from the pod network: it runs " +
 				"C(/bin/sh) and connects with C(bash) (its C(/dev/tcp)) or C(nc), so it must have C(sh) and one of them, and be on " +
 				"every node already (nothing is pulled from a registry you do not have). The pause image and upstream's " +

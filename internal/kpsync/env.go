@@ -207,6 +207,10 @@ type ConnectivityOptions struct {
 	TrafficPaths    []string
 	TrafficPodImage string
 	TrafficTimeout  time.Duration
+	// podImageOptional: TrafficPodImage is kube-proxy's own image, taken
+	// by the run, not asked: if it cannot connect, the pod path is left
+	// out with a warning instead of failing the run (see baseline)
+	podImageOptional bool
 	// serviceMade: when the run's own Service was made (zero: not the
 	// run's own); the pod path's try before any restart waits until that
 	// node's kube-proxy has synced since, so that its connection never

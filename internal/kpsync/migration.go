@@ -138,8 +138,10 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		m.VerifyTrafficPaths = trafficPaths(roll.conn.TrafficPaths)
 		switch {
 		case roll.ownPort != 0 && len(m.VerifyTrafficPaths) < len(verify.AllPaths):
-			w := fmt.Sprintf("the traffic check takes the path(s) %s through the run's own Service: the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image",
-				strings.Join(m.VerifyTrafficPaths, ","))
+			// the operator named fewer paths than the run's own check takes
+			left := slices.DeleteFunc(slices.Clone(verify.AllPaths), func(p string) bool { return slices.Contains(m.VerifyTrafficPaths, p) })
+			w := fmt.Sprintf("--verify-traffic-paths %s leaves out %s, which the new mode reprograms as well: leave --verify-traffic-paths out to check node,pod,nodeport through the run's own Service",
+				strings.Join(m.VerifyTrafficPaths, ","), strings.Join(left, ","))
 			m.Warnings = append(m.Warnings, w)
 			e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 		case len(m.VerifyTrafficPaths) < len(verify.AllPaths):

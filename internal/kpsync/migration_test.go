@@ -50,13 +50,25 @@ func TestModeChangeCheckSaysThePlan(t *testing.T) {
 	assert.Equal(t, 2, m.Batches, "4 nodes after the canary, 2 at a time")
 	assert.Equal(t, verify.Required, m.VerifyHealth, "each migrated node is checked though no check was asked, and one that cannot be stops it")
 	assert.Equal(t, "kube-system/"+ProbeServiceName, m.VerifyTraffic, "traffic checked though no Service was named: through the run's own")
-	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, m.VerifyTrafficPaths)
+	assert.Equal(t, verify.AllPaths, m.VerifyTrafficPaths, "the pod path too, from kube-proxy's own image")
 	assert.Contains(t, m.Cleanup, "kube-proxy 1.33 removes the iptables and IPVS rules")
-	require.Len(t, m.Warnings, 3, "%q", m.Warnings)
+	require.Len(t, m.Warnings, 2, "%q", m.Warnings)
 	assert.Contains(t, m.Warnings[0], "nodePortAddresses is not set")
 	assert.Contains(t, m.Warnings[1], "iptables.localhostNodePorts is not set")
-	assert.Contains(t, m.Warnings[2], "the pod path (PREROUTING), which the new mode reprograms as well, needs an image to connect from: --verify-traffic-pod-image")
 	assert.Contains(t, res.Warnings, "proxy mode iptables -> nftables: "+m.Warnings[0], "also Ansible's warnings")
+}
+
+// Paths named for the run's own check that leave one out are taken as
+// named, with a warning naming the path left out.
+func TestModeChangeOwnCheckWarnsOfAPathLeftOut(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	res, err := f.run(t, Options{Check: true, Spec: setMode("nftables"),
+		Connectivity: ConnectivityOptions{TrafficPaths: []string{verify.PathNode, verify.PathNodePort}}})
+	require.NoError(t, err)
+	m := res.Facts.Migration
+	require.NotNil(t, m)
+	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, m.VerifyTrafficPaths)
+	assert.True(t, hasWarning(res, "--verify-traffic-paths node,nodeport leaves out pod, which the new mode reprograms as well"), "warnings: %v", res.Warnings)
 }
 
 // More canary nodes than the batch size: the canary itself takes rounds,
@@ -417,7 +429,7 @@ func TestResumedMigrationKeepsItsChecks(t *testing.T) {
 	require.NotNil(t, res.Facts.Connectivity)
 	assert.Equal(t, 3, res.Facts.Connectivity.Checked, "every node, the earlier run's canary too")
 	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
-	assert.Equal(t, []string{verify.PathNode, verify.PathNodePort}, res.Facts.Connectivity.TrafficPaths)
+	assert.Equal(t, verify.AllPaths, res.Facts.Connectivity.TrafficPaths, "the pod path too, from kube-proxy's own image")
 	assert.True(t, res.Facts.Restarted)
 	_, err = f.client.Tracker().Get(podsGVR, "kube-system", "kube-proxy-node-2-1")
 	assert.True(t, apierrors.IsNotFound(err), "node-2's old pod replaced by the resumed run: %v", err)

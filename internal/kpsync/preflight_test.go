@@ -138,6 +138,10 @@ func TestModeChangeOwnServiceTargetsKubeProxysHealthzPort(t *testing.T) {
 	require.Len(t, made.Spec.Ports, 1)
 	assert.EqualValues(t, 10266, made.Spec.Ports[0].Port)
 	assert.Equal(t, intstr.FromInt32(10266), made.Spec.Ports[0].TargetPort)
+	// a node's connections reach its own kube-proxy only
+	require.NotNil(t, made.Spec.InternalTrafficPolicy)
+	assert.Equal(t, corev1.ServiceInternalTrafficPolicyLocal, *made.Spec.InternalTrafficPolicy)
+	assert.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, made.Spec.ExternalTrafficPolicy)
 
 	loopback := newRollingFixture(t, 2)
 	_, err = loopback.run(t, Options{Spec: setMode("nftables", kpconfig.Setting{Path: "healthzBindAddress", Value: "127.0.0.1:10256"})})
@@ -233,6 +237,64 @@ func (f *rollingFixture) probeKubelet(t *testing.T, status func(path string) cor
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(seen)
+	}
+}
+
+// A migration with default flags checks all three paths on every node,
+// the pod path from a pod running the image kube-proxy runs before the
+// change (every node has it). An image that cannot connect from the pod
+// network (no shell, as upstream's distroless kube-proxy) is found once,
+// before any restart: the pod path is left out with a warning that says
+// what to pass, the result says the two paths checked, and the migration
+// goes on.
+func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
+	ready := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	connected := corev1.PodStatus{Phase: corev1.PodSucceeded}
+	noShell := corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
+			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
+	for _, c := range []struct {
+		name     string
+		pod      corev1.PodStatus
+		paths    []string
+		podPods  int
+		warnLeft bool
+	}{
+		{"an image with a shell", connected, verify.AllPaths, 4, false}, // once before, then each of 3 nodes
+		{"an image without", noShell, []string{verify.PathNode, verify.PathNodePort}, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newRollingFixture(t, 3)
+			f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+			f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+			images := f.probeKubelet(t, func(path string) corev1.PodStatus {
+				if path == verify.PathPod {
+					return c.pod
+				}
+				return ready
+			})
+			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute})
+			require.NoError(t, err)
+			require.NotNil(t, res.Facts.Connectivity)
+			assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+			assert.Equal(t, c.paths, res.Facts.Connectivity.TrafficPaths)
+			assert.Equal(t, c.paths, res.Facts.Migration.VerifyTrafficPaths, "the migration's plan says what was checked")
+			pods := images()[verify.PathPod]
+			assert.Len(t, pods, c.podPods)
+			for _, image := range pods {
+				assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.6", image, "the image the fleet ran before")
+			}
+			assert.Len(t, images()[verify.PathNodePort], 3, "every node's NodePort")
+			assert.Equal(t, c.warnLeft, hasWarning(res, "leaves out the pod path (PREROUTING)"), "warnings: %v", res.Warnings)
+			if c.warnLeft {
+				assert.True(t, hasWarning(res, "--verify-traffic-pod-image"), "says what to pass: %v", res.Warnings)
+			}
+			for i := range 3 {
+				n := fmt.Sprintf("node-%d", i)
+				assert.Empty(t, f.podUID(t, "kube-proxy-"+n+"-1"), "node %s: its old pod replaced", n)
+			}
+		})
 	}
 }
 

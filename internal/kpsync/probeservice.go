@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -24,12 +25,17 @@ import (
 // network, so each endpoint is a node's address) on kube-proxy's healthz
 // port, which every node serves while kube-proxy runs: nothing else has to
 // be deployed, pulled or trusted, and its endpoints are kept by the
-// cluster's own EndpointSlice controller. It is a NodePort Service, so the
-// nodeport path is checked as well as the node path (and the pod path when
-// --verify-traffic-pod-image names an image to connect from). It is created
-// under the Lease before the first write and deleted when the run ends;
-// one a killed run left behind is deleted by the next run that migrates,
-// before it makes its own.
+// cluster's own EndpointSlice controller. Both its traffic policies are
+// Local: a node's connections reach that node's own kube-proxy, never
+// another node's (one restarting in the same batch, a Windows node's or
+// another pool's kube-proxy carrying the same labels), so a node's check
+// depends on that node alone. It is a NodePort Service, so the nodeport
+// path is checked as well as the node path, and the pod path from a pod
+// running kube-proxy's own image (on every node already) or the image
+// --verify-traffic-pod-image names. It is created under the Lease before
+// the first write and deleted when the run ends; one a killed run left
+// behind is deleted by the next run that migrates, before it makes its
+// own.
 
 // TrafficNone as --verify-traffic is the operator turning the traffic
 // check off, that of a proxy-mode change included.
@@ -43,9 +49,14 @@ const ProbeServiceName = "kube-proxy-sync-probe"
 const probeServiceWait = 30 * time.Second
 
 // ownTraffic turns the traffic check on for a proxy-mode change that names
-// no Service: on the run's own Service, along the node and nodeport paths
-// (and pod, with an image to connect from). It refuses, before any write,
-// a config whose kube-proxy serves its healthz port on loopback only.
+// no Service: on the run's own Service, along the node, pod and nodeport
+// paths. The pod path connects from kube-proxy's own image unless
+// --verify-traffic-pod-image names one; when kube-proxy's image cannot
+// connect (no shell, as in upstream's distroless image) the path is left
+// out with a warning, tried once before any restart (see baseline), while
+// an image named that cannot stops the run there. It refuses, before any
+// write, a config whose kube-proxy serves its healthz port on loopback
+// only.
 func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 	conn := roll.conn
 	o := e.o
@@ -68,10 +79,14 @@ func ownTraffic(e *env, p plan, roll rollSettings) (rollSettings, error) {
 	conn.Traffic = o.Namespace + "/" + ProbeServiceName
 	roll.ownPort = int32(port)
 	if len(conn.TrafficPaths) == 0 {
-		conn.TrafficPaths = []string{verify.PathNode, verify.PathNodePort}
-		if conn.TrafficPodImage != "" {
-			conn.TrafficPaths = verify.AllPaths
+		conn.TrafficPaths = verify.AllPaths
+		if conn.TrafficPodImage == "" && p.imageBefore != "" {
+			// the image the fleet runs now: every node has it
+			conn.TrafficPodImage, conn.podImageOptional = p.imageBefore, true
 		}
+	}
+	if slices.Contains(conn.TrafficPaths, verify.PathPod) && conn.TrafficPodImage == "" {
+		return roll, fmt.Errorf("proxy-mode change: the pod path of the traffic check needs an image to connect from, and daemonset %s/%s has no container %q to take it from: pass --verify-traffic-pod-image; nothing was written", o.Namespace, o.DaemonSet, o.Container)
 	}
 	if conn.TrafficTimeout <= 0 {
 		conn.TrafficTimeout = 30 * time.Second
@@ -115,6 +130,9 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: p.ds.Spec.Selector.MatchLabels,
+			// each node's own kube-proxy only (see above)
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
 			Ports: []corev1.ServicePort{{Name: "healthz", Protocol: corev1.ProtocolTCP,
 				Port: p.roll.ownPort, TargetPort: intstr.FromInt32(p.roll.ownPort)}},
 		},

@@ -127,7 +127,9 @@ func TestMigrationOwnServiceIsMadeAndRemoved(t *testing.T) {
 	m := r.facts().Migration
 	require.NotNil(t, m, r.Msg)
 	assert.Equal(t, c.Namespace+"/"+kpsync.ProbeServiceName, m.VerifyTraffic)
-	assert.Equal(t, []string{"node", "nodeport"}, m.VerifyTrafficPaths)
+	// the pod path too, from kube-proxy's own image: no node answered
+	// healthy to try it on before any restart, so nothing left it out
+	assert.Equal(t, []string{"node", "pod", "nodeport"}, m.VerifyTrafficPaths)
 
 	_, err = api.Get(ctx, kpsync.ProbeServiceName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no Service left behind: %v", err)

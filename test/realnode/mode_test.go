@@ -28,9 +28,9 @@ var kubeletChains = map[string]bool{"KUBE-IPTABLES-HINT": true, "KUBE-KUBELET-CA
 
 // A proxy-mode change on real kube-proxies, iptables -> nftables -> iptables,
 // asked with the default rolling strategy: the run goes canary first and
-// checks every migrated node's kube-proxy (its /healthz, turned on when no
-// check was asked; on the way back also a TCP connection to the API
-// server's Service from the node) before the rollout goes on. Inside each node, after each switch: kube-proxy
+// checks every migrated node's kube-proxy before the rollout goes on, with
+// no check asked either way: its /healthz, and TCP connections through the
+// run's own Service from the node, from a pod on it and to its NodePort. Inside each node, after each switch: kube-proxy
 // runs the new mode (its /configz), the old mode's rules are gone
 // (iptables-save, ip6tables-save, nft list tables) and a ClusterIP answers
 // from the node.
@@ -57,18 +57,14 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 	require.NoError(t, err)
 	clusterIP := service.Spec.ClusterIP
 
-	// there with no checks asked (the migration turns on --verify-health
-	// required), back with both checks
-	for _, step := range []struct {
-		from, to string
-		checks   []string
-	}{
-		{"iptables", "nftables", nil},
-		{"nftables", "iptables", []string{"--verify-health", "required", "--verify-traffic", "default/kubernetes"}},
+	// there and back with no check asked: the migration turns them on
+	for _, step := range []struct{ from, to string }{
+		{"iptables", "nftables"},
+		{"nftables", "iptables"},
 	} {
 		before := e.podUIDs(t)
 		tl := e.watchTimeline(t, before)
-		r := e.sync(t, append([]string{"--set", "mode=" + step.to, "--set", "metricsBindAddress=0.0.0.0:10249", "--timeout", "8m"}, step.checks...)...)
+		r := e.sync(t, "--set", "mode="+step.to, "--set", "metricsBindAddress=0.0.0.0:10249", "--timeout", "8m")
 		require.Equal(t, 0, r.code, "%s -> %s: %s", step.from, step.to, r)
 		assert.Equal(t, step.from, r.field("migration.from"), "%s", r)
 		assert.Equal(t, step.to, r.field("migration.to"), "%s", r)
@@ -91,25 +87,23 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 		assert.LessOrEqual(t, events.maxDown, 1, "at most the batch size (maxUnavailable 1) without a Ready kube-proxy at once")
 		assert.EqualValues(t, len(all), r.field("connectivity.checked"), "every migrated node checked: %s", r)
 		assert.EqualValues(t, len(all), r.field("connectivity.passed"), "%s", r)
-		if step.checks == nil {
-			// the defaults: every node's health required, and traffic
-			// through the run's own Service along the node and nodeport
-			// paths, the Service gone once the run ended
-			assert.Equal(t, "required", r.field("migration.verify_health"), "%s", r)
-			assert.Equal(t, "required", r.field("connectivity.mode"), "%s", r)
-			assert.Equal(t, namespace+"/"+kpsync.ProbeServiceName, r.field("connectivity.traffic"), "%s", r)
-			assert.Equal(t, []any{"node", "nodeport"}, r.field("connectivity.traffic_paths"), "%s", r)
-			// the canary's first sync, from kube-proxy's own /healthz
-			assert.Equal(t, canary[0], r.field("connectivity.first_sync.node"), "%s", r)
-			firstSync, _ := r.field("connectivity.first_sync.seconds").(float64)
-			assert.Greater(t, firstSync, 0.0, "%s", r)
-			t.Logf("%s -> %s: the canary's kube-proxy synced %.2fs after the restart (%v)", step.from, step.to, firstSync, r.field("connectivity.first_sync.source"))
-			_, err := e.client.CoreV1().Services(namespace).Get(ctxFor(t, 30*time.Second), kpsync.ProbeServiceName, metav1.GetOptions{})
-			assert.True(t, apierrors.IsNotFound(err), "the run's own Service is gone: %v", err)
-			e.noProbePods(t)
-		} else {
-			assert.Equal(t, "default/kubernetes", r.field("connectivity.traffic"), "%s", r)
-		}
+		// the defaults: every node's health required, and traffic
+		// through the run's own Service along the three paths (the
+		// pod path from kube-proxy's own image, which has a shell in
+		// this tier), the Service gone once the run ended
+		assert.Equal(t, "required", r.field("migration.verify_health"), "%s", r)
+		assert.Equal(t, "required", r.field("connectivity.mode"), "%s", r)
+		assert.Equal(t, namespace+"/"+kpsync.ProbeServiceName, r.field("connectivity.traffic"), "%s", r)
+		assert.Equal(t, []any{"node", "pod", "nodeport"}, r.field("connectivity.traffic_paths"), "%s", r)
+		assert.Equal(t, []any{"node", "pod", "nodeport"}, r.field("migration.verify_traffic_paths"), "%s", r)
+		// the canary's first sync, from kube-proxy's own /healthz
+		assert.Equal(t, canary[0], r.field("connectivity.first_sync.node"), "%s", r)
+		firstSync, _ := r.field("connectivity.first_sync.seconds").(float64)
+		assert.Greater(t, firstSync, 0.0, "%s", r)
+		t.Logf("%s -> %s: the canary's kube-proxy synced %.2fs after the restart (%v)", step.from, step.to, firstSync, r.field("connectivity.first_sync.source"))
+		_, err := e.client.CoreV1().Services(namespace).Get(ctxFor(t, 30*time.Second), kpsync.ProbeServiceName, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the run's own Service is gone: %v", err)
+		e.noProbePods(t)
 		after := e.podUIDs(t)
 		for n, uid := range before {
 			assert.NotEqual(t, uid, after[n], "node %s: its kube-proxy restarted in the new mode", n)
