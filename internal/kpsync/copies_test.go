@@ -802,8 +802,11 @@ func TestRecordWaitForATerminatingPodEnds(t *testing.T) {
 			default:
 			}
 			// the settle's wait (the rollout follows the status): time
-			// passes, the pod stays
-			if watches.Load() > 0 && f.clock.HasWaiters() {
+			// passes, the pod stays; only up to just past the wait's end
+			// (the pod's grace period, then rollout.UnmountGrace), not
+			// for the rest of the run (its Lease renewals)
+			end := objs[3].(*corev1.Pod).DeletionTimestamp.Add(rollout.UnmountGrace + time.Second)
+			if watches.Load() > 0 && f.clock.HasWaiters() && f.clock.Now().Before(end) {
 				f.clock.Step(5 * time.Second)
 			}
 			goruntime.Gosched()
