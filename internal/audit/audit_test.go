@@ -129,8 +129,7 @@ func TestAppendRefusesWhatIsNotAPrivateRegularFile(t *testing.T) {
 // the append, which the run turns into a failure before its first write.
 func TestAppendFailsWhenTheWriteFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	require.NoError(t, os.WriteFile(path, []byte("{}\n"), 0o600))
-	audittest.LimitFileSize(t, 3)
+	audittest.FillToLimit(t, path)
 	err := Log{Path: path}.Append(Record{AuditID: "a", Phase: PhasePlan})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "write audit log "+path)

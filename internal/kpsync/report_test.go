@@ -33,8 +33,7 @@ func TestUnwritableAuditLogFailsBeforeTheFirstWrite(t *testing.T) {
 		}},
 		{"regular file on a full disk", func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "audit.jsonl")
-			require.NoError(t, os.WriteFile(p, []byte("{}\n"), 0o600))
-			audittest.LimitFileSize(t, 3) // no write can grow it
+			audittest.FillToLimit(t, p) // no write can grow it
 			return p
 		}},
 	} {
