@@ -743,16 +743,7 @@ func TestAnEditOfTheRecordWithNoEffect(t *testing.T) {
 // until it is gone (within its grace period) and writes the record then,
 // so the next run does not find it lagging.
 func TestRecordWaitsForATerminatingPodToGo(t *testing.T) {
-	objs := leavingNodeMountsTheRecord(true)
-	// its grace period ends 30 s from now
-	objs[3].(*corev1.Pod).DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)}
-	f := newFixture(t, objs...)
-	podListsAtAVersion(f)
-	var watches atomic.Int32
-	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches.Add(1)
-		return false, nil, nil
-	})
+	f, _, watches := terminatingPodMountsTheRecord(t)
 	ran, gone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(gone)
@@ -783,15 +774,7 @@ func TestRecordWaitsForATerminatingPodToGo(t *testing.T) {
 // A terminating pod that outlives its grace period (its node gone, a
 // finalizer) ends the wait: the record is left for a later run.
 func TestRecordWaitForATerminatingPodEnds(t *testing.T) {
-	objs := leavingNodeMountsTheRecord(true)
-	objs[3].(*corev1.Pod).DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)}
-	f := newFixture(t, objs...)
-	podListsAtAVersion(f)
-	var watches atomic.Int32
-	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches.Add(1)
-		return false, nil, nil
-	})
+	f, end, watches := terminatingPodMountsTheRecord(t)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -805,8 +788,7 @@ func TestRecordWaitForATerminatingPodEnds(t *testing.T) {
 			// passes, the pod stays; only up to just past the wait's end
 			// (the pod's grace period, then rollout.UnmountGrace), not
 			// for the rest of the run (its Lease renewals)
-			end := objs[3].(*corev1.Pod).DeletionTimestamp.Add(rollout.UnmountGrace + time.Second)
-			if watches.Load() > 0 && f.clock.HasWaiters() && f.clock.Now().Before(end) {
+			if watches.Load() > 0 && f.clock.HasWaiters() && f.clock.Now().Before(end.Add(rollout.UnmountGrace+time.Second)) {
 				f.clock.Step(5 * time.Second)
 			}
 			goruntime.Gosched()
@@ -818,6 +800,23 @@ func TestRecordWaitForATerminatingPodEnds(t *testing.T) {
 	assert.Equal(t, seedConfigMap().Data, f.configMap(t).Data, "a pod mounts it still: not written")
 	assert.False(t, res.Facts.RecordChanged)
 	assert.Contains(t, strings.Join(res.Warnings, "\n"), "node-leaving/kube-proxy-node-leaving-1 still mount it")
+}
+
+// terminatingPodMountsTheRecord is leavingNodeMountsTheRecord's terminating
+// pod, whose grace period ends (end) 30 s from the fixture's now; watches
+// counts the pod watches opened.
+func terminatingPodMountsTheRecord(t *testing.T) (f *fixture, end time.Time, watches *atomic.Int32) {
+	objs := leavingNodeMountsTheRecord(true)
+	end = time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	objs[3].(*corev1.Pod).DeletionTimestamp = &metav1.Time{Time: end}
+	f = newFixture(t, objs...)
+	podListsAtAVersion(f)
+	watches = &atomic.Int32{}
+	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
+	return f, end, watches
 }
 
 // podListsAtAVersion makes pod lists carry a resourceVersion, which a pod

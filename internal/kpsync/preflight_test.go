@@ -187,6 +187,19 @@ func TestModeChangeLeavesAServiceOfThatNameThatIsNotItsOwn(t *testing.T) {
 	assert.EqualValues(t, "theirs", svc.UID)
 }
 
+// probeStatuses are what the kubelet reports of a probe pod: ready (a node
+// or nodeport path's TCP probe passes), connected (the pod path's pod
+// connected and exited 0), noShell (the pod path's image has no shell).
+func probeStatuses() (ready, connected, noShell corev1.PodStatus) {
+	ready = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	connected = corev1.PodStatus{Phase: corev1.PodSucceeded}
+	noShell = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
+			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
+	return ready, connected, noShell
+}
+
 // probeKubelet plays the kubelet for the traffic check's probe pods: each
 // gets the status status(path) once its watch is open; images records the
 // image of each, by path.
@@ -248,12 +261,7 @@ func (f *rollingFixture) probeKubelet(t *testing.T, status func(path string) cor
 // what to pass, the result says the two paths checked, and the migration
 // goes on.
 func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
-	ready := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	connected := corev1.PodStatus{Phase: corev1.PodSucceeded}
-	noShell := corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
-			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
+	ready, connected, noShell := probeStatuses()
 	for _, c := range []struct {
 		name     string
 		pod      corev1.PodStatus
@@ -304,12 +312,7 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 // rules (its /healthz shows a sync since), then on each node after its
 // restart. An image that cannot connect stops the run before any restart.
 func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
-	ready := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	connected := corev1.PodStatus{Phase: corev1.PodSucceeded}
-	noShell := corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "connect",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
-			Message: `exec: "/bin/sh": stat /bin/sh: no such file or directory`}}}}}
+	ready, connected, noShell := probeStatuses()
 	for _, c := range []struct {
 		name    string
 		pod     corev1.PodStatus

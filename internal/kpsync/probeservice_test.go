@@ -28,11 +28,12 @@ func TestModeChangeOwnServiceOutlivesItsProbePods(t *testing.T) {
 	f := newRollingFixture(t, 3)
 	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	ready, connected, _ := probeStatuses()
 	f.probeKubelet(t, func(path string) corev1.PodStatus {
 		if path == verify.PathPod {
-			return corev1.PodStatus{Phase: corev1.PodSucceeded} // connected, and exited
+			return connected
 		}
-		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		return ready
 	})
 	isProbe := func(name string) bool { return strings.HasPrefix(name, "kube-proxy-sync-verify-") }
 	var mu sync.Mutex

@@ -45,14 +45,7 @@ func TestProxyModeMigrationIPTablesToNFTablesAndBack(t *testing.T) {
 		require.Contains(t, r.kubeProxyChains(), "KUBE-SERVICES", "node %s: this test starts from kube-proxy in iptables mode", n)
 		require.False(t, r.hasNFTable(), "node %s: this test starts with no nftables table of kube-proxy: %v", n, r.nftTables)
 	}
-	// whatever happens, the cluster ends in iptables mode: by this run if
-	// the test stopped in nftables mode, then by connect's restore
-	t.Cleanup(func() {
-		if d.proxyRules(t, cp).hasNFTable() {
-			r := e.sync(t, "--set", "mode=iptables", "--timeout", "8m")
-			assert.Equal(t, 0, r.code, "cleanup: back to iptables mode: %s", r)
-		}
-	})
+	d.endsInIPTablesMode(t, cp)
 	service, err := e.client.CoreV1().Services("default").Get(ctxFor(t, 30*time.Second), "kubernetes", metav1.GetOptions{})
 	require.NoError(t, err)
 	clusterIP := service.Spec.ClusterIP
@@ -290,4 +283,19 @@ func (d docker) connect(t *testing.T, node, ip string, port int) {
 		return last != "" && last != "000", nil
 	})
 	assert.NoError(t, err, "node %s: a connection to the Service %s:%d from the node (curl's last answer: %q)", node, ip, port, last)
+}
+
+// endsInIPTablesMode requires the control plane's kube-proxy in iptables
+// mode (no nftables table of it) and, whatever happens, leaves the cluster
+// there: a test that stopped in nftables mode is migrated back, then
+// connect's restore puts the objects back.
+func (d docker) endsInIPTablesMode(t *testing.T, cp string) {
+	t.Helper()
+	require.False(t, d.proxyRules(t, cp).hasNFTable(), "this test starts from kube-proxy in iptables mode")
+	t.Cleanup(func() {
+		if d.proxyRules(t, cp).hasNFTable() {
+			r := d.e.sync(t, "--set", "mode=iptables", "--timeout", "8m")
+			assert.Equal(t, 0, r.code, "cleanup: back to iptables mode: %s", r)
+		}
+	})
 }

@@ -84,13 +84,7 @@ func TestTrafficPathsOnAMigrationToNFTablesAndBack(t *testing.T) {
 	e := connect(t)
 	d := e.dockerOrSkip(t)
 	cp, workers := e.nodeNames(t)
-	require.False(t, d.proxyRules(t, cp).hasNFTable(), "this test starts in iptables mode")
-	t.Cleanup(func() {
-		if d.proxyRules(t, cp).hasNFTable() {
-			r := e.sync(t, "--set", "mode=iptables", "--timeout", "8m")
-			assert.Equal(t, 0, r.code, "cleanup: back to iptables mode: %s", r)
-		}
-	})
+	d.endsInIPTablesMode(t, cp)
 	svc := e.nodePortService(t)
 	broken := workers[0]
 	podImage := e.imageWithTag(t, e.kubeProxyTag(t))

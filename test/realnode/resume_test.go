@@ -32,13 +32,7 @@ func TestProxyModeMigrationKilledIsResumed(t *testing.T) {
 	e := connect(t)
 	d := e.dockerOrSkip(t)
 	cp, _ := e.nodeNames(t)
-	require.False(t, d.proxyRules(t, cp).hasNFTable(), "this test starts from kube-proxy in iptables mode")
-	t.Cleanup(func() {
-		if d.proxyRules(t, cp).hasNFTable() {
-			r := e.sync(t, "--set", "mode=iptables", "--timeout", "8m")
-			assert.Equal(t, 0, r.code, "cleanup: back to iptables mode: %s", r)
-		}
-	})
+	d.endsInIPTablesMode(t, cp)
 	args := []string{"--set", "mode=nftables", "--set", "metricsBindAddress=0.0.0.0:10249", "--timeout", "8m"}
 	before := e.podUIDs(t)
 
