@@ -50,8 +50,12 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 		if c.Traffic, err = trafficTarget(ctx, e, o); err != nil {
 			return nil, err
 		}
-		if err := c.Traffic.Cleanup(ctx); err != nil {
+		warning, err := c.Traffic.Cleanup(ctx, e.d.Clock)
+		if err != nil {
 			return nil, err
+		}
+		if warning != "" {
+			e.warn(warning)
 		}
 	}
 	if err := c.Baseline(ctx, live); err != nil {

@@ -160,9 +160,13 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 }
 
 // removeProbePods deletes the traffic check's probe pods and waits until
-// they are gone (verify.RemoveProbePods).
+// they are gone, and warns about those it had to force
+// (verify.RemoveProbePods).
 func (ps probeService) removeProbePods(ctx context.Context) error {
-	_, err := verify.RemoveProbePods(ctx, ps.e.d.Kube.Pods(ps.e.o.Namespace), ps.e.o.Namespace, verify.ProbePodsGone)
+	r, err := verify.RemoveProbePods(ctx, ps.e.d.Clock, ps.e.d.Kube.Pods(ps.e.o.Namespace), ps.e.o.Namespace)
+	if w := r.Warning(ps.e.o.Namespace); w != "" {
+		ps.e.warn(w)
+	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,10 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
@@ -103,4 +106,47 @@ func TestModeChangeOwnServiceOutlivesItsProbePods(t *testing.T) {
 	}
 	_, err = f.client.CoreV1().Services("kube-system").Get(context.Background(), ProbeServiceName, metav1.GetOptions{})
 	assert.Error(t, err, "the Service is gone")
+}
+
+// A probe pod a killed run left on a node that went NotReady since stays
+// terminating: its kubelet never confirms. It is forced and named, and
+// the run checks traffic as usual: a node gone must not block every later
+// run that checks traffic.
+func TestLeftoverProbePodOnAGoneNodeDoesNotBlockTheRun(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	ready, connected, _ := probeStatuses()
+	f.probeKubelet(t, func(path string) corev1.PodStatus {
+		if path == verify.PathPod {
+			return connected
+		}
+		return ready
+	})
+	stuck := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-9-node", Namespace: "kube-system", UID: "stuck", ResourceVersion: "1",
+		Labels:            map[string]string{verify.ProbeLabel: verify.ProbeLabelValue},
+		DeletionTimestamp: &metav1.Time{Time: f.clock.Now().Add(-time.Hour)}, DeletionGracePeriodSeconds: ptr.To(int64(1))},
+		Spec: corev1.PodSpec{NodeName: "node-9"}}
+	require.NoError(t, f.client.Tracker().Create(podsGVR, stuck, "kube-system"))
+	var forced []int64
+	// the API server keeps a terminating pod until its kubelet confirms,
+	// unless the delete has no grace period
+	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteActionImpl)
+		if d.Name != stuck.Name {
+			return false, nil, nil
+		}
+		forced = append(forced, ptr.Deref(d.DeleteOptions.GracePeriodSeconds, -1))
+		return *d.DeleteOptions.GracePeriodSeconds != 0, nil, nil
+	})
+	res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute})
+	require.NoError(t, err)
+	require.NotNil(t, res.Facts.Connectivity)
+	assert.Equal(t, 3, res.Facts.Connectivity.Passed)
+	assert.Equal(t, []int64{0}, forced, "forced once, at once: its grace period ended an hour ago")
+	_, err = f.client.Tracker().Get(podsGVR, "kube-system", stuck.Name)
+	assert.True(t, apierrors.IsNotFound(err), "the stuck probe pod is gone: %v", err)
+	assert.True(t, slices.ContainsFunc(res.Warnings, func(w string) bool {
+		return strings.Contains(w, stuck.Name+" in kube-system force-deleted")
+	}), "the forced pod is named: %q", res.Warnings)
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -108,14 +109,18 @@ type Traffic struct {
 }
 
 // Cleanup deletes probe pods an earlier run left behind (it was killed
-// between creating and deleting one) and waits until they are gone.
-func (t *Traffic) Cleanup(ctx context.Context) error {
-	n, err := RemoveProbePods(ctx, t.Pods, t.Namespace, ProbePodsGone)
-	t.Requests.Add(int64(n))
-	return err
+// between creating and deleting one) and waits until they are gone, or
+// force-deletes them (RemoveProbePods). It returns a warning naming the
+// pods it had to force, "" when none.
+func (t *Traffic) Cleanup(ctx context.Context, clk clock.Clock) (string, error) {
+	r, err := RemoveProbePods(ctx, clk, t.Pods, t.Namespace)
+	t.Requests.Add(int64(r.Requests))
+	return r.Warning(t.Namespace), err
 }
 
-// ProbePodsGone bounds RemoveProbePods' wait.
+// ProbePodsGone is how long after a probe pod's deletion timestamp (the
+// end of its grace period) RemoveProbePods waits for the pod's kubelet to
+// confirm it stopped.
 const ProbePodsGone = 30 * time.Second
 
 // probePodGrace is the grace period a probe pod is deleted with: not 0,
@@ -123,70 +128,130 @@ const ProbePodsGone = 30 * time.Second
 // included (see RemoveProbePods).
 const probePodGrace = 1
 
-// RemoveProbePods deletes the probe pods in namespace, and waits, up to
-// wait, until the kubelets have stopped them and they are gone. Before a
-// Service they connect to is deleted: a probe the kubelet still makes
-// then goes to a ClusterIP no rule translates any more, out of the node
-// unrouted. It returns the API requests it made.
-func RemoveProbePods(ctx context.Context, pods PodAPI, namespace string, wait time.Duration) (int, error) {
-	requests := 1
+// Removal is what RemoveProbePods did.
+type Removal struct {
+	// Requests counts the API requests made.
+	Requests int
+	// Forced names the probe pods still there ProbePodsGone after their
+	// grace period ended, deleted then with no grace period: their
+	// node's kubelet did not confirm they stopped (a NotReady node).
+	Forced []string
+}
+
+// Warning says which pods were forced, "" when none.
+func (r Removal) Warning(namespace string) string {
+	if len(r.Forced) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("traffic probe pod(s) %s in %s force-deleted: not gone %s after their grace period ended, their node's kubelet did not confirm they stopped (a NotReady node?); if that node comes back, its kubelet stops them then",
+		strings.Join(r.Forced, ", "), namespace, ProbePodsGone)
+}
+
+// RemoveProbePods deletes the probe pods in namespace and waits until the
+// kubelets have stopped them and they are gone. Before a Service they
+// connect to is deleted: a probe the kubelet still makes then goes to a
+// ClusterIP no rule translates any more, out of the node unrouted. A pod
+// still there ProbePodsGone after its grace period ended (its kubelet
+// does not answer) is force-deleted and named in the result, never an
+// error: a node gone must not block the runs that come after. Errors are
+// the API's.
+func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespace string) (Removal, error) {
+	r := Removal{Requests: 1}
 	opts := metav1.ListOptions{LabelSelector: ProbeLabel + "=" + ProbeLabelValue}
 	list, err := pods.List(ctx, opts)
 	if err != nil {
-		return requests, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
+		return r, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
 	}
-	left := map[types.UID]string{}
+	if len(list.Items) == 0 {
+		return r, nil
+	}
 	for _, p := range list.Items {
-		left[p.UID] = p.Name
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		requests++
-		err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(probePodGrace)), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			delete(left, p.UID)
-		} else if err != nil {
-			return requests, fmt.Errorf("delete the traffic probe pod %s/%s: %w", namespace, p.Name, err)
+		r.Requests++
+		if err := deleteProbePod(ctx, pods, &p, probePodGrace); err != nil {
+			return r, err
 		}
-	}
-	if len(left) == 0 {
-		return requests, nil
 	}
 	// what is left once deleted: terminating until their kubelets confirm
-	requests++
+	r.Requests++
 	if list, err = pods.List(ctx, opts); err != nil {
-		return requests, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
+		return r, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
 	}
-	left = map[types.UID]string{}
+	left := map[types.UID]corev1.Pod{}
+	var end time.Time
 	for _, p := range list.Items {
-		left[p.UID] = p.Name
+		if p.DeletionTimestamp == nil || ptr.Deref(p.DeletionGracePeriodSeconds, 1) == 0 {
+			// made since the delete (another run's), or forced already
+			// and held by a finalizer: its kubelet stops it at once
+			continue
+		}
+		left[p.UID] = p
+		if p.DeletionTimestamp.After(end) {
+			end = p.DeletionTimestamp.Time
+		}
 	}
 	if len(left) == 0 {
-		return requests, nil
+		return r, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	requests++
-	opts.ResourceVersion = list.ResourceVersion
-	w, err := pods.Watch(wctx, opts)
-	if err != nil {
-		return requests, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
-	}
-	_, err = watchtools.UntilWithoutRetry(wctx, w, func(ev watch.Event) (bool, error) {
-		if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
-			delete(left, p.UID)
+	if wait := end.Add(ProbePodsGone).Sub(clk.Now()); wait > 0 {
+		r.Requests++
+		opts.ResourceVersion = list.ResourceVersion
+		w, err := pods.Watch(ctx, opts)
+		if err != nil {
+			return r, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
 		}
-		return len(left) == 0, nil
-	})
-	if err != nil {
-		names := make([]string, 0, len(left))
-		for _, name := range left {
-			names = append(names, name)
+		if err := untilGone(ctx, clk, w, left, wait); err != nil {
+			return r, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
 		}
-		sort.Strings(names)
-		return requests, fmt.Errorf("traffic probe pod(s) %s in %s not gone within %s (their node's kubelet did not confirm they stopped): %w", strings.Join(names, ", "), namespace, wait, err)
 	}
-	return requests, nil
+	for _, p := range left {
+		r.Requests++
+		if err := deleteProbePod(ctx, pods, &p, 0); err != nil {
+			return r, err
+		}
+		r.Forced = append(r.Forced, p.Name)
+	}
+	sort.Strings(r.Forced)
+	return r, nil
+}
+
+// untilGone follows w until every pod of left is deleted (each one
+// deleted is removed from left) or wait has passed.
+func untilGone(ctx context.Context, clk clock.Clock, w watch.Interface, left map[types.UID]corev1.Pod, wait time.Duration) error {
+	defer w.Stop()
+	timer := clk.NewTimer(wait)
+	defer timer.Stop()
+	for len(left) > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("the watch closed")
+			}
+			if ev.Type == watch.Error {
+				return apierrors.FromObject(ev.Object)
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
+				delete(left, p.UID)
+			}
+		}
+	}
+	return nil
+}
+
+// deleteProbePod deletes p (that pod, by its UID) with the grace period
+// given; one already gone or replaced is not an error.
+func deleteProbePod(ctx context.Context, pods PodAPI, p *corev1.Pod, grace int64) error {
+	err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete the traffic probe pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
 }
 
 // PathsChecked are the paths Check takes.

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // kubelet plays the node: once the probe pod exists it sets the status
@@ -92,7 +96,9 @@ func TestTrafficCleanup(t *testing.T) {
 		Labels: map[string]string{"k8s-app": "kube-proxy"}}}
 	cs := fake.NewClientset(left, other)
 	tr := &Traffic{Pods: cs.CoreV1().Pods("kube-system"), Namespace: "kube-system"}
-	require.NoError(t, tr.Cleanup(context.Background()))
+	warning, err := tr.Cleanup(context.Background(), clock.RealClock{})
+	require.NoError(t, err)
+	assert.Empty(t, warning, "the fake's delete is immediate: nothing forced")
 	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, pods.Items, 1)
@@ -199,18 +205,28 @@ func TestTrafficPreflight(t *testing.T) {
 // Probe pods are deleted gracefully, and RemoveProbePods returns only once
 // their kubelet has stopped them and the objects are gone: until then a
 // probe may still go to the Service's ClusterIP, which must keep its
-// rules. One that outlives the wait is named.
+// rules. One whose kubelet never confirms (a NotReady node) is
+// force-deleted ProbePodsGone after its grace period ended and named,
+// never an error: it must not block every later run that checks traffic.
 func TestRemoveProbePodsWaitsForTheKubelet(t *testing.T) {
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-1", Namespace: "kube-system", UID: "u1",
 		Labels: map[string]string{ProbeLabel: ProbeLabelValue}}}
 	for _, kubeletStops := range []bool{true, false} {
+		clk := clocktesting.NewFakeClock(time.Now())
 		cs := fake.NewClientset(probe.DeepCopy())
-		var grace *int64
-		// the API server: a graceful delete marks the pod, the kubelet removes it
+		var graces []int64
+		// the API server: a graceful delete marks the pod, the kubelet
+		// removes it; one with no grace period goes at once
 		cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			grace = a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds
+			grace := a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds
+			require.NotNil(t, grace)
+			graces = append(graces, *grace)
+			if *grace == 0 {
+				return false, nil, nil
+			}
 			p := probe.DeepCopy()
-			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(time.Duration(*grace) * time.Second)}
+			p.DeletionGracePeriodSeconds = grace
 			return true, nil, cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system")
 		})
 		watching := make(chan struct{})
@@ -225,20 +241,65 @@ func TestRemoveProbePodsWaitsForTheKubelet(t *testing.T) {
 			<-watching
 			if kubeletStops {
 				assert.NoError(t, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", probe.Name))
+				return
 			}
+			// the kubelet never answers: the wait ends on its clock
+			assert.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond, "RemoveProbePods waits on its clock")
+			clk.Step(time.Second + ProbePodsGone - time.Millisecond)
+			assert.False(t, probeGone(t, cs), "not forced before the wait ends")
+			clk.Step(time.Millisecond)
 		}()
-		n, err := RemoveProbePods(context.Background(), cs.CoreV1().Pods("kube-system"), "kube-system", 100*time.Millisecond)
+		r, err := RemoveProbePods(context.Background(), clk, cs.CoreV1().Pods("kube-system"), "kube-system")
 		<-stopped
-		require.NotNil(t, grace)
-		assert.EqualValues(t, 1, *grace, "graceful: the kubelet stops the pod before it goes")
-		assert.Equal(t, 4, n, "list, delete, list, watch")
+		require.NoError(t, err)
+		assert.True(t, probeGone(t, cs))
 		if kubeletStops {
-			require.NoError(t, err)
-			_, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), probe.Name, metav1.GetOptions{})
-			assert.True(t, apierrors.IsNotFound(err))
+			assert.Equal(t, []int64{1}, graces, "graceful: the kubelet stops the pod before it goes")
+			assert.Equal(t, 4, r.Requests, "list, delete, list, watch")
+			assert.Empty(t, r.Forced)
+			assert.Empty(t, r.Warning("kube-system"))
 			continue
 		}
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "kube-proxy-sync-verify-node-1 in kube-system not gone within 100ms")
+		assert.Equal(t, []int64{1, 0}, graces, "graceful first, forced once the wait ended")
+		assert.Equal(t, 5, r.Requests, "list, delete, list, watch, delete")
+		assert.Equal(t, []string{probe.Name}, r.Forced)
+		assert.Contains(t, r.Warning("kube-system"), "kube-proxy-sync-verify-node-1 in kube-system force-deleted: not gone 30s after their grace period ended")
 	}
+}
+
+// A probe pod whose grace period ended long ago (a killed run's, on a
+// node gone since) is forced at once, with no wait; one forced already and
+// held by a finalizer is not waited for again.
+func TestRemoveProbePodsForcesALongTerminatingPodAtOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	long := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-1", Namespace: "kube-system", UID: "u1",
+		Labels:            map[string]string{ProbeLabel: ProbeLabelValue},
+		DeletionTimestamp: &metav1.Time{Time: clk.Now().Add(-time.Hour)}, DeletionGracePeriodSeconds: ptr.To(int64(1))}}
+	held := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-2", Namespace: "kube-system", UID: "u2",
+		Labels:            map[string]string{ProbeLabel: ProbeLabelValue},
+		DeletionTimestamp: &metav1.Time{Time: clk.Now()}, DeletionGracePeriodSeconds: ptr.To(int64(0)), Finalizers: []string{"example.com/hold"}}}
+	cs := fake.NewClientset(long, held)
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteActionImpl)
+		assert.Equal(t, long.Name, d.Name, "only the pod not forced yet")
+		assert.EqualValues(t, 0, *d.DeleteOptions.GracePeriodSeconds)
+		return false, nil, nil
+	})
+	cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		return true, nil, errors.New("no wait: its grace period ended more than ProbePodsGone ago")
+	})
+	r, err := RemoveProbePods(context.Background(), clk, cs.CoreV1().Pods("kube-system"), "kube-system")
+	require.NoError(t, err)
+	assert.Equal(t, []string{long.Name}, r.Forced)
+	assert.Equal(t, 3, r.Requests, "list, list, delete")
+	_, err = cs.CoreV1().Pods("kube-system").Get(context.Background(), long.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+}
+
+func probeGone(t *testing.T, cs *fake.Clientset) bool {
+	_, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), "kube-proxy-sync-verify-node-1", metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("get the probe pod: %v", err)
+	}
+	return apierrors.IsNotFound(err)
 }
