@@ -205,7 +205,7 @@ func Desired(current map[string]string, spec Spec) (map[string]string, []string,
 		if !ok {
 			return nil, nil, fmt.Errorf("configmap has no %q key to apply settings to", ConfigKey)
 		}
-		out, paths, err := kpconfig.Apply(text, spec.Settings)
+		out, paths, err := kpconfig.Set(text, spec.Settings)
 		if err != nil {
 			return nil, nil, err
 		}

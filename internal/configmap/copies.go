@@ -83,7 +83,7 @@ func IsCopyName(record, name string) bool {
 // A copy carries none of the record's labels, only its own (CopyOfLabel
 // and ManagedByLabel): a cleanup aimed at the record by its labels (kubeadm's
 // k8s-app=kube-proxy, a GitOps prune of what its manifests label) must not
-// catch the config running pods mount; Copies.List finds the copies by
+// catch the config running pods mount; Copies.list finds the copies by
 // CopyOfLabel.
 func NewCopy(record *corev1.ConfigMap, data map[string]string, ds *appsv1.DaemonSet, generation int64) *corev1.ConfigMap {
 	hash := Hash(data, record.BinaryData)
@@ -175,11 +175,11 @@ func (c Copies) Get(ctx context.Context, name string) (*corev1.ConfigMap, error)
 	return cm, nil
 }
 
-// List lists the copies of the record, newest first: by the template
+// list lists the copies of the record, newest first: by the template
 // generation that mounts them (CopyGenerationAnnotation). Copies of the
 // same generation (a restart owed onto one, then made onto another), or
 // without one, go by creation time, then name.
-func (c Copies) List(ctx context.Context) ([]corev1.ConfigMap, error) {
+func (c Copies) list(ctx context.Context) ([]corev1.ConfigMap, error) {
 	list, err := c.ConfigMaps.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{CopyOfLabel: c.Record}.String()})
 	if err != nil {
 		return nil, c.request("list", "").Explain(err)
@@ -219,7 +219,7 @@ func copyGeneration(cm *corev1.ConfigMap) int64 {
 // references. It returns the names deleted; a copy that cannot be deleted
 // is left for the next run and reported in the error.
 func (c Copies) Collect(ctx context.Context, keep int, inUse map[string]bool) ([]string, error) {
-	copies, err := c.List(ctx)
+	copies, err := c.list(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -163,10 +163,10 @@ func valueNode(k kpvalidate.Kind, v string) (*yaml.Node, error) {
 	return nil, fmt.Errorf("fields of type %s cannot be set with --set; use --manifest", k)
 }
 
-// Apply returns config.conf with the settings applied, the paths that really
+// Set returns config.conf with the settings set, the paths that really
 // changed (sorted), and an error if the text is not a KubeProxyConfiguration
 // or the result would not be one. Unchanged input comes back byte for byte.
-func Apply(text string, settings []Setting) (string, []string, error) {
+func Set(text string, settings []Setting) (string, []string, error) {
 	doc, err := parse(text)
 	if err != nil {
 		return "", nil, err

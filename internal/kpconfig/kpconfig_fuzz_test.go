@@ -38,7 +38,7 @@ func FuzzSetting(f *testing.F) {
 	})
 }
 
-// FuzzApplyConfig applies one setting to an arbitrary config.conf, as found
+// FuzzApplyConfig sets one setting to an arbitrary config.conf, as found
 // in a hand-edited ConfigMap. Same properties as FuzzSetting; in addition
 // a text that does not decode must be refused. Seeds:
 // testdata/fuzz/FuzzApplyConfig.
@@ -49,9 +49,9 @@ func FuzzApplyConfig(f *testing.F) {
 			return
 		}
 		decodeErr := Decode(text)
-		_, _, applyErr := Apply(text, []Setting{st})
+		_, _, applyErr := Set(text, []Setting{st})
 		if decodeErr != nil && applyErr == nil {
-			t.Fatalf("Apply accepted config.conf that does not decode (%v):\n%s", decodeErr, text)
+			t.Fatalf("Set accepted config.conf that does not decode (%v):\n%s", decodeErr, text)
 		}
 		if decodeErr == nil {
 			checkApply(t, text, []Setting{st})
@@ -61,26 +61,26 @@ func FuzzApplyConfig(f *testing.F) {
 
 func checkApply(t *testing.T, text string, settings []Setting) {
 	t.Helper()
-	out, changed, err := Apply(text, settings)
+	out, changed, err := Set(text, settings)
 	if err != nil {
 		return
 	}
 	if err := Decode(out); err != nil {
-		t.Fatalf("Apply(%q) returned config.conf that does not decode: %v\n%s", settings, err, out)
+		t.Fatalf("Set(%q) returned config.conf that does not decode: %v\n%s", settings, err, out)
 	}
 	for _, p := range changed {
 		if !slices.ContainsFunc(settings, func(s Setting) bool { return s.Path == p }) {
-			t.Fatalf("Apply(%q) reports %q changed, which was not set", settings, p)
+			t.Fatalf("Set(%q) reports %q changed, which was not set", settings, p)
 		}
 	}
 	if len(changed) == 0 && out != text {
-		t.Fatalf("Apply(%q) changed nothing but rewrote the text:\n%s", settings, out)
+		t.Fatalf("Set(%q) changed nothing but rewrote the text:\n%s", settings, out)
 	}
-	again, changedAgain, err := Apply(out, settings)
+	again, changedAgain, err := Set(out, settings)
 	if err != nil {
-		t.Fatalf("Apply(%q) on its own output failed: %v\n%s", settings, err, out)
+		t.Fatalf("Set(%q) on its own output failed: %v\n%s", settings, err, out)
 	}
 	if len(changedAgain) > 0 || again != out {
-		t.Fatalf("Apply(%q) is not a fixed point: second run changed %q\nfirst:\n%s\nsecond:\n%s", settings, changedAgain, out, again)
+		t.Fatalf("Set(%q) is not a fixed point: second run changed %q\nfirst:\n%s\nsecond:\n%s", settings, changedAgain, out, again)
 	}
 }

@@ -22,7 +22,7 @@ conntrack:
   maxPerCore: 32768
 `
 
-func TestApply(t *testing.T) {
+func TestSet(t *testing.T) {
 	cases := []struct {
 		name     string
 		settings []string
@@ -62,7 +62,7 @@ func TestApply(t *testing.T) {
 				require.NoError(t, err)
 				settings = append(settings, st)
 			}
-			out, changed, err := Apply(base, settings)
+			out, changed, err := Set(base, settings)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -82,14 +82,14 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// Apply checks names and types; whether kube-proxy accepts the values (an
+// Set checks names and types; whether kube-proxy accepts the values (an
 // unknown feature gate, a bit out of range) is the whole-file validation's
 // job, for the kube-proxy version in use (kpvalidate, called by sync).
-func TestApplyThenValidate(t *testing.T) {
+func TestSetThenValidate(t *testing.T) {
 	for _, s := range []string{"featureGates.NoSuchGate=true", "iptables.masqueradeBit=99", "conntrack.maxPerCore=-1", "clusterCIDR=foo"} {
 		st, err := ParseSetting(s)
 		require.NoError(t, err)
-		out, _, err := Apply(base, []Setting{st})
+		out, _, err := Set(base, []Setting{st})
 		require.NoError(t, err, s)
 		_, err = kpvalidate.Validate(out, 34)
 		assert.Error(t, err, s)
@@ -153,7 +153,7 @@ func TestHealthzEndpoint(t *testing.T) {
 // clientConnection.qps is a float32 that kubeadm writes as `qps: 5`: the
 // same value set again is no change (a change there restarted kube-proxy
 // after every kubeadm rewrite), and a whole number is written the same way.
-func TestApplyFloatAsKubeadmWritesIt(t *testing.T) {
+func TestSetFloatAsKubeadmWritesIt(t *testing.T) {
 	cases := []struct {
 		name, text, set string
 		changed         []string
@@ -170,7 +170,7 @@ func TestApplyFloatAsKubeadmWritesIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := ParseSetting(tc.set)
 			require.NoError(t, err)
-			out, changed, err := Apply(tc.text, []Setting{st})
+			out, changed, err := Set(tc.text, []Setting{st})
 			require.NoError(t, err)
 			assert.Equal(t, tc.changed, changed)
 			if len(tc.changed) == 0 {
@@ -187,7 +187,7 @@ func TestApplyFloatAsKubeadmWritesIt(t *testing.T) {
 // last one wins. --set edits the key kube-proxy reads, or refuses, naming
 // it; it never edits an entry kube-proxy does not read and reports it done
 // (or "unchanged").
-func TestApplyEditsTheKeyKubeProxyReads(t *testing.T) {
+func TestSetEditsTheKeyKubeProxyReads(t *testing.T) {
 	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 	cases := []struct {
 		name    string
@@ -230,7 +230,7 @@ func TestApplyEditsTheKeyKubeProxyReads(t *testing.T) {
 			st, err := ParseSetting(tc.setting)
 			require.NoError(t, err)
 			text := head + tc.body
-			out, changed, err := Apply(text, []Setting{st})
+			out, changed, err := Set(text, []Setting{st})
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)

@@ -297,7 +297,7 @@ func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, resume bool) (*r
 	for n, reason := range skipped {
 		fleet.Skip(n, reason)
 	}
-	seen.skipped, seen.unreadyBefore = nodes.List(skipped), fleet.UnreadyLive()
+	seen.skipped, seen.unreadyBefore = nodes.SkippedList(skipped), fleet.UnreadyLive()
 	if resume {
 		seen.unreadyBefore = []string{}
 		for _, n := range fleet.UnreadyLive() {

@@ -109,7 +109,7 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 	// the running mode, written down: the upgrade changes the binary, not
 	// the mode (a mode change is a migration of its own, see migration.go)
 	running := defaultMode(from)
-	written, _, err := kpconfig.Apply(text, []kpconfig.Setting{{Path: "mode", Value: running}})
+	written, _, err := kpconfig.Set(text, []kpconfig.Setting{{Path: "mode", Value: running}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: write mode %s into config.conf: %w", obj, running, err)
 	}

@@ -146,8 +146,8 @@ func Runs(spec *corev1.PodSpec) func(*corev1.Node) bool {
 	}
 }
 
-// List turns a skip map into the sorted facts list.
-func List(skipped map[string]string) []Skipped {
+// SkippedList turns a skip map into the sorted facts list.
+func SkippedList(skipped map[string]string) []Skipped {
 	out := make([]Skipped, 0, len(skipped))
 	for name, reason := range skipped {
 		out = append(out, Skipped{Name: name, Reason: reason})

@@ -613,7 +613,7 @@ func (f *Fleet) Status() Status {
 			st.Available++
 		}
 	}
-	st.SkippedNodes = nodes.List(f.Skipped)
+	st.SkippedNodes = nodes.SkippedList(f.Skipped)
 	return st
 }
 
