@@ -31,6 +31,9 @@ type canary struct {
 	zonal   bool
 	batch   int
 	deleted map[string]bool
+	// conn checks each node after its restart (nil: no checks); a
+	// node's restart is the delete of its old pod
+	conn *connectivity
 }
 
 // newCanary schedules the nodes still to restart: the canary nodes first
@@ -60,7 +63,7 @@ func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary
 		}
 	}
 	r := &rl.out.rollout
-	c := &canary{e: e, r: r, fleet: fleet, batch: batch, deleted: map[string]bool{}}
+	c := &canary{e: e, r: r, fleet: fleet, batch: batch, deleted: map[string]bool{}, conn: rl.conn}
 	if e.o.ZoneLabel == "" {
 		c.zones = rollout.OneZone(todo, unready, rl.canaryNodes, batch)
 		r.CanaryNodes = c.zones.CanaryNodes()
@@ -137,6 +140,7 @@ func (c *canary) replace(ctx context.Context, node string) error {
 		return nil
 	}
 	c.deleted[node] = true
+	c.conn.markNode(node, c.e.d.Clock.Now())
 	err := c.e.d.Kube.Pods(c.e.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
 	if err != nil && !isGone(err) {
 		return fmt.Errorf("delete kube-proxy pod %s on node %s: %w", pod, node, err)

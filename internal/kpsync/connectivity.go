@@ -156,6 +156,15 @@ func (c *connectivity) markRestart(at time.Time) {
 	}
 }
 
+// markNode records when the run deleted node's old pod: its kube-proxy
+// must show a sync after that, also in a canary this run resumed (which
+// sent no PATCH to count from).
+func (c *connectivity) markNode(node string, at time.Time) {
+	if c != nil {
+		c.checker.Restarted(node, at)
+	}
+}
+
 // checkDone checks every node that finished (Ready on the new template)
 // since the last call, before the rollout goes on: a node that fails stops
 // its canary or zone.

@@ -8,6 +8,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -666,4 +667,49 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, tc.adopt, adopt)
 		})
 	}
+}
+
+// A canary the run resumes sends no PATCH to count a restart from: each
+// node whose old pod it deletes must show a sync since that delete. A
+// kube-proxy that answers healthy with only an older sync (rules not
+// synced since the new pod started) fails its node, where a zero restart
+// time passed it at once. The earlier run's canary node, restarted before
+// this run, is checked as before.
+func TestResumedCanaryChecksASyncSinceItsOwnDelete(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	leftoverCanary(t, f)
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	start := f.clock.Now()
+	var mu sync.Mutex
+	asked := map[string]int{}
+	f.prober = proberFunc(func(node string) (verify.Health, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[node]++
+		// every kube-proxy last synced a minute before the run
+		return verify.Health{Code: 200, PerFamily: true, LastSync: start.Add(-time.Minute), NewestSync: start.Add(-time.Minute), CurrentTime: f.clock.Now()}, nil
+	})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		// the health poll's clock moves only while it waits on it
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+				if f.clock.HasWaiters() {
+					f.clock.Step(time.Second)
+				}
+			}
+		}
+	}()
+	res, err := f.run(t, Options{Connectivity: ConnectivityOptions{Health: verify.Required, HealthTimeout: 5 * time.Second}, Timeout: time.Minute})
+	require.Error(t, err)
+	assert.True(t, verify.IsFailure(err), "a node's check failed: %v", err)
+	assert.Contains(t, err.Error(), "node node-1")
+	assert.Contains(t, err.Error(), "since the restart")
+	require.NotNil(t, res.Facts.Connectivity)
+	assert.Equal(t, 2, res.Facts.Connectivity.Checked, "node-0, then node-1, the first this run restarted")
+	assert.Equal(t, 1, res.Facts.Connectivity.Passed, "node-0: restarted by the earlier run")
 }

@@ -109,7 +109,9 @@ type Checker struct {
 	// Interval between two /healthz polls of one node; Timeout for a node
 	// to show a sync after its restart.
 	Interval, Timeout time.Duration
-	// Since is when the restart was sent (local clock).
+	// Since is when the restart was sent (local clock): the template's
+	// PATCH. A node whose old pod the run deleted itself (a canary) has
+	// the time of that delete instead (Restarted).
 	Since time.Time
 	// Parallel bounds the baseline's concurrent GETs.
 	Parallel int
@@ -121,8 +123,10 @@ type Checker struct {
 	before map[string]Health
 	// waiting: nodes whose kube-proxy the baseline asks again, and since when.
 	waiting map[string]time.Time
-	report  Report
-	gets    atomic.Int64
+	// restarted: when the run deleted a node's old pod (see Restarted)
+	restarted map[string]time.Time
+	report    Report
+	gets      atomic.Int64
 }
 
 func (c *Checker) healthz(ctx context.Context, node string) (Health, error) {
@@ -249,6 +253,29 @@ func (c *Checker) reportWaiting(ticker clock.Ticker, done <-chan struct{}) {
 	}
 }
 
+// Restarted records that the run deleted node's old kube-proxy pod at at:
+// its new kube-proxy must show a sync after that. A canary the run
+// resumes has no PATCH of its own to start from (Since is zero), and a
+// node's own delete is its restart anyway.
+func (c *Checker) Restarted(node string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.restarted == nil {
+		c.restarted = map[string]time.Time{}
+	}
+	c.restarted[node] = at
+}
+
+// since is when node was restarted: its pod's delete, else the PATCH.
+func (c *Checker) since(node string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at, ok := c.restarted[node]; ok {
+		return at
+	}
+	return c.Since
+}
+
 // Wants reports whether node is to be checked after its restart.
 func (c *Checker) Wants(node string) bool {
 	_, ok := c.before[node]
@@ -272,8 +299,9 @@ func (c *Checker) After(ctx context.Context, node string) error {
 		c.report.Seconds += c.Clock.Since(start).Seconds()
 	}()
 	c.report.Checked++
-	detail := c.health(ctx, node)
-	if detail == "" && c.Traffic != nil && c.Since.Before(c.Traffic.Made) {
+	since := c.since(node)
+	detail := c.health(ctx, node, since)
+	if detail == "" && c.Traffic != nil && since.Before(c.Traffic.Made) {
 		// the sync the health check proved came before the Service was
 		// made (a pod restarted by an earlier run, a canary resumed)
 		if err := c.WaitSync(ctx, node, c.Traffic.Made); err != nil {
@@ -302,15 +330,15 @@ func (c *Checker) After(ctx context.Context, node string) error {
 
 // health polls /healthz until it proves a sync since the restart; it
 // returns "" on success, else what it saw last.
-func (c *Checker) health(ctx context.Context, node string) string {
-	h, local, last := c.pollSync(ctx, node, "since the restart", func(h Health, local time.Time) bool { return h.SyncedSince(c.Since, local) })
+func (c *Checker) health(ctx context.Context, node string, since time.Time) string {
+	h, local, last := c.pollSync(ctx, node, "since the restart", func(h Health, local time.Time) bool { return h.SyncedSince(since, local) })
 	if last != "" {
 		return last
 	}
 	if h.NodeEligible != nil && !*h.NodeEligible {
 		c.report.NotEligible = append(c.report.NotEligible, node)
 	}
-	c.firstSync(node, h, local)
+	c.firstSync(node, since, h, local)
 	return ""
 }
 
@@ -387,14 +415,14 @@ func sortResults(r []NodeResult) {
 //
 // It writes c.Timeout and c.report without the lock: After runs for one
 // node at a time (the rollout's checkDone), never concurrently.
-func (c *Checker) firstSync(node string, h Health, local time.Time) {
-	if c.report.FirstSync != nil || c.Since.IsZero() {
+func (c *Checker) firstSync(node string, since time.Time, h Health, local time.Time) {
+	if c.report.FirstSync != nil || since.IsZero() {
 		return
 	}
 	f := &FirstSync{Node: node, Source: "first healthy answer"}
-	took := local.Sub(c.Since)
+	took := local.Sub(since)
 	if h.PerFamily && !h.LastSync.IsZero() {
-		took, f.Source = h.LastSync.Sub(c.Since.Add(h.CurrentTime.Sub(local))), "kube-proxy's lastSync"
+		took, f.Source = h.LastSync.Sub(since.Add(h.CurrentTime.Sub(local))), "kube-proxy's lastSync"
 	}
 	took = max(took, 0)
 	f.Seconds = took.Round(10 * time.Millisecond).Seconds()
