@@ -140,9 +140,13 @@ func (c *canary) replace(ctx context.Context, node string) error {
 		return nil
 	}
 	c.deleted[node] = true
-	c.conn.markNode(node, c.e.d.Clock.Now())
+	at := c.e.d.Clock.Now()
 	err := c.e.d.Kube.Pods(c.e.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
-	if err != nil && !isGone(err) {
+	switch {
+	case err == nil:
+		// the node's restart: a sync of its new kube-proxy comes after it
+		c.conn.markNode(node, at)
+	case !isGone(err):
 		return fmt.Errorf("delete kube-proxy pod %s on node %s: %w", pod, node, err)
 	}
 	return nil

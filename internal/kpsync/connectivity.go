@@ -51,11 +51,11 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 			return nil, err
 		}
 		warning, err := c.Traffic.Cleanup(ctx, e.d.Clock)
-		if err != nil {
-			return nil, err
-		}
 		if warning != "" {
 			e.warn(warning)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if err := c.Baseline(ctx, live); err != nil {

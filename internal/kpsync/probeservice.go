@@ -44,9 +44,11 @@ const TrafficNone = "none"
 // ProbeServiceName is the name of the run's own Service.
 const ProbeServiceName = "kube-proxy-sync-probe"
 
-// probeServiceWait bounds the deletion of the run's own Service once the
-// run's context is over.
-const probeServiceWait = 30 * time.Second
+// probeServiceWait bounds each step of removing the run's own Service
+// once the run's context is over: its probe pods (their kubelets get up
+// to verify.ProbePodsGone past the grace period before a pod is forced),
+// then the Service.
+const probeServiceWait = verify.ProbePodsGone + 30*time.Second
 
 // ownTraffic turns the traffic check on for a proxy-mode change that names
 // no Service: on the run's own Service, along the node, pod and nodeport
@@ -144,16 +146,19 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 	at := e.d.Clock.Now()
 	e.d.Log.Infof("service %s/%s created for the traffic check (kube-proxy's pods on port %d); deleted when the run ends", o.Namespace, ProbeServiceName, p.roll.ownPort)
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeServiceWait)
-		defer cancel()
+		ctx = context.WithoutCancel(ctx)
 		// its probe pods first, stopped by their kubelets, so that no
 		// probe goes to the Service's ClusterIP once its rules are gone
-		if err := ps.removeProbePods(ctx); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, probeServiceWait)
+		defer cancel()
+		if err := ps.removeProbePods(pctx); err != nil {
 			e.warn(err.Error())
 		}
 		// its own only (the UID): after a lost Lease another run may
 		// have made the next one
-		if err := ps.delete(ctx, made.UID); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, probeServiceWait)
+		defer cancel()
+		if err := ps.delete(sctx, made.UID); err != nil {
 			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
 		}
 	}, at, nil

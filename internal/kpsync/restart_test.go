@@ -704,7 +704,9 @@ func TestResumedCanaryChecksASyncSinceItsOwnDelete(t *testing.T) {
 			}
 		}
 	}()
-	res, err := f.run(t, Options{Connectivity: ConnectivityOptions{Health: verify.Required, HealthTimeout: 5 * time.Second}, Timeout: time.Minute})
+	// the rollout's own deadline far beyond the health check's, which the
+	// stepping clock reaches first
+	res, err := f.run(t, Options{Connectivity: ConnectivityOptions{Health: verify.Required, HealthTimeout: 5 * time.Second}, ProgressDeadline: 24 * time.Hour, Timeout: time.Minute})
 	require.Error(t, err)
 	assert.True(t, verify.IsFailure(err), "a node's check failed: %v", err)
 	assert.Contains(t, err.Error(), "node node-1")

@@ -154,7 +154,13 @@ func (r Removal) Warning(namespace string) string {
 // still there ProbePodsGone after its grace period ended (its kubelet
 // does not answer) is force-deleted and named in the result, never an
 // error: a node gone must not block the runs that come after. Errors are
-// the API's.
+// the API's, and the context's when it ends first.
+//
+// The wait is on the tool's clock: for a pod this call deleted, from the
+// delete; for one deleted before, from its deletionTimestamp (the API
+// server's clock), at most the wait a pod deleted now would get, so that
+// a skewed clock neither forces a pod its kubelet is still stopping nor
+// waits longer than that.
 func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespace string) (Removal, error) {
 	r := Removal{Requests: 1}
 	opts := metav1.ListOptions{LabelSelector: ProbeLabel + "=" + ProbeLabelValue}
@@ -165,13 +171,18 @@ func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespac
 	if len(list.Items) == 0 {
 		return r, nil
 	}
+	const longest = probePodGrace*time.Second + ProbePodsGone
+	deleted := map[types.UID]time.Time{}
 	for _, p := range list.Items {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
 		r.Requests++
-		if err := deleteProbePod(ctx, pods, &p, probePodGrace); err != nil {
+		at := clk.Now()
+		if ok, err := deleteProbePod(ctx, pods, &p, probePodGrace); err != nil {
 			return r, err
+		} else if ok {
+			deleted[p.UID] = at
 		}
 	}
 	// what is left once deleted: terminating until their kubelets confirm
@@ -180,7 +191,7 @@ func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespac
 		return r, fmt.Errorf("list the traffic probe pods in %s: %w", namespace, err)
 	}
 	left := map[types.UID]corev1.Pod{}
-	var end time.Time
+	var wait time.Duration
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil || ptr.Deref(p.DeletionGracePeriodSeconds, 1) == 0 {
 			// made since the delete (another run's), or forced already
@@ -188,14 +199,18 @@ func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespac
 			continue
 		}
 		left[p.UID] = p
-		if p.DeletionTimestamp.After(end) {
-			end = p.DeletionTimestamp.Time
+		d := longest
+		if at, ok := deleted[p.UID]; ok {
+			d -= clk.Since(at)
+		} else {
+			d = min(p.DeletionTimestamp.Add(ProbePodsGone).Sub(clk.Now()), longest)
 		}
+		wait = max(wait, d)
 	}
 	if len(left) == 0 {
 		return r, nil
 	}
-	if wait := end.Add(ProbePodsGone).Sub(clk.Now()); wait > 0 {
+	if wait > 0 {
 		r.Requests++
 		opts.ResourceVersion = list.ResourceVersion
 		w, err := pods.Watch(ctx, opts)
@@ -203,38 +218,42 @@ func RemoveProbePods(ctx context.Context, clk clock.Clock, pods PodAPI, namespac
 			return r, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
 		}
 		if err := untilGone(ctx, clk, w, left, wait); err != nil {
-			return r, fmt.Errorf("watch the traffic probe pods in %s until they are gone: %w", namespace, err)
+			return r, fmt.Errorf("wait for the traffic probe pods in %s to go: %w", namespace, err)
 		}
 	}
 	for _, p := range left {
 		r.Requests++
-		if err := deleteProbePod(ctx, pods, &p, 0); err != nil {
+		ok, err := deleteProbePod(ctx, pods, &p, 0)
+		if err != nil {
 			return r, err
 		}
-		r.Forced = append(r.Forced, p.Name)
+		if ok {
+			r.Forced = append(r.Forced, p.Name)
+		}
 	}
 	sort.Strings(r.Forced)
 	return r, nil
 }
 
 // untilGone follows w until every pod of left is deleted (each one
-// deleted is removed from left) or wait has passed.
+// deleted is removed from left) or wait has passed. A watch that ends
+// early is not an error: the wait runs out, and what is still there then
+// is forced (a pod gone meanwhile is not).
 func untilGone(ctx context.Context, clk clock.Clock, w watch.Interface, left map[types.UID]corev1.Pod, wait time.Duration) error {
 	defer w.Stop()
 	timer := clk.NewTimer(wait)
 	defer timer.Stop()
+	events := w.ResultChan()
 	for len(left) > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C():
 			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return errors.New("the watch closed")
-			}
-			if ev.Type == watch.Error {
-				return apierrors.FromObject(ev.Object)
+		case ev, ok := <-events:
+			if !ok || ev.Type == watch.Error {
+				events = nil // blocks: the timer ends the wait
+				continue
 			}
 			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
 				delete(left, p.UID)
@@ -245,13 +264,17 @@ func untilGone(ctx context.Context, clk clock.Clock, w watch.Interface, left map
 }
 
 // deleteProbePod deletes p (that pod, by its UID) with the grace period
-// given; one already gone or replaced is not an error.
-func deleteProbePod(ctx context.Context, pods PodAPI, p *corev1.Pod, grace int64) error {
+// given, and says whether it did; one already gone or replaced is not an
+// error.
+func deleteProbePod(ctx context.Context, pods PodAPI, p *corev1.Pod, grace int64) (bool, error) {
 	err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete the traffic probe pod %s/%s: %w", p.Namespace, p.Name, err)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("delete the traffic probe pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return true, nil
 }
 
 // PathsChecked are the paths Check takes.

@@ -303,3 +303,63 @@ func probeGone(t *testing.T, cs *fake.Clientset) bool {
 	}
 	return apierrors.IsNotFound(err)
 }
+
+// The wait is on the tool's clock from its own delete: an API server whose
+// clock is an hour behind (the pod's deletionTimestamp long past) does not
+// get a pod forced that its kubelet is still stopping. A watch that ends
+// early is no error either: the wait runs out on the clock, then what is
+// left is forced.
+func TestRemoveProbePodsWaitsOnItsOwnClock(t *testing.T) {
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-1", Namespace: "kube-system", UID: "u1",
+		Labels: map[string]string{ProbeLabel: ProbeLabelValue}}}
+	for _, watchCloses := range []bool{false, true} {
+		clk := clocktesting.NewFakeClock(time.Now())
+		cs := fake.NewClientset(probe.DeepCopy())
+		var graces []int64
+		cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			grace := a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds
+			graces = append(graces, *grace)
+			if *grace == 0 {
+				return false, nil, nil
+			}
+			p := probe.DeepCopy()
+			// the API server's clock, an hour behind the tool's
+			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(-time.Hour)}
+			p.DeletionGracePeriodSeconds = grace
+			return true, nil, cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "kube-system")
+		})
+		watching := make(chan struct{})
+		cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			defer close(watching)
+			if watchCloses {
+				w := watch.NewFake()
+				w.Stop()
+				return true, w, nil
+			}
+			w, err := cs.Tracker().Watch(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system")
+			return true, w, err
+		})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			<-watching
+			if !watchCloses {
+				assert.NoError(t, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "kube-system", probe.Name))
+				return
+			}
+			assert.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond, "the wait goes on on the clock")
+			clk.Step(time.Second + ProbePodsGone)
+		}()
+		r, err := RemoveProbePods(context.Background(), clk, cs.CoreV1().Pods("kube-system"), "kube-system")
+		<-stopped
+		require.NoError(t, err)
+		assert.True(t, probeGone(t, cs))
+		if !watchCloses {
+			assert.Equal(t, []int64{1}, graces, "waited for the kubelet: not forced")
+			assert.Empty(t, r.Forced)
+			continue
+		}
+		assert.Equal(t, []int64{1, 0}, graces, "forced once the wait ran out")
+		assert.Equal(t, []string{probe.Name}, r.Forced)
+	}
+}
