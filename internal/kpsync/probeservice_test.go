@@ -28,16 +28,7 @@ import (
 // the API server keeps each deleted probe pod terminating until the
 // kubelet (the test) removes it, which it does once the run waits.
 func TestModeChangeOwnServiceOutlivesItsProbePods(t *testing.T) {
-	f := newRollingFixture(t, 3)
-	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
-	ready, connected, _ := probeStatuses()
-	f.probeKubelet(t, func(path string) corev1.PodStatus {
-		if path == verify.PathPod {
-			return connected
-		}
-		return ready
-	})
+	f := trafficPassesFixture(t)
 	isProbe := func(name string) bool { return strings.HasPrefix(name, "kube-proxy-sync-verify-") }
 	var mu sync.Mutex
 	var graces []int64
@@ -113,16 +104,7 @@ func TestModeChangeOwnServiceOutlivesItsProbePods(t *testing.T) {
 // the run checks traffic as usual: a node gone must not block every later
 // run that checks traffic.
 func TestLeftoverProbePodOnAGoneNodeDoesNotBlockTheRun(t *testing.T) {
-	f := newRollingFixture(t, 3)
-	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
-	ready, connected, _ := probeStatuses()
-	f.probeKubelet(t, func(path string) corev1.PodStatus {
-		if path == verify.PathPod {
-			return connected
-		}
-		return ready
-	})
+	f := trafficPassesFixture(t)
 	stuck := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-sync-verify-node-9-node", Namespace: "kube-system", UID: "stuck", ResourceVersion: "1",
 		Labels:            map[string]string{verify.ProbeLabel: verify.ProbeLabelValue},
 		DeletionTimestamp: &metav1.Time{Time: f.clock.Now().Add(-time.Hour)}, DeletionGracePeriodSeconds: ptr.To(int64(1))},
@@ -149,4 +131,21 @@ func TestLeftoverProbePodOnAGoneNodeDoesNotBlockTheRun(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(res.Warnings, func(w string) bool {
 		return strings.Contains(w, stuck.Name+" in kube-system force-deleted")
 	}), "the forced pod is named: %q", res.Warnings)
+}
+
+// trafficPassesFixture is 3 nodes whose new kube-proxy pods come Ready and
+// answer healthy, and whose probe pods connect along every path.
+func trafficPassesFixture(t *testing.T) *rollingFixture {
+	t.Helper()
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	ready, connected, _ := probeStatuses()
+	f.probeKubelet(t, func(path string) corev1.PodStatus {
+		if path == verify.PathPod {
+			return connected
+		}
+		return ready
+	})
+	return f
 }

@@ -458,22 +458,8 @@ func TestResumedCanaryWhoseMissingPodNeverComesFailsWithoutRollback(t *testing.T
 	require.NoError(t, f.client.Tracker().Delete(podsGVR, "kube-system", "kube-proxy-node-1-1"))
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
 	const deadline = 30 * time.Second
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		// the fake clock moves only while the wait's ticker waits on it,
-		// a deadline at a time, until the run returns
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-				if f.clock.HasWaiters() {
-					f.clock.Step(deadline)
-				}
-			}
-		}
-	}()
+	// the wait's ticker: a deadline at a time
+	f.stepWhileWaiting(t, deadline)
 	res, err := f.run(t, Options{RollbackOnFailure: true, ProgressDeadline: deadline, Timeout: 10 * time.Second})
 	require.Error(t, err)
 	require.ErrorIs(t, err, rollout.ErrNoProgress)
@@ -689,21 +675,8 @@ func TestResumedCanaryChecksASyncSinceItsOwnDelete(t *testing.T) {
 		// every kube-proxy last synced a minute before the run
 		return verify.Health{Code: 200, PerFamily: true, LastSync: start.Add(-time.Minute), NewestSync: start.Add(-time.Minute), CurrentTime: f.clock.Now()}, nil
 	})
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		// the health poll's clock moves only while it waits on it
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-				if f.clock.HasWaiters() {
-					f.clock.Step(time.Second)
-				}
-			}
-		}
-	}()
+	// the health poll's ticker, a second at a time
+	f.stepWhileWaiting(t, time.Second)
 	// the rollout's own deadline far beyond the health check's, which the
 	// stepping clock reaches first
 	res, err := f.run(t, Options{Connectivity: ConnectivityOptions{Health: verify.Required, HealthTimeout: 5 * time.Second}, ProgressDeadline: 24 * time.Hour, Timeout: time.Minute})

@@ -128,6 +128,30 @@ type fixture struct {
 	prober verify.Prober
 }
 
+// stepWhileWaiting moves the fake clock on by step whenever something
+// waits on it (a ticker, a deadline), until the test ends: the run's waits
+// pass without real time.
+func (f *fixture) stepWhileWaiting(t *testing.T, step time.Duration) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+	})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+				if f.clock.HasWaiters() {
+					f.clock.Step(step)
+				}
+			}
+		}
+	}()
+}
+
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	return &fixture{
