@@ -48,6 +48,14 @@
       the drift from kubespray's variables is reported, not failed; stale=any:
       a drift from the ConfigMap too, a pod started before the ConfigMap's
       last write, is reported, not failed).
+  measure.py traffic HOST=LOG...
+      LOG: the traffic prober's lines on HOST during a step (run.sh's
+      traffic_start), one per try: `EPOCH_MS TARGET HTTP_CODE`, where 000 is
+      no answer within its deadline (no connection in 1 s, no answer in
+      2 s). Prints one line per host and target, `HOST TARGET tries=N
+      failed=N longest_gap=S`: the longest time in seconds without a
+      successful try (between two, or before the first and after the last
+      success, counted from the first and to the last try).
 """
 import json
 import sys
@@ -355,6 +363,43 @@ def configz(args):
     sys.exit(1 if bad else 0)
 
 
+def traffic_figures(lines):
+    """{target: {tries, failed, longest_gap}} of one host's prober lines
+    (see traffic); a line that is not three fields is skipped (a try cut
+    off when the prober was stopped)."""
+    seen = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue
+        ms, target, code = int(parts[0]), parts[1], parts[2]
+        t = seen.setdefault(target, {"tries": 0, "failed": 0, "since": ms, "last": ms, "gap": 0})
+        t["tries"] += 1
+        t["last"] = ms
+        if code == "000":
+            t["failed"] += 1
+            continue
+        t["gap"] = max(t["gap"], ms - t["since"])
+        t["since"] = ms
+    return {
+        target: {"tries": t["tries"], "failed": t["failed"],
+                 "longest_gap": max(t["gap"], t["last"] - t["since"]) / 1000}
+        for target, t in seen.items()
+    }
+
+
+def traffic(args):
+    out = []
+    for arg in args:
+        host, path = arg.split("=", 1)
+        with open(path, encoding="utf-8") as f:
+            figures = traffic_figures(f.read().splitlines())
+        for target in sorted(figures):
+            t = figures[target]
+            out.append(f"{host} {target} tries={t['tries']} failed={t['failed']} longest_gap={t['longest_gap']:.2f}")
+    return out
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "watch":
         watch(sys.argv[2])
@@ -364,5 +409,7 @@ if __name__ == "__main__":
         print("\n".join(writers(sys.argv[2], sys.argv[3:])))
     elif len(sys.argv) > 4 and sys.argv[1] == "configz" and "--" in sys.argv:
         configz(sys.argv[2:])
+    elif len(sys.argv) > 2 and sys.argv[1] == "traffic":
+        print("\n".join(traffic(sys.argv[2:])))
     else:
         sys.exit(__doc__)

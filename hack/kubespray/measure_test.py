@@ -204,5 +204,34 @@ class Writers(unittest.TestCase):
         self.assertIsNone(measure.version("reg:5000/kube-proxy"))
 
 
+class TrafficFigures(unittest.TestCase):
+    def test_failed_tries_and_the_longest_gap_without_a_success(self):
+        lines = [
+            "1000 cluster 404", "1100 nodeport 404",
+            "1250 cluster 000", "1300 nodeport 404",
+            "2250 cluster 000", "2300 nodeport 404",
+            "2500 cluster 404", "2550 nodeport 404",
+            "2600 cluster 404", "2650 nodeport 000",
+            "2700 cluster",  # cut off by the stop
+        ]
+        figures = measure.traffic_figures(lines)
+        self.assertEqual(figures["cluster"], {"tries": 5, "failed": 2, "longest_gap": 1.5})
+        self.assertEqual(figures["nodeport"], {"tries": 5, "failed": 1, "longest_gap": 1.0})
+
+    def test_never_a_success_is_the_whole_step(self):
+        figures = measure.traffic_figures(["1000 cluster 000", "3000 cluster 000"])
+        self.assertEqual(figures["cluster"], {"tries": 2, "failed": 2, "longest_gap": 2.0})
+
+    def test_one_line_per_host_and_target(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "cp1.log")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("1000 nodeport 200\n1000 cluster 200\n1400 cluster 200\n")
+            self.assertEqual(measure.traffic(["cp1=" + path]), [
+                "cp1 cluster tries=2 failed=0 longest_gap=0.40",
+                "cp1 nodeport tries=1 failed=0 longest_gap=0.00",
+            ])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -285,6 +285,81 @@ configz() {
   fi
 }
 
+# traffic_start NAME: the traffic prober of step NAME. A Service of the
+# tier's own, default/kps-traffic (a ClusterIP and a NodePort), whose one
+# endpoint is the tier's file server: off the cluster, so a connection
+# proves the node's kube-proxy rules (DNAT to it), not a pod's life. Then on
+# every host a loop that connects to its ClusterIP and to its NodePort on
+# the host's own address, each about 4 times a second (one curl each, a
+# second to connect, two to answer), one line per try in
+# /run/kps-traffic-NAME.log (measure.py traffic), for at most 3700 s. Waits
+# up to 60 s for every host's first answer on both; fails, saying why,
+# when it cannot start (the step goes on without it).
+traffic_start() {
+  local name="$1" files cip port host ip deadline
+  files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
+  [[ -n "${files}" ]] || { echo "no file server address in ${KS_DIR}/hosts.env"; return 1; }
+  cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Service
+metadata: {name: kps-traffic, namespace: default}
+spec:
+  type: NodePort
+  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kps-traffic-files
+  namespace: default
+  labels: {kubernetes.io/service-name: kps-traffic, endpointslice.kubernetes.io/managed-by: kps-tier}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints: [{addresses: [\"${files}\"]}]
+EOF" || { echo "kubectl apply of the prober's Service failed"; return 1; }
+  cip="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.clusterIP}'")"
+  port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
+  [[ -n "${cip}" && -n "${port}" ]] || { echo "the prober's Service has no ClusterIP or node port"; return 1; }
+  while read -r host ip; do
+    docker exec -i "${host}" sh -c 'cat >/run/kps-traffic.sh' <<'LOOP' || return 1
+# kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL: one try per target and round
+log=/run/kps-traffic-$1.log stop=/run/kps-traffic-$1.stop end=$(($(date +%s) + 3700))
+rm -f "${stop}"
+: >"${log}"
+while [ ! -e "${stop}" ] && [ "$(date +%s)" -lt "${end}" ]; do
+  for target in "cluster $2" "nodeport $3"; do
+    what=${target%% *} url=${target#* }
+    code=$(curl -s -o /dev/null --connect-timeout 1 --max-time 2 -w '%{http_code}' "${url}")
+    echo "$(date +%s%3N) ${what} ${code:-000}" >>"${log}"
+  done
+  sleep 0.2
+done
+LOOP
+    docker exec -d "${host}" sh /run/kps-traffic.sh "${name}" "http://${cip}/" "http://${ip}:${port}/" || return 1
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  deadline=$((SECONDS + 60))
+  while read -r host ip; do
+    until [[ "$(docker exec "${host}" sh -c "grep -v ' 000\$' /run/kps-traffic-${name}.log | cut -d' ' -f2 | sort -u | paste -sd,")" == cluster,nodeport ]]; do
+      ((SECONDS < deadline)) || { echo "${host}: no answer through the prober's ClusterIP and NodePort within 60s"; return 1; }
+      sleep 0.5
+    done
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+}
+
+# traffic_stop NAME: ends the step's prober loops, and records per host and
+# target the tries, the failed ones and the longest time without an answer.
+traffic_stop() {
+  local name="$1" host ip files=() lines
+  while read -r host ip; do
+    docker exec "${host}" touch "/run/kps-traffic-${name}.stop" || true
+    docker exec "${host}" cat "/run/kps-traffic-${name}.log" >"${LOGS}/${name}.traffic.${host}.log" || true
+    files+=("${host}=${LOGS}/${name}.traffic.${host}.log")
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  lines="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" traffic "${files[@]}")" || return 1
+  echo "${lines}"
+  figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')"
+}
+
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
 # MODE TREE [settings [PLAYBOOK [ARG...]]] with kube-proxy's pods watched
 # from the control plane; records the pods it replaced (by UID), the
@@ -320,7 +395,11 @@ cluster_watched() {
     ((SECONDS < deadline)) || { echo "the watch listed fewer than ${TOTAL} kube-proxy pods within 60s"; return 1; }
     sleep 0.2
   done
+  local traffic=1
+  traffic_start "${name}" >"${LOGS}/${name}.traffic.err" 2>&1 ||
+    { traffic=0; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
   cluster "${mode}" "${tree}" "$@"
+  if ((traffic)); then traffic_stop "${name}" || figure "${name}" "traffic: no figures (see ${LOGS}/${name}.traffic.*)"; fi
   after="$(proxy_uids)"
   rev_after="$(revision)"
   cp_ssh "kill \$(cat ${pidfile})"
