@@ -292,9 +292,10 @@ configz() {
 # every host a loop that connects to its ClusterIP and to its NodePort on
 # the host's own address, each about 4 times a second (one curl each, a
 # second to connect, two to answer), one line per try in
-# /run/kps-traffic-NAME.log (measure.py traffic), for at most 3700 s. Waits
-# up to 60 s for every host's first answer on both; fails, saying why,
-# when it cannot start (the step goes on without it).
+# /run/kps-traffic-NAME.log (measure.py traffic), for at most 3700 s. The
+# loops start once every host's rules have the Service, and it waits up to
+# 60 s for every host's first answer on both; fails, saying why, when it
+# cannot start (the step goes on without it).
 traffic_start() {
   local name="$1" files cip port host ip deadline
   files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
@@ -320,6 +321,16 @@ EOF" || { echo "kubectl apply of the prober's Service failed"; return 1; }
   cip="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.clusterIP}'")"
   port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
   [[ -n "${cip}" && -n "${port}" ]] || { echo "the prober's Service has no ClusterIP or node port"; return 1; }
+  # no try before the host's kube-proxy has the Service in its rules: a
+  # connection to the ClusterIP would leave the tier's network unrouted
+  # (the egress step counts it)
+  deadline=$((SECONDS + 60))
+  while read -r host ip; do
+    until docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-traffic'; do
+      ((SECONDS < deadline)) || { echo "${host}: the prober's Service is in none of the host's rules after 60s"; return 1; }
+      sleep 0.5
+    done
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   while read -r host ip; do
     docker exec -i "${host}" sh -c 'cat >/run/kps-traffic.sh' <<'LOOP' || return 1
 # kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL: one try per target and round
