@@ -323,7 +323,14 @@ EOF" || { echo "kubectl apply of the prober's Service failed"; return 1; }
   [[ -n "${cip}" && -n "${port}" ]] || { echo "the prober's Service has no ClusterIP or node port"; return 1; }
   # no try before the host's kube-proxy has the Service in its rules: a
   # connection to the ClusterIP would leave the tier's network unrouted
-  # (the egress step counts it)
+  # (the egress step counts it). And should the rules lack it later, a
+  # REJECT in the filter table's OUTPUT keeps the try on the host (a
+  # connection kube-proxy's nat rules redirected no longer has the
+  # ClusterIP as its destination there), counted as failed.
+  while read -r host ip; do
+    docker exec "${host}" sh -c "iptables -C OUTPUT -d ${cip}/32 -p tcp -j REJECT 2>/dev/null ||
+      iptables -A OUTPUT -d ${cip}/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for ${cip}"; return 1; }
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   deadline=$((SECONDS + 60))
   while read -r host ip; do
     until docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-traffic'; do
@@ -357,18 +364,35 @@ LOOP
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
 }
 
-# traffic_stop NAME: ends the step's prober loops, and records per host and
-# target the tries, the failed ones and the longest time without an answer.
-traffic_stop() {
-  local name="$1" host ip files=() lines
+# traffic_end NAME: ends the step's prober loops (on every host that has
+# one); also when the step fails, so that none outlives it.
+traffic_end() {
+  local host ip
   while read -r host ip; do
-    docker exec "${host}" touch "/run/kps-traffic-${name}.stop" || true
-    docker exec "${host}" cat "/run/kps-traffic-${name}.log" >"${LOGS}/${name}.traffic.${host}.log" || true
-    files+=("${host}=${LOGS}/${name}.traffic.${host}.log")
+    docker exec "${host}" touch "/run/kps-traffic-$1.stop" 2>/dev/null || true
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
-  lines="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" traffic "${files[@]}")" || return 1
+}
+
+# traffic_stop NAME: ends the step's prober loops, and records per host and
+# target the tries, the failed ones and the longest time without an answer;
+# a host whose log cannot be read is named.
+traffic_stop() {
+  local name="$1" host ip files=() lines missing=()
+  traffic_end "${name}"
+  while read -r host ip; do
+    if docker exec "${host}" cat "/run/kps-traffic-${name}.log" >"${LOGS}/${name}.traffic.${host}.log" &&
+      [[ -s "${LOGS}/${name}.traffic.${host}.log" ]]; then
+      files+=("${host}=${LOGS}/${name}.traffic.${host}.log")
+    else
+      missing+=("${host#"${KS_PREFIX:-kps-ks}"-}")
+    fi
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  lines=""
+  if ((${#files[@]})); then
+    lines="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" traffic "${files[@]}")" || return 1
+  fi
   echo "${lines}"
-  figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')"
+  figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')${missing[*]:+; no log from ${missing[*]}}"
 }
 
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
@@ -407,8 +431,9 @@ cluster_watched() {
     sleep 0.2
   done
   local traffic=1
+  trap "traffic_end '${name}'; cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; pkill -P ${watch_pid} 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
   traffic_start "${name}" >"${LOGS}/${name}.traffic.err" 2>&1 ||
-    { traffic=0; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
+    { traffic=0; traffic_end "${name}"; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
   cluster "${mode}" "${tree}" "$@"
   if ((traffic)); then traffic_stop "${name}" || figure "${name}" "traffic: no figures (see ${LOGS}/${name}.traffic.*)"; fi
   after="$(proxy_uids)"
