@@ -77,7 +77,7 @@ func (e *env) closedService(t *testing.T, server string, port int32) string {
 			Name: "closed", Port: 80, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP,
 		}}},
 	}
-	_, err = e.client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
+	made, err := e.client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
 	require.NoError(t, err)
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: namespace,
@@ -93,5 +93,6 @@ func (e *env) closedService(t *testing.T, server string, port int32) string {
 		_ = e.client.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, svcName, metav1.DeleteOptions{})
 		_ = e.client.CoreV1().Services(namespace).Delete(ctx, svcName, metav1.DeleteOptions{})
 	})
+	e.waitProgrammed(t, made.Spec.ClusterIP)
 	return svcName
 }

@@ -197,7 +197,30 @@ func (e *env) nodePortService(t *testing.T) *corev1.Service {
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(6443)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	e.waitProgrammed(t, svc.Spec.ClusterIP)
 	return svc
+}
+
+// waitProgrammed waits until every node's kube-proxy has a Service's
+// ClusterIP in its rules (iptables' nat table or the nftables ruleset),
+// for a minute at most: a test that makes a Service and checks traffic
+// through it at once would otherwise connect before a node's rules have
+// it, and that connection leaves the node unrouted (make kind-down counts
+// it). An operator names a Service that is in place; so do the tests. On
+// nodes that are not containers of this machine's docker it cannot look,
+// and returns.
+func (e *env) waitProgrammed(t *testing.T, clusterIP string) {
+	t.Helper()
+	cp, workers := e.nodeNames(t)
+	if exec.Command("docker", "inspect", cp).Run() != nil {
+		return
+	}
+	check := "{ iptables-save -t nat; nft list ruleset; } 2>/dev/null | grep -qF " + clusterIP
+	for _, node := range append([]string{cp}, workers...) {
+		require.Eventually(t, func() bool {
+			return exec.Command("docker", "exec", node, "sh", "-c", check).Run() == nil
+		}, time.Minute, 200*time.Millisecond, "service %s in the rules of node %s's kube-proxy", clusterIP, node)
+	}
 }
 
 // internalIP is node's IPv4 InternalIP.
