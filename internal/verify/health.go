@@ -30,10 +30,12 @@ type Health struct {
 	// it has not synced yet, or is older and says only "lastUpdated", which
 	// it sets to its current time whenever it is healthy.
 	LastSync time.Time
+	// NewestSync is the newest of them: a family whose rules did not
+	// change (IPv6 on an IPv4 cluster) may not sync again for minutes, the
+	// other does on every change of its Services.
+	NewestSync time.Time
 	// Syncs are the per-family sync times by family ("IPv4", "IPv6"):
-	// each family has a proxier, and rules, of its own, and one whose
-	// rules did not change (IPv6 on an IPv4 cluster) may not sync again
-	// for minutes while the other does on every change of its Services.
+	// each family has a proxier, and rules, of its own.
 	Syncs map[string]time.Time
 	// PerFamily: the answer is of a kube-proxy that reports per-family
 	// sync times (>= 1.33), whether or not it has synced yet.
@@ -147,6 +149,9 @@ func ParseHealthz(code int, body []byte) (Health, error) {
 		if out.LastSync.IsZero() || s.LastUpdated.Before(out.LastSync) {
 			out.LastSync = s.LastUpdated
 		}
+		if s.LastUpdated.After(out.NewestSync) {
+			out.NewestSync = s.LastUpdated
+		}
 	}
 	return out, nil
 }
@@ -184,6 +189,19 @@ func (h Health) SyncedSince(since, local time.Time) bool {
 	}
 	skew := h.CurrentTime.Sub(local)
 	return h.LastSync.After(since.Add(skew))
+}
+
+// SyncedAnyFamilySince reports whether kube-proxy answered healthy and one
+// of its IP families synced after since (the local clock; see SyncedSince);
+// one that reports no per-family sync time (before 1.33) cannot say: true.
+func (h Health) SyncedAnyFamilySince(since, local time.Time) bool {
+	if h.Code != http.StatusOK {
+		return false
+	}
+	if !h.PerFamily {
+		return true
+	}
+	return h.NewestSync.After(since.Add(h.CurrentTime.Sub(local)))
 }
 
 // String is a short description for messages.

@@ -62,6 +62,7 @@ func TestParseHealthz(t *testing.T) {
 			assert.Equal(t, tc.code, h.Code)
 			assert.Equal(t, tc.perFamily, h.PerFamily)
 			assert.True(t, tc.lastSync.Equal(h.LastSync), "last sync %s", h.LastSync)
+			assert.True(t, tc.newest.Equal(h.NewestSync), "newest sync %s", h.NewestSync)
 			if tc.perFamily && !tc.newest.IsZero() {
 				require.Len(t, h.Syncs, 2, "one sync time per family")
 				assert.True(t, tc.newest.Equal(h.Syncs["IPv4"]), "IPv4's %s", h.Syncs["IPv4"])
@@ -163,7 +164,7 @@ func (f *fakeProber) Healthz(_ context.Context, node string) (Health, error) {
 
 func healthy(lastSync time.Time) func() (Health, error) {
 	return func() (Health, error) {
-		return Health{Code: 200, PerFamily: true, LastSync: lastSync, Syncs: map[string]time.Time{"IPv4": lastSync}, CurrentTime: time.Now()}, nil
+		return Health{Code: 200, PerFamily: true, LastSync: lastSync, NewestSync: lastSync, Syncs: map[string]time.Time{"IPv4": lastSync}, CurrentTime: time.Now()}, nil
 	}
 }
 
@@ -380,11 +381,11 @@ func TestCheckerWaitSync(t *testing.T) {
 	made := time.Now()
 	dual := func(v4, v6 time.Time) func() (Health, error) {
 		return func() (Health, error) {
-			oldest := v4
+			oldest, newest := v4, v6
 			if v6.Before(v4) {
-				oldest = v6
+				oldest, newest = v6, v4
 			}
-			return Health{Code: 200, PerFamily: true, LastSync: oldest,
+			return Health{Code: 200, PerFamily: true, LastSync: oldest, NewestSync: newest,
 				Syncs: map[string]time.Time{"IPv4": v4, "IPv6": v6}, CurrentTime: time.Now()}, nil
 		}
 	}
