@@ -372,10 +372,9 @@ func TestModeChangePodPathWaitsForTheServiceInTheRules(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		now := f.clock.Now()
-		h := verify.Health{Code: 200, PerFamily: true, LastSync: now.Add(-time.Hour), NewestSync: now.Add(-time.Hour),
-			Syncs: map[string]time.Time{"IPv4": now.Add(-time.Hour)}, CurrentTime: now}
+		h := verify.Health{Code: 200, PerFamily: true, LastSync: now.Add(-time.Hour), NewestSync: now.Add(-time.Hour), CurrentTime: now}
 		if node != "node-0" {
-			h.LastSync, h.NewestSync, h.Syncs["IPv4"] = now, now, now
+			h.LastSync, h.NewestSync = now, now
 			return h, nil
 		}
 		calls++
@@ -386,7 +385,7 @@ func TestModeChangePodPathWaitsForTheServiceInTheRules(t *testing.T) {
 		// then a sync a second, each after the Service was made: the
 		// second proves it is in the rules (the first may have begun
 		// before kube-proxy saw it)
-		h.NewestSync, h.Syncs["IPv4"], h.CurrentTime = f.clock.Now(), f.clock.Now(), f.clock.Now()
+		h.NewestSync, h.CurrentTime = f.clock.Now(), f.clock.Now()
 		return h, nil
 	})
 	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })

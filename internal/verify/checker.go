@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -344,65 +343,35 @@ func (c *Checker) health(ctx context.Context, node string, since time.Time) stri
 }
 
 // WaitSync polls node's /healthz until its kube-proxy shows two syncs of
-// one IP family that ended after since (the tool's clock), within
-// Timeout: a Service the API server had made by since is in that family's
-// rules then, and a connection to it goes through them rather than out of
-// the node unrouted. One sync is not enough: kube-proxy reports when a
-// sync ended, not when it began, and a sync that ended after since may
-// have begun before kube-proxy saw the Service (a sync under way for
-// another change, here the run's own deletion of a killed run's Service);
-// the next began after it ended, and the Service's own event asks for it.
-// The family is the traffic check's ClusterIP's (each family has a
-// proxier of its own), any when unknown. A kube-proxy that reports no
-// per-family sync time (before 1.33) cannot say, and passes at once.
+// its IP families that ended after since (the tool's clock), within
+// Timeout: a Service the API server had made by since is in its rules
+// then, and a connection to it goes through them rather than out of the
+// node unrouted. One sync is not enough: kube-proxy reports when a sync
+// ended, not when it began, and a sync that ended after since may have
+// begun before kube-proxy saw the Service (a sync under way for another
+// change, here the run's own deletion of a killed run's Service); the
+// next began after it ended, and the Service's own event asks for it. A
+// kube-proxy that reports no per-family sync time (before 1.33) cannot
+// say, and passes at once.
 func (c *Checker) WaitSync(ctx context.Context, node string, since time.Time) error {
-	want := ""
-	if c.Traffic != nil {
-		want = targetFamily(c.Traffic.Target)
-	}
-	first := map[string]time.Time{}
+	var first time.Time
 	synced := func(h Health, local time.Time) bool {
-		if h.Code != http.StatusOK {
+		if !h.SyncedAnyFamilySince(since, local) {
 			return false
 		}
 		if !h.PerFamily {
 			return true
 		}
-		after := since.Add(h.CurrentTime.Sub(local))
-		for family, at := range h.Syncs {
-			if (want != "" && family != want) || !at.After(after) {
-				continue
-			}
-			if f, ok := first[family]; ok && at.After(f) {
-				return true
-			} else if !ok {
-				first[family] = at
-			}
+		if first.IsZero() {
+			first = h.NewestSync
+			return false
 		}
-		return false
+		return h.NewestSync.After(first)
 	}
 	if _, _, last := c.pollSync(ctx, node, "since "+since.UTC().Format(time.RFC3339)+" (two syncs)", synced); last != "" {
 		return fmt.Errorf("node %s: %s", node, last)
 	}
 	return nil
-}
-
-// targetFamily is the IP family of a "host:port" target as kube-proxy
-// names it, "" when the host is no IP.
-func targetFamily(target string) string {
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
-	}
-	ip := net.ParseIP(host)
-	switch {
-	case ip == nil:
-		return ""
-	case ip.To4() != nil:
-		return "IPv4"
-	default:
-		return "IPv6"
-	}
 }
 
 // pollSync polls node's /healthz until synced says it shows the sync

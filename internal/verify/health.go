@@ -34,9 +34,6 @@ type Health struct {
 	// change (IPv6 on an IPv4 cluster) may not sync again for minutes, the
 	// other does on every change of its Services.
 	NewestSync time.Time
-	// Syncs are the per-family sync times by family ("IPv4", "IPv6"):
-	// each family has a proxier, and rules, of its own.
-	Syncs map[string]time.Time
 	// PerFamily: the answer is of a kube-proxy that reports per-family
 	// sync times (>= 1.33), whether or not it has synced yet.
 	PerFamily bool
@@ -141,11 +138,7 @@ func ParseHealthz(code int, body []byte) (Health, error) {
 		return Health{}, &NotKubeProxyError{Code: code, Msg: msg}
 	}
 	out := Health{Code: code, CurrentTime: h.CurrentTime, NodeEligible: h.NodeEligible, PerFamily: h.Healthy != nil}
-	for family, s := range h.Status {
-		if out.Syncs == nil {
-			out.Syncs = map[string]time.Time{}
-		}
-		out.Syncs[family] = s.LastUpdated
+	for _, s := range h.Status {
 		if out.LastSync.IsZero() || s.LastUpdated.Before(out.LastSync) {
 			out.LastSync = s.LastUpdated
 		}

@@ -63,13 +63,6 @@ func TestParseHealthz(t *testing.T) {
 			assert.Equal(t, tc.perFamily, h.PerFamily)
 			assert.True(t, tc.lastSync.Equal(h.LastSync), "last sync %s", h.LastSync)
 			assert.True(t, tc.newest.Equal(h.NewestSync), "newest sync %s", h.NewestSync)
-			if tc.perFamily && !tc.newest.IsZero() {
-				require.Len(t, h.Syncs, 2, "one sync time per family")
-				assert.True(t, tc.newest.Equal(h.Syncs["IPv4"]), "IPv4's %s", h.Syncs["IPv4"])
-				assert.True(t, tc.lastSync.Equal(h.Syncs["IPv6"]), "IPv6's %s", h.Syncs["IPv6"])
-			} else {
-				assert.Empty(t, h.Syncs)
-			}
 			assert.Equal(t, tc.eligible, h.NodeEligible)
 		})
 	}
@@ -164,7 +157,7 @@ func (f *fakeProber) Healthz(_ context.Context, node string) (Health, error) {
 
 func healthy(lastSync time.Time) func() (Health, error) {
 	return func() (Health, error) {
-		return Health{Code: 200, PerFamily: true, LastSync: lastSync, NewestSync: lastSync, Syncs: map[string]time.Time{"IPv4": lastSync}, CurrentTime: time.Now()}, nil
+		return Health{Code: 200, PerFamily: true, LastSync: lastSync, NewestSync: lastSync, CurrentTime: time.Now()}, nil
 	}
 }
 
@@ -379,14 +372,9 @@ func TestCheckerFirstSyncPacesTheNodesAfterIt(t *testing.T) {
 // time cannot say, and passes at once.
 func TestCheckerWaitSync(t *testing.T) {
 	made := time.Now()
-	dual := func(v4, v6 time.Time) func() (Health, error) {
+	dual := func(newest time.Time) func() (Health, error) {
 		return func() (Health, error) {
-			oldest, newest := v4, v6
-			if v6.Before(v4) {
-				oldest, newest = v6, v4
-			}
-			return Health{Code: 200, PerFamily: true, LastSync: oldest, NewestSync: newest,
-				Syncs: map[string]time.Time{"IPv4": v4, "IPv6": v6}, CurrentTime: time.Now()}, nil
+			return Health{Code: 200, PerFamily: true, LastSync: made.Add(-time.Hour), NewestSync: newest, CurrentTime: time.Now()}, nil
 		}
 	}
 	p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){
@@ -397,10 +385,7 @@ func TestCheckerWaitSync(t *testing.T) {
 		"stale": {healthy(made.Add(-time.Minute))},
 		"old":   {func() (Health, error) { return Health{Code: 200}, nil }},
 		// IPv4 synced after, twice; IPv6 (no Service of it changed) long before
-		"dual": {dual(made.Add(time.Second), made.Add(-time.Hour)), dual(made.Add(2*time.Second), made.Add(-time.Hour))},
-		// one sync after of each family: each may have begun before the
-		// Service was seen by its proxier
-		"crossed": {dual(made.Add(time.Second), made.Add(-time.Hour)), dual(made.Add(time.Second), made.Add(2*time.Second))},
+		"dual": {dual(made.Add(time.Second)), dual(made.Add(2 * time.Second))},
 	}}
 	c := newChecker(p, Required)
 	ctx := context.Background()
@@ -416,9 +401,6 @@ func TestCheckerWaitSync(t *testing.T) {
 	require.NoError(t, c.WaitSync(ctx, "old", made))
 	assert.Equal(t, 1, p.calls["old"])
 	require.NoError(t, c.WaitSync(ctx, "dual", made), "one family's syncs are enough")
-	require.Error(t, c.WaitSync(ctx, "crossed", made), "two syncs of one family, not one of each")
-	c.Traffic = &Traffic{Target: "[fd00::10]:80"}
-	require.Error(t, c.WaitSync(ctx, "dual", made), "an IPv6 ClusterIP needs the IPv6 proxier's syncs")
 }
 
 // A node whose kube-proxy restarted before the run made its own Service
