@@ -342,33 +342,15 @@ func (c *Checker) health(ctx context.Context, node string, since time.Time) stri
 	return ""
 }
 
-// WaitSync polls node's /healthz until its kube-proxy shows two syncs of
-// its IP families that ended after since (the tool's clock), within
+// WaitSync polls node's /healthz until its kube-proxy shows a sync of one
+// of its IP families that ended after since (the tool's clock), within
 // Timeout: a Service the API server had made by since is in its rules
 // then, and a connection to it goes through them rather than out of the
-// node unrouted. One sync is not enough: kube-proxy reports when a sync
-// ended, not when it began, and a sync that ended after since may have
-// begun before kube-proxy saw the Service (a sync under way for another
-// change, here the run's own deletion of a killed run's Service); the
-// next began after it ended, and the Service's own event asks for it. A
-// kube-proxy that reports no per-family sync time (before 1.33) cannot
-// say, and passes at once.
+// node unrouted. A kube-proxy that reports no per-family sync time
+// (before 1.33) cannot say, and passes at once.
 func (c *Checker) WaitSync(ctx context.Context, node string, since time.Time) error {
-	var first time.Time
-	synced := func(h Health, local time.Time) bool {
-		if !h.SyncedAnyFamilySince(since, local) {
-			return false
-		}
-		if !h.PerFamily {
-			return true
-		}
-		if first.IsZero() {
-			first = h.NewestSync
-			return false
-		}
-		return h.NewestSync.After(first)
-	}
-	if _, _, last := c.pollSync(ctx, node, "since "+since.UTC().Format(time.RFC3339)+" (two syncs)", synced); last != "" {
+	synced := func(h Health, local time.Time) bool { return h.SyncedAnyFamilySince(since, local) }
+	if _, _, last := c.pollSync(ctx, node, "since "+since.UTC().Format(time.RFC3339), synced); last != "" {
 		return fmt.Errorf("node %s: %s", node, last)
 	}
 	return nil
