@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -208,11 +209,15 @@ func (e *env) nodePortService(t *testing.T) *corev1.Service {
 // it, and that connection leaves the node unrouted (make kind-down counts
 // it). An operator names a Service that is in place; so do the tests. On
 // nodes that are not containers of this machine's docker it cannot look,
-// and returns.
+// and returns; in CI, which runs this tier on kind's containers, that is
+// a failure, as in dockerOrSkip.
 func (e *env) waitProgrammed(t *testing.T, clusterIP string) {
 	t.Helper()
 	cp, workers := e.nodeNames(t)
-	if exec.Command("docker", "inspect", cp).Run() != nil {
+	if out, err := exec.Command("docker", "inspect", cp).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot look into node %s's rules (docker inspect: %v %s); CI runs this tier on the kind cluster of make kind-up", cp, err, strings.TrimSpace(string(out)))
+		}
 		return
 	}
 	check := "{ iptables-save -t nat; nft list ruleset; } 2>/dev/null | grep -qF " + clusterIP
