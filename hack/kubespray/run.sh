@@ -4,7 +4,8 @@
 #
 # Steps, each timed and named; the first that fails stops the run, and the
 # run says which step, which Ansible task and the error:
-#   engine     the Docker engine (hack/kind/docker.sh up)
+#   engine     the static pause the engine check runs (hack/build/tools.sh kind)
+#              and the Docker engine (hack/kind/docker.sh up)
 #   build      every artifact and image (hack/kubespray/build.sh)
 #   venv       kubespray's pinned requirements in .venv/kubespray-run
 #   for each mode in KS_MODES (default: unpatched patched):
@@ -648,7 +649,12 @@ table() {
   done
 }
 
-step engine "${REPO_ROOT}/hack/kind/docker.sh" up
+# The engine's check runs a container made from the static pause, which the
+# kind group builds (as hack/kind/up.sh does); a fresh checkout has none yet.
+engine() {
+  "${REPO_ROOT}/hack/build/tools.sh" kind && "${REPO_ROOT}/hack/kind/docker.sh" up
+}
+step engine engine
 docker_env
 step build "${REPO_ROOT}/hack/kubespray/build.sh"
 step venv venv
