@@ -48,6 +48,16 @@ func (e *brokenError) Error() string {
 	return fmt.Sprintf("kube-proxy cannot run on the new template on %d node(s): %s", len(e.broken), strings.Join(parts, "; "))
 }
 
+// rollOut is step 5 of the run: roll, and undo the change if the new
+// template failed (never on an interrupt or the overall --timeout).
+func rollOut(ctx context.Context, rl *rolling, p plan) error {
+	err := rl.roll(ctx, p)
+	if err != nil {
+		err = rl.undo(ctx, p, err)
+	}
+	return err
+}
+
 // roll waits for the restart to reach every live node. With the rolling
 // strategy the DaemonSet controller replaces the pods within its
 // maxUnavailable; with canary we delete them ourselves: the canary nodes

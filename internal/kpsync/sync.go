@@ -133,10 +133,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// 5. roll and wait, node-aware; undo the change if the new template
 	// failed (never on an interrupt or the overall --timeout)
 	if rl != nil {
-		err := rl.roll(ctx, p)
-		if err != nil {
-			err = rl.undo(ctx, p, err)
-		}
+		err := rollOut(ctx, rl, p)
 		res.mergeRoll(rl.out)
 		if err != nil {
 			return err

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EachListItem asks for ListPageSize items a page, follows the continue
+// Pager asks for ListPageSize items a page, follows the continue
 // token to the end, and never runs more than one page ahead of fn.
-func TestEachListItemStaysOnePageAhead(t *testing.T) {
+func TestPagerStaysOnePageAhead(t *testing.T) {
 	const pages = 12
 	var fetched atomic.Int32
 	list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -33,7 +33,7 @@ func TestEachListItemStaysOnePageAhead(t *testing.T) {
 		return l, nil
 	}
 	var seen []string
-	err := EachListItem(context.Background(), list, func(obj runtime.Object) error {
+	err := Pager(list).EachListItem(context.Background(), metav1.ListOptions{}, func(obj runtime.Object) error {
 		seen = append(seen, obj.(*corev1.Pod).Name)
 		// working on page len(seen): the next one may be fetched, no more
 		assert.LessOrEqual(t, int(fetched.Load()), len(seen)+1, "pages fetched while fn works on page %d", len(seen))

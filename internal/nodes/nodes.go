@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/pager"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
@@ -89,9 +90,7 @@ func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *
 	if spec != nil {
 		runs = Runs(spec)
 	}
-	err = kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return api.List(ctx, o)
-	}, func(obj runtime.Object) error {
+	err = pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		n, ok := obj.(*corev1.Node)
 		if !ok {
 			return nil
@@ -161,9 +160,7 @@ func SkippedList(skipped map[string]string) []Skipped {
 // groups nodes by. It costs one LIST per 500 nodes.
 func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string, error) {
 	out := map[string]string{}
-	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return api.List(ctx, o)
-	}, func(obj runtime.Object) error {
+	err := pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if n, ok := obj.(*corev1.Node); ok {
 			if v, ok := n.Labels[key]; ok {
 				out[n.Name] = v
@@ -184,9 +181,7 @@ func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string,
 func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[string]string, error) {
 	runs := Runs(spec)
 	out := map[string]string{}
-	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return api.List(ctx, o)
-	}, func(obj runtime.Object) error {
+	err := pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if n, ok := obj.(*corev1.Node); ok && runs(n) {
 			out[n.Name] = n.Status.NodeInfo.KernelVersion
 		}
@@ -196,4 +191,11 @@ func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[str
 		return nil, fmt.Errorf("list nodes for their kernel versions: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
 	}
 	return out, nil
+}
+
+// pages lists the nodes a page at a time (kube.Pager).
+func pages(api kube.Nodes) *pager.ListPager {
+	return kube.Pager(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return api.List(ctx, o)
+	})
 }

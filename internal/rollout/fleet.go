@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
@@ -190,15 +191,7 @@ func (c Client) Relist(ctx context.Context, f *Fleet) error {
 // list reads the fleet's pods page by page; with expect, every node with a
 // pod is one the rollout must reach.
 func (c Client) list(ctx context.Context, f *Fleet, expect bool) error {
-	pods := c.Pods
-	err := kube.EachListItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.LabelSelector = f.selector
-		list, err := pods.List(ctx, o)
-		if err == nil {
-			f.resourceVersion = list.ResourceVersion
-		}
-		return list, err
-	}, func(obj runtime.Object) error {
+	err := c.pages(f).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if p, ok := obj.(*corev1.Pod); ok {
 			if node := f.upsert(p); expect && node != "" {
 				f.expected[node] = true
@@ -210,6 +203,19 @@ func (c Client) list(ctx context.Context, f *Fleet, expect bool) error {
 		return fmt.Errorf("list pods of daemonset %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	return nil
+}
+
+// pages lists the fleet's pods a page at a time (kube.Pager), keeping the
+// list's resourceVersion in f.
+func (c Client) pages(f *Fleet) *pager.ListPager {
+	return kube.Pager(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = f.selector
+		list, err := c.Pods.List(ctx, o)
+		if err == nil {
+			f.resourceVersion = list.ResourceVersion
+		}
+		return list, err
+	})
 }
 
 // SetGeneration sets the generation pods must come from (after the restart PATCH).
