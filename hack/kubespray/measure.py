@@ -16,7 +16,9 @@
       it; what happened while it was down is not seen, and the pods its new
       list lacks were deleted meanwhile). From container restart counts:
       restarts (container restarts of kube-proxy's pods during the step, a
-      restart in place that replaces no pod). When the stream has every pod
+      restart in place that replaces no pod), and per_node (each node's
+      pods created and container restarts during the step: `NODE N new M
+      restarts; ...`). When the stream has every pod
       of kube-system (the upgrade step's), also: canary_first (yes when the
       first pod created during the step was Ready before a second one was
       created; no; none: no pod created), canary_node (its node), and skew
@@ -41,7 +43,7 @@
       the KubeProxyConfiguration kubespray rendered from its variables
       (KUBEADM_CONFIG: the kubeadm config on the first control plane) and with
       the ConfigMap (CONFIG_CONF: its config.conf), for the fields mode,
-      clusterCIDR and iptables.minSyncPeriod. FIELD=VALUE: the value the
+      clusterCIDR, iptables.minSyncPeriod and conntrack.maxPerCore. FIELD=VALUE: the value the
       inventory set, which kubespray's rendering must carry. Prints one line a
       node and field; exit 1 when the ConfigMap or kubespray's rendering
       differs from what kube-proxy runs (stale=ok: only the ConfigMap must match;
@@ -71,6 +73,7 @@ FIELDS = (
     ("mode", "Mode"),
     ("clusterCIDR", "DetectLocal.ClusterCIDRs"),
     ("iptables.minSyncPeriod", "MinSyncPeriod"),
+    ("conntrack.maxPerCore", "Conntrack.MaxPerCore"),
 )
 # kube-proxy's defaulting of the versioned config
 # (pkg/proxy/apis/config/v1alpha1/defaults.go): a zero minSyncPeriod runs as
@@ -214,9 +217,11 @@ def watch_figures(events):
     if relist is not None:
         end_relist()
         worst = max(worst, unavailable())
-    per_node = {}
-    for node in seen.values():
+    per_node, made, restarted = {}, {}, {}
+    for uid, node in seen.items():
         per_node[node] = per_node.get(node, 0) + 1
+        made[node] = made.get(node, 0) + (uid not in initial)
+        restarted[node] = restarted.get(node, 0) + restarts_max[uid] - restarts_first[uid]
     before = {revision[u] for u in initial}
     figures = {
         "nodes": len(nodes),
@@ -227,6 +232,7 @@ def watch_figures(events):
         "revisions": len({revision[u] for u in set(seen) - initial} - before),
         "gaps": gaps,
         "restarts": sum(restarts_max[u] - restarts_first[u] for u in restarts_max),
+        "per_node": "; ".join(f"{n} {made[n]} new {restarted[n]} restarts" for n in sorted(nodes)),
     }
     if saw_apiserver:
         # the first pod created was Ready while it was the only one created

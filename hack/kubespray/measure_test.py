@@ -1,6 +1,9 @@
 """Tests of measure.py's figures (run by make test: python -m unittest)."""
+import contextlib
+import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -76,8 +79,19 @@ class WatchFigures(unittest.TestCase):
         self.assertEqual(
             got,
             {"nodes": 3, "pods": 4, "new": 1, "max_per_node": 2, "max_unavailable": 1, "revisions": 1, "gaps": 0,
-             "restarts": 0},
+             "restarts": 0, "per_node": "n1 1 new 0 restarts; n2 0 new 0 restarts; n3 0 new 0 restarts"},
         )
+
+    def test_a_canary_that_crash_loops_and_is_rolled_back(self):
+        # the breaking step, patched: n2's pod is replaced by one of the new
+        # template that crash-loops, then by one of the old template again
+        events = listed(*THREE) + replace("u2", "n2", "v2") + [
+            ev("MODIFIED", pod("v2", "n2", is_ready=False, revision="b", restarts=1)),
+            ev("MODIFIED", pod("v2", "n2", is_ready=False, revision="b", restarts=2)),
+        ] + replace("v2", "n2", "w2", version="v1.34.3", revision="a")
+        got = measure.watch_figures(events)
+        self.assertEqual((got["new"], got["max_per_node"], got["max_unavailable"], got["restarts"]), (2, 3, 1, 2))
+        self.assertEqual(got["per_node"], "n1 0 new 0 restarts; n2 2 new 2 restarts; n3 0 new 0 restarts")
 
     def test_a_relist_ended_by_an_event_drops_the_pods_it_lacks(self):
         # u2 and u3 went while the watch was down; the new list has u1 only.
@@ -231,6 +245,42 @@ class TrafficFigures(unittest.TestCase):
                 "cp1 cluster tries=2 failed=0 longest_gap=0.40",
                 "cp1 nodeport tries=1 failed=0 longest_gap=0.00",
             ])
+
+
+
+
+class Configz(unittest.TestCase):
+    """measure.py configz against files, as run.sh calls it."""
+
+    def run_configz(self, rendered, configmap, running, *settings):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        paths = {}
+        for name, text in (("kubeadm-config.yaml", rendered), ("config.conf", configmap), ("n1.json", running)):
+            paths[name] = os.path.join(d, name)
+            with open(paths[name], "w", encoding="utf-8") as f:
+                f.write(text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as ended:
+            measure.configz([paths["kubeadm-config.yaml"], paths["config.conf"], *settings, "--", "n1=" + paths["n1.json"]])
+        return ended.exception.code, out.getvalue()
+
+    RENDERED = ("kind: KubeProxyConfiguration\nmode: iptables\nclusterCIDR: 10.233.64.0/18\n"
+                "iptables: {minSyncPeriod: 2s}\nconntrack: {maxPerCore: %d}\n")
+    CONFIGMAP = "mode: iptables\nclusterCIDR: 10.233.64.0/18\niptables: {minSyncPeriod: 2s}\nconntrack: {maxPerCore: %d}\n"
+    RUNNING = ('{"kubeproxy.config.k8s.io": {"Mode": "iptables", "DetectLocal": {"ClusterCIDRs": ["10.233.64.0/18"]}, '
+               '"MinSyncPeriod": "2s", "Conntrack": {"MaxPerCore": %d}}}')
+
+    def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
+        code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,
+                                     "stale=ok", "conntrack.maxPerCore=32768")
+        self.assertEqual(code, 0, out)
+        self.assertIn("n1 conntrack.maxPerCore: runs 0, ConfigMap 0, kubespray 32768: STALE (not kubespray's variable)", out)
+
+    def test_a_pod_running_other_than_its_configmap_fails(self):
+        code, out = self.run_configz(self.RENDERED % 0, self.CONFIGMAP % 0, self.RUNNING % 32768)
+        self.assertEqual(code, 1, out)
+        self.assertIn("n1 conntrack.maxPerCore: runs 32768, ConfigMap 0, kubespray 0: FAIL (not the ConfigMap's)", out)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,18 @@
 #              within maxUnavailable, no kubeadm write of kube-proxy's
 #              DaemonSet or ConfigMap, canary first, no kube-proxy pod
 #              newer than a kube-apiserver, one kube-proxy-sync run
+#     breaking cluster.yml with kube_proxy_conntrack_max_per_core back at
+#              kubespray's default, which kube-proxy exits on here; the
+#              nodes whose kube-proxy it replaced or restarted, the most
+#              without a Ready one; patched, the playbook fails at
+#              kube-proxy-sync's task, rolled back, only the canary's pod
+#              replaced, every node runs the config before
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
-#   nodes, rerun, settings and upgrade end with kube-proxy's own /configz on
-#   every node against kubespray's variables (mode, clusterCIDR,
-#   minSyncPeriod) and the ConfigMap (hack/kubespray/measure.py). rerun,
+#   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
+#   /configz on every node against kubespray's variables (mode, clusterCIDR,
+#   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap
+#   (hack/kubespray/measure.py). rerun,
 #   settings and upgrade count the DaemonSet's rollouts (the newest
 #   ControllerRevision's number, before and after).
 #
@@ -59,6 +66,11 @@ FIGURES="${KS_DIR}/figures"
 # it renders to (kube_proxy_mode is iptables here), and its new value
 # (kubespray's default: 0s).
 SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETTING_VALUE=2s
+# The breaking step: a setting kube-proxy accepts but cannot run with on these
+# hosts, kubespray's own default for it. nf_conntrack_max is read-only inside
+# a container (hack/kubespray/inventory.sh sets 0, leave it as it is), and
+# kube-proxy exits at start when it cannot raise it.
+BREAK_VAR=kube_proxy_conntrack_max_per_core BREAK_FIELD=conntrack.maxPerCore BREAK_VALUE=32768 BREAK_BEFORE=0
 # KS_UPGRADE=1: cluster.yml installs KUBESPRAY_UPGRADE_FROM
 # (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
 # step to KUBERNETES_VERSION.
@@ -166,16 +178,21 @@ patch() {
   done
 }
 
-# cluster MODE TREE [settings] [PLAYBOOK [ARG...]]: PLAYBOOK (default
-# cluster.yml) from TREE against the mode's inventory (settings: with
-# SETTING_VAR at SETTING_VALUE), with ARGs.
+# cluster MODE TREE [settings|breaking] [PLAYBOOK [ARG...]]: PLAYBOOK
+# (default cluster.yml) from TREE against the mode's inventory (settings:
+# with SETTING_VAR at SETTING_VALUE; breaking: and BREAK_VAR at BREAK_VALUE),
+# with ARGs.
 cluster() {
   local mode="$1" tree="$2" settings="${3:-}" playbook="${4:-cluster.yml}" inv="${KS_DIR}/inventory-$1"
   shift "$(($# < 4 ? $# : 4))"
   "${REPO_ROOT}/hack/kubespray/inventory.sh" "${inv}" "${mode}"
-  if [[ "${settings}" == settings ]]; then
+  if [[ "${settings}" == settings || "${settings}" == breaking ]]; then
     printf '# The settings step of hack/kubespray/run.sh.\n%s: %s\n' "${SETTING_VAR}" "${SETTING_VALUE}" \
       >"${inv}/group_vars/all/settings.yml"
+  fi
+  if [[ "${settings}" == breaking ]]; then
+    printf '# The breaking step of hack/kubespray/run.sh.\n%s: %s\n' "${BREAK_VAR}" "${BREAK_VALUE}" \
+      >>"${inv}/group_vars/all/settings.yml"
   fi
   ansible_env kubespray-run
   # patched: the role comes from this checkout, as a collection
@@ -403,7 +420,9 @@ traffic_stop() {
 # a Ready kube-proxy at once (hack/kubespray/measure.py), and leaves them in
 # REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE, RESTARTS.
 # WATCH_ALL=1 watches every pod of kube-system (the kube-apiserver pods too:
-# the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and SKEW_DETAIL).
+# the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and SKEW_DETAIL). MAY_FAIL=1:
+# a failed playbook is measured as well, its exit code left in PLAYBOOK_RC
+# (otherwise the step fails with it).
 cluster_watched() {
   local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline rev_before rev_after
   shift 3
@@ -435,7 +454,9 @@ cluster_watched() {
   trap "traffic_end '${name}'; cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; pkill -P ${watch_pid} 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
   traffic_start "${name}" >"${LOGS}/${name}.traffic.err" 2>&1 ||
     { traffic=0; traffic_end "${name}"; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
-  cluster "${mode}" "${tree}" "$@"
+  PLAYBOOK_RC=0
+  cluster "${mode}" "${tree}" "$@" || PLAYBOOK_RC=$?
+  if ((PLAYBOOK_RC != 0 && ${MAY_FAIL:-0} == 0)); then return "${PLAYBOOK_RC}"; fi
   if ((traffic)); then traffic_stop "${name}" || figure "${name}" "traffic: no figures (see ${LOGS}/${name}.traffic.*)"; fi
   after="$(proxy_uids)"
   rev_after="$(revision)"
@@ -454,7 +475,7 @@ cluster_watched() {
   wait "${watch_pid}" || true
   trap - EXIT
   local key value
-  RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL=''
+  RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL='' PER_NODE=''
   while IFS='=' read -r key value; do
     case "${key}" in
       new) NEW="${value}" ;;
@@ -467,6 +488,7 @@ cluster_watched() {
       canary_node) CANARY_NODE="${value}" ;;
       skew) SKEW="${value}" ;;
       skew_detail) SKEW_DETAIL="${value}" ;;
+      per_node) PER_NODE="${value}" ;;
     esac
   done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
   [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" ]] || { echo "no figures from ${out}"; return 1; }
@@ -478,6 +500,7 @@ cluster_watched() {
   figure "${name}" "rollouts of the DaemonSet: ${ROLLOUTS} (ControllerRevision ${rev_before} to ${rev_after}; template revisions among the new pods: ${REVISIONS})"
   figure "${name}" "most nodes without a Ready kube-proxy at once: ${MAX_UNAVAILABLE}"
   figure "${name}" "kube-proxy container restarts in place (no pod replaced): ${RESTARTS:-?}"
+  figure "${name}" "per node, kube-proxy pods made and container restarts: $(sed "s/${KS_PREFIX:-kps-ks}-//g" <<<"${PER_NODE:-?}")"
   if ((${GAPS:-0} > 0)); then
     figure "${name}" "the watch started again ${GAPS} times (its connection to the API server ended): what happened while it was down is not seen"
   fi
@@ -543,6 +566,53 @@ settings() {
   fi
   configz "$1" settings "${SETTING_FIELD}=${SETTING_VALUE}"
   rolled_once "the patched settings change" "${budget}"
+}
+
+# breaking MODE TREE: cluster.yml with BREAK_VAR at BREAK_VALUE added to the
+# settings step's inventory: a config kube-proxy accepts but exits on at
+# start on these hosts. Recorded in both modes: the kube-proxy pods made and
+# container restarts per node, the most nodes without a Ready kube-proxy at
+# once, and what kube-proxy runs afterwards. Patched: the playbook fails at
+# kube-proxy-sync's task, which rolled back; only one node's kube-proxy (the
+# canary) was replaced; never more than one node without a Ready kube-proxy;
+# every node runs BREAK_BEFORE again, as the ConfigMap says. Unpatched:
+# cluster.yml leaves an existing cluster's kube-proxy ConfigMap alone, so
+# nothing breaks until upgrade-cluster.yml writes it and restarts every pod.
+breaking() {
+  local result broken=0 node made restarts
+  MAY_FAIL=1 cluster_watched "$1" "$2" breaking breaking
+  figure "breaking-$1" "${BREAK_VAR}: ${BREAK_VALUE} (kube-proxy exits on it here); cluster.yml exit code ${PLAYBOOK_RC}"
+  # the nodes that lost kube-proxy: a pod made or a container restarted there
+  while read -r node made restarts; do
+    ((made == 0 && restarts == 0)) || broken=$((broken + 1))
+  done < <(tr ';' '\n' <<<"${PER_NODE}" | awk 'NF {print $1, $2, $4}')
+  figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}"
+  if [[ "$1" == unpatched ]]; then
+    configz "$1" breaking stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}"
+    return
+  fi
+  if ((PLAYBOOK_RC == 0)); then
+    echo "the patched cluster.yml passed with ${BREAK_VAR}: ${BREAK_VALUE}; kube-proxy-sync's task must fail, having rolled back"
+    return 1
+  fi
+  # the module's result, one line of JSON after the task's fatal
+  if ! grep -Eq '^(fatal|failed): .*"rolled_back": true' "${LOGS}/breaking-$1.log"; then
+    ansible_failure "${LOGS}/breaking-$1.log" || true
+    echo "the patched cluster.yml failed, but not at a kube-proxy-sync task that rolled back (above)"
+    return 1
+  fi
+  figure "breaking-$1" "kube-proxy-sync: $(grep -Eo '"msg": "[^"]{0,300}' "${LOGS}/breaking-$1.log" | grep -m1 -i 'cannot run\|rolled back' | cut -c9- || true)"
+  if ((broken != 1 || MAX_UNAVAILABLE > 1)); then
+    echo "the breaking setting reached ${broken} nodes' kube-proxy, at most ${MAX_UNAVAILABLE} without a Ready one at once; patched, only the canary's (one node)"
+    return 1
+  fi
+  result="$(configz "$1" breaking stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}")" ||
+    { printf '%s\n' "${result}"; return 1; }
+  printf '%s\n' "${result}"
+  if (($(grep -c "${BREAK_FIELD}: runs ${BREAK_BEFORE}, ConfigMap ${BREAK_BEFORE}," <<<"${result}") != TOTAL)); then
+    echo "after the rollback not every node runs ${BREAK_FIELD} ${BREAK_BEFORE} from an unchanged ConfigMap (above)"
+    return 1
+  fi
 }
 
 # egress MODE: the packets that tried to leave the tier's network since
@@ -637,7 +707,7 @@ table() {
   printf '\n%s\n%s\n' "${row}" "${cell}"
   local steps="hosts cluster nodes rerun settings"
   if ((UPGRADE)); then steps+=" upgrade"; fi
-  steps+=" egress"
+  steps+=" breaking egress"
   for s in ${steps}; do
     row="| ${s} |"
     for mode in ${KS_MODES}; do
@@ -673,6 +743,7 @@ for mode in ${KS_MODES}; do
   step "rerun-${mode}" rerun "${mode}" "${tree}"
   step "settings-${mode}" settings "${mode}" "${tree}"
   if ((UPGRADE)); then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
+  step "breaking-${mode}" breaking "${mode}" "${tree}"
   step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
