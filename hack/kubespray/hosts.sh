@@ -2,7 +2,9 @@
 # The kubespray tier's machines, on a docker network of their own:
 #
 #   hack/kubespray/hosts.sh up     file server, registry (images pushed),
-#                                  3 hosts (systemd + sshd) reachable over SSH
+#                                  the hosts (systemd + sshd) reachable over SSH:
+#                                  KS_CONTROL_PLANES control planes (cp1...),
+#                                  KS_WORKERS workers (w1...)
 #   hack/kubespray/hosts.sh down   remove all of them and the network;
 #                                  report packets that tried to leave it
 #
@@ -12,7 +14,7 @@
 # first and the Docker engine hack/kind/docker.sh chose.
 #
 # Environment: KS_NETWORK (default kps-kubespray), KS_PREFIX (default kps-ks),
-# KS_WORKERS (default 2).
+# KS_CONTROL_PLANES (1 or 3, default 1), KS_WORKERS (default 2).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -21,11 +23,14 @@ KS_DIR="${CACHE_DIR}/kubespray"
 KS_NETWORK="${KS_NETWORK:-kps-kubespray}"
 KS_PREFIX="${KS_PREFIX:-kps-ks}"
 KS_WORKERS="${KS_WORKERS:-2}"
+KS_CONTROL_PLANES="${KS_CONTROL_PLANES:-1}"
 HOST_IMAGE="kps.local/ks-host:${DEBIAN_SUITE}"
 SERVICES_IMAGE="kps.local/ks-services:${DEBIAN_SUITE}"
 LABEL="kps.kubespray=${KS_NETWORK}"
 SSH_KEY="${KS_DIR}/ssh/id_ed25519"
 [[ "${KS_WORKERS}" =~ ^[0-9]$ ]] || die "KS_WORKERS must be 0..9, got '${KS_WORKERS}'"
+# etcd runs on the control planes: an odd number keeps its quorum
+[[ "${KS_CONTROL_PLANES}" == 1 || "${KS_CONTROL_PLANES}" == 3 ]] || die "KS_CONTROL_PLANES must be 1 or 3, got '${KS_CONTROL_PLANES}'"
 docker_env
 
 ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"${KS_NETWORK}\").IPAddress}}" "$1"; }
@@ -97,7 +102,8 @@ up() {
   log "registry: $(wc -l <"${KS_DIR}/images.txt") images pushed in $((SECONDS - start))s"
 
   # The hosts: what kind runs its nodes with.
-  local hosts=("${KS_PREFIX}-cp1") i h
+  local hosts=() i h
+  for ((i = 1; i <= KS_CONTROL_PLANES; i++)); do hosts+=("${KS_PREFIX}-cp${i}"); done
   for ((i = 1; i <= KS_WORKERS; i++)); do hosts+=("${KS_PREFIX}-w${i}"); done
   start=${SECONDS}
   for h in "${hosts[@]}"; do
@@ -110,6 +116,7 @@ up() {
     printf 'FILES_REPO=http://%s\n' "$(ip_of "${KS_PREFIX}-files")"
     printf 'REGISTRY_HOST=%s:5000\n' "$(ip_of "${KS_PREFIX}-registry")"
     printf 'SSH_KEY=%s\n' "${SSH_KEY}"
+    printf 'CONTROL_PLANES=%s\n' "${KS_CONTROL_PLANES}"
     for h in "${hosts[@]}"; do printf 'HOST=%s %s\n' "${h}" "$(ip_of "${h}")"; done
   } >"${KS_DIR}/hosts.env"
   deadline=$((SECONDS + 120))

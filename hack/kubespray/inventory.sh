@@ -3,7 +3,8 @@
 #
 #   hack/kubespray/inventory.sh DIR unpatched|patched
 #
-#   DIR/hosts.yaml                    the first host as control plane and etcd,
+#   DIR/hosts.yaml                    the first CONTROL_PLANES hosts
+#                                     (hosts.env) as control planes and etcd,
 #                                     the others as workers
 #   DIR/group_vars/all/artifacts.yml  .cache/kubespray/files.yml (versions,
 #                                     download URLs, checksums)
@@ -24,13 +25,14 @@ dir="${1:-}" mode="${2:-}"
 KS_DIR="${CACHE_DIR}/kubespray"
 [[ -f "${KS_DIR}/hosts.env" ]] || die "no ${KS_DIR#"${REPO_ROOT}/"}/hosts.env: run hack/kubespray/hosts.sh up first"
 
-files_repo="" registry_host="" ssh_key="" nofile="" names=() ips=()
+files_repo="" registry_host="" ssh_key="" nofile="" control_planes=1 names=() ips=()
 while IFS='=' read -r key value; do
   case "${key}" in
     FILES_REPO) files_repo="${value}" ;;
     REGISTRY_HOST) registry_host="${value}" ;;
     SSH_KEY) ssh_key="${value}" ;;
     NOFILE) nofile="${value}" ;;
+    CONTROL_PLANES) control_planes="${value}" ;;
     HOST)
       names+=("${value%% *}")
       ips+=("${value#* }")
@@ -38,6 +40,8 @@ while IFS='=' read -r key value; do
   esac
 done <"${KS_DIR}/hosts.env"
 ((${#names[@]} >= 1)) || die "hosts.env names no host"
+[[ "${control_planes}" =~ ^[13]$ ]] && ((control_planes <= ${#names[@]})) ||
+  die "hosts.env: CONTROL_PLANES must be 1 or 3 and at most the hosts (${#names[@]}), got '${control_planes}'"
 [[ "${nofile}" =~ ^[0-9]+$ ]] || die "hosts.env has no NOFILE (the hosts' open-files limit)"
 
 ks_lb
@@ -61,10 +65,12 @@ mkdir -p "${dir}/group_vars/all"
       "${names[i]}" "${ips[i]}" "${ips[i]}" "${ips[i]}"
   done
   printf '  vars:\n    ansible_user: root\n    ansible_ssh_private_key_file: %s\n' "${ssh_key}"
-  printf '  children:\n    kube_control_plane:\n      hosts:\n        %s:\n' "${names[0]}"
-  printf '    etcd:\n      hosts:\n        %s:\n' "${names[0]}"
+  printf '  children:\n    kube_control_plane:\n      hosts:\n'
+  for ((i = 0; i < control_planes; i++)); do printf '        %s:\n' "${names[i]}"; done
+  printf '    etcd:\n      hosts:\n'
+  for ((i = 0; i < control_planes; i++)); do printf '        %s:\n' "${names[i]}"; done
   printf '    kube_node:\n      hosts:\n'
-  for i in "${!names[@]}"; do ((i == 0)) || printf '        %s:\n' "${names[i]}"; done
+  for i in "${!names[@]}"; do ((i < control_planes)) || printf '        %s:\n' "${names[i]}"; done
   printf '    k8s_cluster:\n      children:\n        kube_control_plane:\n        kube_node:\n'
 } >"${dir}/hosts.yaml"
 

@@ -46,6 +46,10 @@
 #   settings and upgrade count the DaemonSet's rollouts (the newest
 #   ControllerRevision's number, before and after).
 #
+# KS_CONTROL_PLANES=3 (hack/kubespray/hosts.sh): three control planes with
+# etcd, besides KS_WORKERS workers (2); with KS_LB=haproxy, kubespray's own HA
+# layout. The upgrade then rolls kube-proxy after the last one.
+#
 # Cleans up on exit (hosts, file server, registry, network; the project's
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
 # table: .cache/kubespray/logs, .cache/kubespray/summary.txt (ends with a
@@ -110,7 +114,8 @@ trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
-printf 'kubespray %s, Kubernetes %s, local load balancer: %s, started %s\n' "${commit:0:12}" "${versions}" "${LB}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+printf 'kubespray %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, started %s\n' \
+  "${commit:0:12}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
