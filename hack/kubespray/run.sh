@@ -42,9 +42,11 @@
 #   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
 #   /configz on every node against kubespray's variables (mode, clusterCIDR,
 #   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap
-#   (hack/kubespray/measure.py). rerun,
-#   settings and upgrade count the DaemonSet's rollouts (the newest
-#   ControllerRevision's number, before and after).
+#   (hack/kubespray/measure.py). rerun, settings, upgrade and breaking count
+#   the DaemonSet's rollouts (the newest ControllerRevision's number, before
+#   and after), run the traffic prober, and make a Service once their
+#   rollout began (service_mid): per host, the seconds until its rules had
+#   it and it answered.
 #
 # KS_CONTROL_PLANES=3 (hack/kubespray/hosts.sh): three control planes with
 # etcd, besides KS_WORKERS workers (2); with KS_LB=haproxy, kubespray's own HA
@@ -418,6 +420,71 @@ traffic_stop() {
   figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')${missing[*]:+; no log from ${missing[*]}}"
 }
 
+# service_mid NAME BEFORE: once a kube-proxy pod that BEFORE ("NODE UID"
+# lines) lacks appears (a rollout began), makes a Service of its own,
+# default/kps-mid (ClusterIP, the file server as its one endpoint, as
+# traffic_start's), and records per host the seconds from its creation until
+# the host's rules have it and a connection through its ClusterIP answers
+# (deadline 120 s a host); prints "HOST RULES_S ANSWER_S" lines. Looks
+# every 2 s until /run/kps-mid-NAME.stop on this machine exists (no rollout:
+# prints nothing). A REJECT in each host's filter OUTPUT, added before any
+# try, keeps a try without rules on the host (see traffic_start).
+service_mid() {
+  local name="$1" before="$2" stop="/run/kps-mid-$1.stop" files now cip made host ip rules answer deadline
+  files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
+  while [[ ! -e "${stop}" ]]; do
+    now="$(cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-proxy -o jsonpath="{range .items[*]}{.metadata.uid}{\"\\n\"}{end}"' 2>/dev/null || true)"
+    if [[ -n "${now}" ]] && grep -vxFf <(awk '{print $2}' <<<"${before}") <<<"${now}" | grep -q .; then
+      break
+    fi
+    sleep 2
+  done
+  [[ ! -e "${stop}" ]] || return 0
+  cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Service
+metadata: {name: kps-mid, namespace: default}
+spec:
+  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kps-mid-files
+  namespace: default
+  labels: {kubernetes.io/service-name: kps-mid, endpointslice.kubernetes.io/managed-by: kps-tier}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints: [{addresses: [\"${files}\"]}]
+EOF" || { echo "kubectl apply of default/kps-mid failed"; return 1; }
+  made="$(date +%s.%N)"
+  cip="$(cp_ssh "kubectl -n default get service kps-mid -o jsonpath='{.spec.clusterIP}'")"
+  [[ -n "${cip}" ]] || { echo "default/kps-mid has no ClusterIP"; return 1; }
+  while read -r host ip; do
+    docker exec "${host}" sh -c "iptables -C OUTPUT -d ${cip}/32 -p tcp -j REJECT 2>/dev/null ||
+      iptables -A OUTPUT -d ${cip}/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for ${cip}"; return 1; }
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  while read -r host ip; do
+    rules='-' answer='-' deadline=$((SECONDS + 120))
+    while ((SECONDS < deadline)); do
+      if [[ "${rules}" == - ]] && docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-mid'; then
+        rules="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
+      fi
+      if [[ "${rules}" != - ]] && docker exec "${host}" curl -fsS -o /dev/null --connect-timeout 1 --max-time 2 "http://${cip}/"; then
+        answer="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
+        break
+      fi
+      sleep 0.2
+    done
+    echo "${host#"${KS_PREFIX:-kps-ks}"-} ${rules} ${answer}"
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  cp_ssh 'kubectl -n default delete service kps-mid --ignore-not-found >/dev/null
+    kubectl -n default delete endpointslice kps-mid-files --ignore-not-found >/dev/null' >&2 || true
+  while read -r host ip; do
+    docker exec "${host}" iptables -D OUTPUT -d "${cip}/32" -p tcp -j REJECT >&2 || true
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+}
+
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
 # MODE TREE [settings [PLAYBOOK [ARG...]]] with kube-proxy's pods watched
 # from the control plane; records the pods it replaced (by UID), the
@@ -456,11 +523,30 @@ cluster_watched() {
     sleep 0.2
   done
   local traffic=1
-  trap "traffic_end '${name}'; cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; pkill -P ${watch_pid} 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
+  trap "touch '/run/kps-mid-${name}.stop'; traffic_end '${name}'; cp_ssh 'kill \$(cat ${pidfile})' 2>/dev/null; pkill -P ${watch_pid} 2>/dev/null; kill ${watch_pid} 2>/dev/null || true" EXIT
   traffic_start "${name}" >"${LOGS}/${name}.traffic.err" 2>&1 ||
     { traffic=0; traffic_end "${name}"; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
+  rm -f "/run/kps-mid-${name}.stop"
+  service_mid "${name}" "${before}" >"${LOGS}/${name}.mid.log" 2>&1 &
+  local mid_pid=$!
   PLAYBOOK_RC=0
   cluster "${mode}" "${tree}" "$@" || PLAYBOOK_RC=$?
+  # the Service made mid-rollout: its hosts' times (at most 120 s each
+  # after it was made), or not made (no rollout)
+  touch "/run/kps-mid-${name}.stop"
+  deadline=$((SECONDS + 120 * $(grep -c '^HOST=' "${KS_DIR}/hosts.env") + 60))
+  while kill -0 "${mid_pid}" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
+  kill "${mid_pid}" 2>/dev/null || true
+  wait "${mid_pid}" 2>/dev/null || true
+  local mid
+  mid="$(grep -E '^[^ ]+ ([0-9.]+|-) ([0-9.]+|-)$' "${LOGS}/${name}.mid.log" | paste -sd';' | sed 's/;/; /g' || true)"
+  if [[ -n "${mid}" ]]; then
+    figure "${name}" "a Service made once the rollout began, seconds until each host's rules had it and it answered (- : not within 120 s): ${mid}"
+  elif [[ -s "${LOGS}/${name}.mid.log" ]]; then
+    figure "${name}" "a Service made once the rollout began: not measured ($(tail -n1 "${LOGS}/${name}.mid.log"))"
+  else
+    figure "${name}" "a Service made once the rollout began: not made (no kube-proxy pod replaced)"
+  fi
   if ((PLAYBOOK_RC != 0 && ${MAY_FAIL:-0} == 0)); then return "${PLAYBOOK_RC}"; fi
   if ((traffic)); then traffic_stop "${name}" || figure "${name}" "traffic: no figures (see ${LOGS}/${name}.traffic.*)"; fi
   after="$(proxy_uids)"
