@@ -68,12 +68,13 @@ import yaml
 # The fields compared: the versioned name (kubespray's KubeProxyConfiguration,
 # the ConfigMap), and where kube-proxy's /configz has it. kube-proxy 1.34
 # serves its internal config there (Go field names; the cluster CIDRs as a
-# list, one minSyncPeriod for every mode); an older one, the versioned.
+# list, one minSyncPeriod for every mode, conntrack under Linux); an older
+# one, the versioned.
 FIELDS = (
     ("mode", "Mode"),
     ("clusterCIDR", "DetectLocal.ClusterCIDRs"),
     ("iptables.minSyncPeriod", "MinSyncPeriod"),
-    ("conntrack.maxPerCore", "Conntrack.MaxPerCore"),
+    ("conntrack.maxPerCore", "Linux.Conntrack.MaxPerCore"),
 )
 # kube-proxy's defaulting of the versioned config
 # (pkg/proxy/apis/config/v1alpha1/defaults.go): a zero minSyncPeriod runs as

@@ -268,8 +268,9 @@ class Configz(unittest.TestCase):
     RENDERED = ("kind: KubeProxyConfiguration\nmode: iptables\nclusterCIDR: 10.233.64.0/18\n"
                 "iptables: {minSyncPeriod: 2s}\nconntrack: {maxPerCore: %d}\n")
     CONFIGMAP = "mode: iptables\nclusterCIDR: 10.233.64.0/18\niptables: {minSyncPeriod: 2s}\nconntrack: {maxPerCore: %d}\n"
+    # the shape of kube-proxy 1.34's /configz on the tier's hosts (2026-11-28)
     RUNNING = ('{"kubeproxy.config.k8s.io": {"Mode": "iptables", "DetectLocal": {"ClusterCIDRs": ["10.233.64.0/18"]}, '
-               '"MinSyncPeriod": "2s", "Conntrack": {"MaxPerCore": %d}}}')
+               '"MinSyncPeriod": "2s", "Linux": {"Conntrack": {"MaxPerCore": %d, "Min": 131072}}}}')
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,
