@@ -4,7 +4,7 @@
 //   - plugins/modules/kube_proxy_sync_linux_{amd64,arm64,arm,ppc64le}.yml, the binary
 //     modules' docs: module-docs.yml.in (this directory) for each
 //     architecture, with the options from the table;
-//   - in the role roles/kube_proxy_sync: the options of
+//   - in the role roles/kpsync: the options of
 //     meta/argument_specs.yml, the variables of defaults/main.yml, the
 //     module arguments tasks/main.yml passes and the table of variables in
 //     README.md (the role's own variables, which are no option of the

@@ -151,7 +151,7 @@ func TestRoleAgrees(t *testing.T) {
 	assert.Equal(t, sortedKeys(defaults), sortedKeys(options))
 	assert.Equal(t, options, specs.ArgumentSpecs["kubespray"].Options, "the kubespray entry point shares the options")
 	for name, spec := range options {
-		assert.True(t, strings.HasPrefix(name, "kube_proxy_sync_"), name)
+		assert.True(t, strings.HasPrefix(name, "kpsync_"), name)
 		assert.NotEmpty(t, spec["description"], name)
 		assert.NotEmpty(t, spec["type"], name)
 		if d, ok := spec["default"]; ok {
@@ -193,14 +193,14 @@ func TestRoleAgrees(t *testing.T) {
 func TestRoleReadme(t *testing.T) {
 	files := generated(t)
 	var want []string
-	for _, m := range regexp.MustCompile(`(?m)^(kube_proxy_sync_[a-z_]+):`).FindAllStringSubmatch(string(files[roleDir+"defaults/main.yml"]), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(kpsync_[a-z_]+):`).FindAllStringSubmatch(string(files[roleDir+"defaults/main.yml"]), -1) {
 		want = append(want, m[1])
 	}
 	var defaults map[string]any
 	parse(t, files, roleDir+"defaults/main.yml", &defaults)
 	require.ElementsMatch(t, sortedKeys(defaults), want, "every variable of defaults/main.yml")
 	var rows []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `(kube_proxy_sync_[a-z_]+)` \\|").FindAllStringSubmatch(string(files[roleDir+"README.md"]), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(kpsync_[a-z_]+)` \\|").FindAllStringSubmatch(string(files[roleDir+"README.md"]), -1) {
 		rows = append(rows, m[1])
 	}
 	assert.Equal(t, want, rows)
@@ -329,14 +329,14 @@ func TestArchesEverywhere(t *testing.T) {
 	}
 
 	var vars struct {
-		Arches map[string]string `json:"_kube_proxy_sync_arches"`
+		Arches map[string]string `json:"_kpsync_arches"`
 	}
-	require.NoError(t, yaml.Unmarshal([]byte(read("roles/kube_proxy_sync/vars/main.yml")), &vars))
+	require.NoError(t, yaml.Unmarshal([]byte(read("roles/kpsync/vars/main.yml")), &vars))
 	set := map[string]bool{}
 	for _, goarch := range vars.Arches {
 		set[goarch] = true
 	}
-	assert.Equal(t, want, sortedKeys(set), "_kube_proxy_sync_arches in roles/kube_proxy_sync/vars/main.yml")
+	assert.Equal(t, want, sortedKeys(set), "_kpsync_arches in roles/kpsync/vars/main.yml")
 	for _, a := range arches {
 		assert.Equal(t, a.arch, vars.Arches[a.machine], "uname -m %s", a.machine)
 	}
@@ -381,7 +381,7 @@ func TestNoDefaultOnKubesprayVariables(t *testing.T) {
 			}
 		}
 	}
-	require.NoError(t, filepath.WalkDir(filepath.Join(checkoutDir, "roles/kube_proxy_sync"), func(path string, d os.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(filepath.Join(checkoutDir, "roles/kpsync"), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yml") {
 			return err
 		}

@@ -8,14 +8,14 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
-const roleDir = "roles/kube_proxy_sync/"
+const roleDir = "roles/kpsync/"
 
 // roleOnly are the role's variables that are no option of the binary:
 // where and how the role runs it. Help may name the binary's options.
 var roleOnly = []app.Option{
 	{
-		Role: "kube_proxy_sync_kubeadm_config_template", RoleType: "str",
-		RoleDefault: `"{{ _kube_proxy_sync_kubespray_kubeadm_template if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
+		Role: "kpsync_kubeadm_config_template", RoleType: "str",
+		RoleDefault: `"{{ _kpsync_kubespray_kubeadm_template if _kpsync_kubespray_derived | bool else '' }}"`,
 		Help: "A kubeadm configuration template (Jinja) that the role renders with the variables of this run into a " +
 			"temporary file on the host that runs the module, passes as O(kubeadm_config), and removes afterwards. " +
 			"Rendered in check mode and under any C(--tags) too, so kube-proxy's settings are never those an earlier run " +
@@ -26,25 +26,25 @@ var roleOnly = []app.Option{
 			"the C(kube_proxy_*) defaults of that role.",
 	},
 	{
-		Role: "kube_proxy_sync_delegate_to", RoleType: "str",
+		Role: "kpsync_delegate_to", RoleType: "str",
 		RoleDefault:     `"{{ (groups['kube_control_plane'] | default([])) | first | default(inventory_hostname) }}"`,
 		RoleDefaultText: "the first C(kube_control_plane) host, else the play's first host",
 		Help: "Host that runs the module, once per cluster.\n\n" +
 			"Defaults to the first host of the C(kube_control_plane) group, else the play's first host.",
 	},
 	{
-		Role: "kube_proxy_sync_module", RoleType: "str",
+		Role: "kpsync_module", RoleType: "str",
 		RoleDefault: "kube_proxy_sync.kube_proxy_sync.kube_proxy_sync_linux",
 		Help: "The binary module to run, without its C(_amd64), C(_arm64), C(_arm) or C(_ppc64le) suffix, " +
 			"which the role adds for the target.\n\n" +
 			"The collection's own by default; a module of that name in a C(library/) directory works too.",
 	},
 	{
-		Role: "kube_proxy_sync_set_facts", RoleType: "bool",
+		Role: "kpsync_set_facts", RoleType: "bool",
 		RoleDefault: "false",
-		Help: "Also set the result as the fact C(kube_proxy_sync_result) on the play's hosts (an ordinary, never cached " +
+		Help: "Also set the result as the fact C(kpsync_result) on the play's hosts (an ordinary, never cached " +
 			"C(set_fact)).\n\n" +
-			"Off by default; read the result through C(register) (C(__kube_proxy_sync_result)).",
+			"Off by default; read the result through C(register) (C(__kpsync_result)).",
 	},
 }
 
@@ -249,6 +249,6 @@ const roleVarsPath = roleDir + "vars/main.yml"
 
 // ipvsMinorsBlock is that block.
 func ipvsMinorsBlock() string {
-	return fmt.Sprintf("_kube_proxy_sync_ipvs_deprecated_minor: %d\n_kube_proxy_sync_ipvs_off_minor: %d\n_kube_proxy_sync_ipvs_locked_minor: %d\n",
+	return fmt.Sprintf("_kpsync_ipvs_deprecated_minor: %d\n_kpsync_ipvs_off_minor: %d\n_kpsync_ipvs_locked_minor: %d\n",
 		kpsync.IPVSDeprecatedMinor, kpsync.IPVSOffMinor, kpsync.IPVSLockedMinor)
 }

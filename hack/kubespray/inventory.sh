@@ -13,7 +13,7 @@
 #   DIR/kps-cni.yaml.j2               the project's pod network
 #                                     (hack/kind/cni) as custom_cni_manifests
 #
-# patched also sets kube_proxy_sync_enabled (docs/kubespray*.patch).
+# patched also sets kpsync_enabled (docs/kubespray*.patch).
 # KS_LB=haproxy: kubespray's local API server load balancer on every node.
 set -euo pipefail
 # shellcheck source=hack/lib.sh

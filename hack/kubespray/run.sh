@@ -13,7 +13,7 @@
 #     dist     patched only: the collection's amd64 module (hack/build/dist.sh)
 #     patch    patched only: a copy of the checkout, docs/kubespray*.patch applied
 #     cluster  ansible-playbook cluster.yml (patched: on that copy, with
-#              this checkout as the collection, kube_proxy_sync_enabled: true)
+#              this checkout as the collection, kpsync_enabled: true)
 #     nodes    every node Ready, kube-proxy rolled out on every node
 #     rerun    cluster.yml again; counts the kube-proxy pods it replaced (by
 #              UID); patched, it must replace none
@@ -772,7 +772,7 @@ upgrade() {
   configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
   rolled_once "the patched upgrade" "${budget}"
   if grep -E '^(DaemonSet|ConfigMap)/kube-proxy kubeadm ' <<<"${writes}"; then
-    echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the patched upgrade; under kube_proxy_sync_enabled only kube-proxy-sync may"
+    echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the patched upgrade; under kpsync_enabled only kube-proxy-sync may"
     return 1
   fi
   if [[ "${CANARY_FIRST:-}" != yes ]]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run a molecule scenario of the kube_proxy_sync role on each pinned toolchain
+# Run a molecule scenario of the kpsync role on each pinned toolchain
 # (ANSIBLE_TOOLCHAINS, default: kubespray newest, one after the other):
 #   hack/test/molecule.sh [default|kind|kubespray] [molecule test options...]
 # default: against the local control plane (hack/cluster/up.sh); keeps the

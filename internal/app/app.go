@@ -256,7 +256,7 @@ func fail(streams Streams, o *Options, res *kpsync.Result, err error) int {
 // moduleResult is the one JSON object on stdout: Ansible's module result,
 // also printed by --output json. The facts are its top-level return values
 // (read through `register`); no ansible_facts, so no fact cache keeps an old
-// result (the role sets a fact only when asked, kube_proxy_sync_set_facts).
+// result (the role sets a fact only when asked, kpsync_set_facts).
 //
 // Each field's doc comment (and each of kpsync.Facts) is its row in the
 // README's result table (go run ./hack/gen-options writes it).

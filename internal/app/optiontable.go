@@ -148,72 +148,72 @@ type Option struct {
 func OptionTable() []Option {
 	return []Option{
 		{
-			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kube_proxy_sync_kubeconfig", Since: "1.0.0",
+			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kpsync_kubeconfig", Since: "1.0.0",
 			DefaultText: "C($KUBECONFIG), C(~/.kube/config), in-cluster",
 			Help:        "Path to the kubeconfig; empty uses C($KUBECONFIG), C(~/.kube/config), or the in-cluster config.",
-			RoleDefault: `"{{ kube_config_dir ~ '/admin.conf' if _kube_proxy_sync_kubespray else '/etc/kubernetes/admin.conf' }}"`,
+			RoleDefault: `"{{ kube_config_dir ~ '/admin.conf' if _kpsync_kubespray else '/etc/kubernetes/admin.conf' }}"`,
 			RoleType:    "path",
 			RoleNote: "The role needs one: kubeadm's C(/etc/kubernetes/admin.conf) by default; in the kubespray entry point, " +
 				"C(admin.conf) in kubespray's C(kube_config_dir); on the host that runs the module.",
 			field: func(o *Options) any { return &o.Kubeconfig },
 		},
 		{
-			Flag: "context", Arg: "context", Role: "kube_proxy_sync_context", Since: "1.0.0",
+			Flag: "context", Arg: "context", Role: "kpsync_context", Since: "1.0.0",
 			DefaultText: "the current context",
 			Help:        "Kubeconfig context to use; empty uses the current context.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Context },
 		},
 		{
-			Flag: "namespace", Short: "n", Arg: "namespace", Role: "kube_proxy_sync_namespace", Since: "1.0.0",
+			Flag: "namespace", Short: "n", Arg: "namespace", Role: "kpsync_namespace", Since: "1.0.0",
 			Default:     "kube-system",
 			Help:        "Namespace of the kube-proxy ConfigMap and DaemonSet.",
 			RoleDefault: "kube-system",
 			field:       func(o *Options) any { return &o.Namespace },
 		},
 		{
-			Flag: "configmap", Arg: "configmap", Role: "kube_proxy_sync_configmap", Since: "1.0.0",
+			Flag: "configmap", Arg: "configmap", Role: "kpsync_configmap", Since: "1.0.0",
 			Default:     "kube-proxy",
 			Help:        "Name of kube-proxy's ConfigMap.",
 			RoleDefault: "kube-proxy",
 			field:       func(o *Options) any { return &o.ConfigMap },
 		},
 		{
-			Flag: "daemonset", Arg: "daemonset", Role: "kube_proxy_sync_daemonset", Since: "1.0.0",
+			Flag: "daemonset", Arg: "daemonset", Role: "kpsync_daemonset", Since: "1.0.0",
 			Default:     "kube-proxy",
 			Help:        "Name of kube-proxy's DaemonSet.",
 			RoleDefault: "kube-proxy",
 			field:       func(o *Options) any { return &o.DaemonSet },
 		},
 		{
-			Flag: "container", Arg: "container", Role: "kube_proxy_sync_container", Since: "1.0.0",
+			Flag: "container", Arg: "container", Role: "kpsync_container", Since: "1.0.0",
 			Default:     "kube-proxy",
 			Help:        "Name of the kube-proxy container in the DaemonSet.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Container },
 		},
 		{
-			Flag: "server", Metavar: "URL", Arg: "server", Role: "kube_proxy_sync_server", Since: "1.0.0",
+			Flag: "server", Metavar: "URL", Arg: "server", Role: "kpsync_server", Since: "1.0.0",
 			Help: "API server URL to set as the C(server) of every cluster in the C(kubeconfig.conf) key of the ConfigMap " +
 				"(what kubespray's sed task does), for example V(https://10.0.0.1:6443); empty leaves it as it is.\n\n" +
 				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
 				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
 				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
-			RoleDefault:     `"{{ (_kube_proxy_sync_kubespray_server | default('', true)) if _kube_proxy_sync_kubespray_derived | bool else '' }}"`,
-			RolePass:        `{{ kube_proxy_sync_server | default(omit, true) }}`,
+			RoleDefault:     `"{{ (_kpsync_kubespray_server | default('', true)) if _kpsync_kubespray_derived | bool else '' }}"`,
+			RolePass:        `{{ kpsync_server | default(omit, true) }}`,
 			RoleDefaultText: `V("") (left as it is); in the kubespray entry point, as kubespray decides it`,
 			RoleNote:        "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
 			field:           func(o *Options) any { return &o.Server },
 		},
 		{
-			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kube_proxy_sync_allow_insecure_server", Since: "1.0.0",
+			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kpsync_allow_insecure_server", Since: "1.0.0",
 			Help: "Accept an V(http://) O(server). Over http kube-proxy sends its service-account token in clear text, so an http " +
 				"O(server) is refused unless this is set.",
 			RoleDefault: "false",
 			field:       func(o *Options) any { return &o.AllowInsecureServer },
 		},
 		{
-			Flag: "set", Metavar: "path=value", Arg: "set", Role: "kube_proxy_sync_settings", Since: "1.0.0",
+			Flag: "set", Metavar: "path=value", Arg: "set", Role: "kpsync_settings", Since: "1.0.0",
 			Help: "KubeProxyConfiguration fields to set in the C(config.conf) key, by dotted path: " +
 				"C(--set mode=ipvs --set ipvs.strictARP=true) on the command line (repeatable), " +
 				`C({"mode": "ipvs", "ipvs.strictARP": true, "featureGates.SomeGate": true}) as the module's argument.` + "\n\n" +
@@ -222,7 +222,7 @@ func OptionTable() []Option {
 				"kube-proxy's own validation before any write.",
 			See:         "Validation",
 			RoleDefault: "{}",
-			RolePass:    "{{ kube_proxy_sync_settings | default(omit, true) }}",
+			RolePass:    "{{ kpsync_settings | default(omit, true) }}",
 			RoleNote: "Empty changes no setting. In the kubespray entry point these are set over kubeadm's rendering of kubespray's " +
 				"kubeadm config, and every kubeadm upgrade drops them again (a rollout to put them back): keep kube-proxy's " +
 				"settings in kubespray's variables.",
@@ -230,7 +230,7 @@ func OptionTable() []Option {
 			parse: setArg,
 		},
 		{
-			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kube_proxy_sync_manifest", Since: "1.0.0",
+			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kpsync_manifest", Since: "1.0.0",
 			Help: "Path of a ConfigMap manifest whose data keys are written over the live ones, with an update carrying the " +
 				"resourceVersion read (field manager C(kube-proxy-sync)), like O(set); keys it leaves out stay as they are.\n\n" +
 				"Its C(config.conf) is validated the same way; C(binaryData) and files over 1 MiB are refused.",
@@ -238,7 +238,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Manifest },
 		},
 		{
-			Flag: "kubeadm-config", Metavar: "FILE", Arg: "kubeadm_config", Role: "kube_proxy_sync_kubeadm_config", Since: "1.0.0",
+			Flag: "kubeadm-config", Metavar: "FILE", Arg: "kubeadm_config", Role: "kpsync_kubeadm_config", Since: "1.0.0",
 			Help: "Path of a kubeadm configuration file (kubespray's C(/etc/kubernetes/kubeadm-config.yaml), say). " +
 				"kube-proxy's ConfigMap as C(kubeadm init phase addon kube-proxy --config FILE --print-manifest) renders it " +
 				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
@@ -246,37 +246,37 @@ func OptionTable() []Option {
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
 				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
 			RoleDefault: `""`,
-			// the file the role rendered from kube_proxy_sync_kubeadm_config_template, else this one (vars/main.yml)
-			RolePass: "{{ _kube_proxy_sync_kubeadm_config | default(omit, true) }}",
+			// the file the role rendered from kpsync_kubeadm_config_template, else this one (vars/main.yml)
+			RolePass: "{{ _kpsync_kubeadm_config | default(omit, true) }}",
 			RoleNote: "Empty by default, in the kubespray entry point too, which renders kubespray's kubeadm config template " +
-				"instead (C(kube_proxy_sync_kubeadm_config_template)) rather than read the file kubespray last wrote. Not with " +
-				"C(kube_proxy_sync_kubeadm_config_template).",
+				"instead (C(kpsync_kubeadm_config_template)) rather than read the file kubespray last wrote. Not with " +
+				"C(kpsync_kubeadm_config_template).",
 			field: func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
-			Flag: "kubeadm", Arg: "kubeadm", Role: "kube_proxy_sync_kubeadm", Since: "1.0.0",
+			Flag: "kubeadm", Arg: "kubeadm", Role: "kpsync_kubeadm", Since: "1.0.0",
 			Default:         "kubeadm",
 			Help:            "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault:     `"{{ bin_dir ~ '/kubeadm' if _kube_proxy_sync_kubespray else '' }}"`,
-			RolePass:        "{{ kube_proxy_sync_kubeadm | default(omit, true) }}",
+			RoleDefault:     `"{{ bin_dir ~ '/kubeadm' if _kpsync_kubespray else '' }}"`,
+			RolePass:        "{{ kpsync_kubeadm | default(omit, true) }}",
 			RoleDefaultText: `V("") (C(kubeadm) in C(PATH)); in the kubespray entry point, C({{ bin_dir }}/kubeadm)`,
 			RoleNote:        "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
 			field:           func(o *Options) any { return &o.Kubeadm },
 		},
 		{
-			Flag: "probe-path", Arg: "probe_path", Role: "kube_proxy_sync_probe_path", Since: "1.0.0",
+			Flag: "probe-path", Arg: "probe_path", Role: "kpsync_probe_path", Since: "1.0.0",
 			Default: probe.Auto, Choices: probe.Modes,
 			Help: "Readiness probe path of the kube-proxy container. V(auto) picks V(/livez) for kube-proxy 1.28 and newer and " +
 				"V(/healthz) before; V(none) leaves the probe alone.\n\n" +
 				"A probe change rolls the DaemonSet, so it is a restart of its own.",
-			RoleDefault:     `"{{ 'none' if _kube_proxy_sync_kubespray else 'auto' }}"`,
+			RoleDefault:     `"{{ 'none' if _kpsync_kubespray else 'auto' }}"`,
 			RoleDefaultText: "V(auto); in the kubespray entry point, V(none)",
 			RoleNote: "V(auto) by default; V(none) in the kubespray entry point, where kubeadm's DaemonSet has no probe and every " +
 				"kubeadm upgrade would remove it again.",
 			field: func(o *Options) any { return &o.ProbePath },
 		},
 		{
-			Flag: "kube-proxy-version", Arg: "kube_proxy_version", Role: "kube_proxy_sync_kube_proxy_version", Since: "1.0.0",
+			Flag: "kube-proxy-version", Arg: "kube_proxy_version", Role: "kpsync_kube_proxy_version", Since: "1.0.0",
 			DefaultText: "from the image tag",
 			Help: "kube-proxy version that O(probe_path=auto) and the validation assume; empty reads it from the DaemonSet's " +
 				"image tag, never from the API server's version. When the tag is not a version, O(probe_path=auto) leaves the " +
@@ -285,7 +285,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.KubeProxyVersion },
 		},
 		{
-			Flag: "image", Metavar: "IMAGE", Arg: "image", Role: "kube_proxy_sync_image", Since: "1.0.0",
+			Flag: "image", Metavar: "IMAGE", Arg: "image", Role: "kpsync_image", Since: "1.0.0",
 			Help: "Image the kube-proxy container should run. Another image than the live one is rolled like a config change " +
 				"(canary or zonal, crash-loop detection and rollback, O(verify_health)), in the same template change as the " +
 				"config and the probe, whose path and validation rules follow the new image's version. V(" + ImageFromKubeadm + ") " +
@@ -296,7 +296,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Image },
 		},
 		{
-			Flag: "restart", Arg: "restart", Role: "kube_proxy_sync_restart", Since: "1.0.0",
+			Flag: "restart", Arg: "restart", Role: "kpsync_restart", Since: "1.0.0",
 			Default: kpsync.RestartAuto, Choices: []string{kpsync.RestartAuto, kpsync.RestartAlways, kpsync.RestartNever},
 			Help: "Restart policy: V(auto) restarts only when the data changed or an earlier run left a restart owed; " +
 				"V(always) restarts on every run; V(never) writes the data and leaves the restart owed to a later V(auto) run.\n\n" +
@@ -308,7 +308,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Restart },
 		},
 		{
-			Flag: "progress-deadline", Arg: "progress_deadline", Role: "kube_proxy_sync_progress_deadline", Since: "1.0.0",
+			Flag: "progress-deadline", Arg: "progress_deadline", Role: "kpsync_progress_deadline", Since: "1.0.0",
 			DefaultText: "derived",
 			Help: "Fail, and roll back (O(rollback_on_failure)), when no node finished for this long; by default derived " +
 				"from the pod: 2 × (its termination grace period + minReadySeconds + readiness probe " +
@@ -318,7 +318,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.ProgressDeadline },
 		},
 		{
-			Flag: "timeout", Arg: "timeout", Role: "kube_proxy_sync_timeout", Since: "1.0.0",
+			Flag: "timeout", Arg: "timeout", Role: "kpsync_timeout", Since: "1.0.0",
 			DefaultText: "none",
 			Help:        "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back.",
 			Range:       between(0, 24*time.Hour),
@@ -326,7 +326,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Timeout },
 		},
 		{
-			Flag: "request-timeout", Arg: "request_timeout", Role: "kube_proxy_sync_request_timeout", Since: "1.0.0",
+			Flag: "request-timeout", Arg: "request_timeout", Role: "kpsync_request_timeout", Since: "1.0.0",
 			Default:     20 * time.Second,
 			Help:        "Timeout of one API request attempt (watches are not cut).",
 			Range:       above(0, 10*time.Minute),
@@ -334,7 +334,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.RequestTimeout },
 		},
 		{
-			Flag: "retries", Arg: "retries", Role: "kube_proxy_sync_retries", Since: "1.0.0",
+			Flag: "retries", Arg: "retries", Role: "kpsync_retries", Since: "1.0.0",
 			Default: 5,
 			Help: "Retries of an API request after a connection error, 429 or 5xx (not 501), with jittered backoff, honouring " +
 				"C(Retry-After).",
@@ -353,13 +353,13 @@ func OptionTable() []Option {
 			field: func(o *Options) any { return &o.Diff },
 		},
 		{
-			Flag: "audit-log", Metavar: "FILE", Arg: "audit_log", Role: "kube_proxy_sync_audit_log", Since: "1.0.0",
+			Flag: "audit-log", Metavar: "FILE", Arg: "audit_log", Role: "kpsync_audit_log", Since: "1.0.0",
 			Help: "Append JSON lines to this file for each run that changed or failed (mode 0600, fsynced; a missing directory is " +
 				"created, mode 0700): the plan before the first write, the intent before the restart, the outcome after.\n\n" +
 				"A symbolic link, anything but a regular file (a FIFO, a device) and a file more open than 0600 are refused " +
 				"(chmod it; the run never changes a mode it did not set).",
 			RoleDefault: "/var/log/kube-proxy-sync/audit.log",
-			RolePass:    "{{ kube_proxy_sync_audit_log | default(omit, true) }}",
+			RolePass:    "{{ kpsync_audit_log | default(omit, true) }}",
 			RoleNote:    "Empty disables it.",
 			field:       func(o *Options) any { return &o.AuditLog },
 		},
@@ -370,7 +370,7 @@ func OptionTable() []Option {
 			field: func(o *Options) any { return &o.Output },
 		},
 		{
-			Flag: "strategy", Arg: "strategy", Role: "kube_proxy_sync_strategy", Since: "1.0.0",
+			Flag: "strategy", Arg: "strategy", Role: "kpsync_strategy", Since: "1.0.0",
 			Default: kpsync.StrategyRolling, Choices: []string{kpsync.StrategyRolling, kpsync.StrategyCanary, kpsync.StrategyZonal},
 			Help: "Rollout strategy: V(rolling) lets the DaemonSet controller replace the pods within its C(maxUnavailable); " +
 				"V(canary) restarts O(canary_nodes) nodes first, then batches of O(batch_size); V(zonal) does the canary zone by " +
@@ -380,7 +380,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Strategy },
 		},
 		{
-			Flag: "canary-nodes", Arg: "canary_nodes", Role: "kube_proxy_sync_canary_nodes", Since: "1.0.0",
+			Flag: "canary-nodes", Arg: "canary_nodes", Role: "kpsync_canary_nodes", Since: "1.0.0",
 			Default: 1,
 			Help: "With O(strategy=canary), how many live nodes restart first; with O(strategy=zonal), how many of " +
 				"each zone (at most the batch size).",
@@ -389,24 +389,24 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.CanaryNodes },
 		},
 		{
-			Flag: "batch-size", Arg: "batch_size", Role: "kube_proxy_sync_batch_size", Since: "1.0.0",
+			Flag: "batch-size", Arg: "batch_size", Role: "kpsync_batch_size", Since: "1.0.0",
 			DefaultText: "the DaemonSet's maxUnavailable",
 			Help: "With O(strategy=canary), nodes restarted at once after the canary, as a number (V(5)) or a percentage of the " +
 				"live nodes (V(10%)). Empty uses the DaemonSet's C(maxUnavailable).",
 			RoleDefault: `""`,
-			RolePass:    "{{ kube_proxy_sync_batch_size | string | default(omit, true) }}",
+			RolePass:    "{{ kpsync_batch_size | string | default(omit, true) }}",
 			field:       func(o *Options) any { return &o.BatchSize },
 			parse:       batch,
 		},
 		{
-			Flag: "zone-label", Arg: "zone_label", Role: "kube_proxy_sync_zone_label", Since: "1.0.0",
+			Flag: "zone-label", Arg: "zone_label", Role: "kpsync_zone_label", Since: "1.0.0",
 			Default:     rollout.DefaultZoneLabel,
 			Help:        "With O(strategy=zonal), the node label whose value is the node's zone; nodes without it form a last group.",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.ZoneLabel },
 		},
 		{
-			Flag: "undo", Arg: "undo", Role: "kube_proxy_sync_undo", Since: "1.0.0",
+			Flag: "undo", Arg: "undo", Role: "kpsync_undo", Since: "1.0.0",
 			Help: "Restore the config the fleet ran before the last change (named on the DaemonSet by " +
 				"C(kube-proxy-sync.io/previous-config)) through the same rollout as a change; strategy, crash-loop detection and " +
 				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
@@ -416,7 +416,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.Undo },
 		},
 		{
-			Flag: "config-history", Arg: "config_history", Role: "kube_proxy_sync_config_history", Since: "1.0.0",
+			Flag: "config-history", Arg: "config_history", Role: "kpsync_config_history", Since: "1.0.0",
 			Default: kpsync.DefaultHistory,
 			Help: "How many copies of the config (C(kube-proxy-<hash>), the ConfigMaps the pod template mounts) to keep besides " +
 				"those in use, for rollbacks and C(kubectl rollout undo). A copy that a revision of the DaemonSet " +
@@ -427,7 +427,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.ConfigHistory },
 		},
 		{
-			Flag: "verify-health", Arg: "verify_health", Role: "kube_proxy_sync_verify_health", Since: "1.0.0",
+			Flag: "verify-health", Arg: "verify_health", Role: "kpsync_verify_health", Since: "1.0.0",
 			Default: verify.Off, Choices: verify.Modes,
 			Help: "Connectivity check before and after each node's restart: V(off); V(auto) asks kube-proxy's C(/healthz) on " +
 				"each node through the API server's node proxy before the restart, and after it must see a sync since the " +
@@ -439,7 +439,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyHealth },
 		},
 		{
-			Flag: "verify-health-timeout", Arg: "verify_health_timeout", Role: "kube_proxy_sync_verify_health_timeout", Since: "1.0.0",
+			Flag: "verify-health-timeout", Arg: "verify_health_timeout", Role: "kpsync_verify_health_timeout", Since: "1.0.0",
 			Default:     time.Minute,
 			Help:        "With O(verify_health), how long a restarted kube-proxy has to show a sync.",
 			Range:       above(0, time.Hour),
@@ -447,7 +447,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyHealthWait },
 		},
 		{
-			Flag: "verify-traffic", Metavar: "NS/NAME", Arg: "verify_traffic", Role: "kube_proxy_sync_verify_traffic", Since: "1.0.0",
+			Flag: "verify-traffic", Metavar: "NS/NAME", Arg: "verify_traffic", Role: "kpsync_verify_traffic", Since: "1.0.0",
 			Help: "With O(verify_health), NAMESPACE/NAME of a Service with ready endpoints; after each node's restart " +
 				"short-lived probe pods on that node open TCP connections to it along O(verify_traffic_paths) (by default to " +
 				"its ClusterIP from the node itself; needs create and delete on pods, get on that Service).\n\n" +
@@ -460,19 +460,19 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyTraffic },
 		},
 		{
-			Flag: "verify-traffic-image", Arg: "verify_traffic_image", Role: "kube_proxy_sync_verify_traffic_image", Since: "1.0.0",
+			Flag: "verify-traffic-image", Arg: "verify_traffic_image", Role: "kpsync_verify_traffic_image", Since: "1.0.0",
 			Default: DefaultTrafficImage,
 			Help: "With O(verify_traffic), the image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the " +
 				"connection); use one every node has, like the kubelet's pause image.",
-			RoleDefault:     `"{{ (pod_infra_image_repo ~ ':' ~ pod_infra_image_tag) if _kube_proxy_sync_kubespray else '' }}"`,
-			RolePass:        "{{ kube_proxy_sync_verify_traffic_image | default(omit, true) }}",
+			RoleDefault:     `"{{ (pod_infra_image_repo ~ ':' ~ pod_infra_image_tag) if _kpsync_kubespray else '' }}"`,
+			RolePass:        "{{ kpsync_verify_traffic_image | default(omit, true) }}",
 			RoleDefaultText: `V("") (the binary's); in the kubespray entry point, kubespray's pause image (C(pod_infra_image_repo):C(pod_infra_image_tag))`,
 			RoleNote: "Empty by default (the binary's); in the kubespray entry point, the pause image kubespray gives the kubelet " +
 				"(C(pod_infra_image_repo):C(pod_infra_image_tag)), which every node has, in an air-gapped cluster too.",
 			field: func(o *Options) any { return &o.VerifyTrafficImg },
 		},
 		{
-			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kube_proxy_sync_verify_traffic_paths", Since: "1.0.0",
+			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kpsync_verify_traffic_paths", Since: "1.0.0",
 			DefaultText: "node; a proxy-mode change's own check: node,pod,nodeport (pod left out, with a warning, when kube-proxy's image cannot connect)",
 			Help: "With O(verify_traffic), where each node's connections to the Service start, comma-separated: V(node), its " +
 				"ClusterIP from the node itself (the host's OUTPUT hook); V(pod), its ClusterIP from a pod on the node, in the pod " +
@@ -484,7 +484,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyTrafficPaths },
 		},
 		{
-			Flag: "verify-traffic-pod-image", Arg: "verify_traffic_pod_image", Role: "kube_proxy_sync_verify_traffic_pod_image", Since: "1.0.0",
+			Flag: "verify-traffic-pod-image", Arg: "verify_traffic_pod_image", Role: "kpsync_verify_traffic_pod_image", Since: "1.0.0",
 			DefaultText: "none; a proxy-mode change's own check: the image kube-proxy runs before the change",
 			Help: "With the V(pod) path of O(verify_traffic_paths), the image of the pod that connects from the pod network: it runs " +
 				"C(/bin/sh) and connects with C(bash) (its C(/dev/tcp)) or C(nc), so it must have C(sh) and one of them, and be on " +
@@ -494,7 +494,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyTrafficPodImg },
 		},
 		{
-			Flag: "verify-traffic-timeout", Arg: "verify_traffic_timeout", Role: "kube_proxy_sync_verify_traffic_timeout", Since: "1.0.0",
+			Flag: "verify-traffic-timeout", Arg: "verify_traffic_timeout", Role: "kpsync_verify_traffic_timeout", Since: "1.0.0",
 			Default:     30 * time.Second,
 			Help:        "With O(verify_traffic), how long the connection may take to succeed on one node.",
 			Range:       above(0, time.Hour),
@@ -502,14 +502,14 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyTrafficWait },
 		},
 		{
-			Flag: "verify", Arg: "verify", Role: "kube_proxy_sync_verify", Since: "1.0.0",
+			Flag: "verify", Arg: "verify", Role: "kpsync_verify", Since: "1.0.0",
 			Help: "After the rollout, check afresh that every live node whose kube-proxy was Ready before is Ready on the new " +
 				"template.",
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.Verify },
 		},
 		{
-			Flag: "verify-endpoints", Metavar: "N", Arg: "verify_endpoints", Role: "kube_proxy_sync_verify_endpoints", Since: "1.0.0",
+			Flag: "verify-endpoints", Metavar: "N", Arg: "verify_endpoints", Role: "kpsync_verify_endpoints", Since: "1.0.0",
 			Help: "With O(verify), also ask kube-proxy's health endpoint on this many live nodes through the API server's node " +
 				"proxy (needs get on C(nodes/proxy)).",
 			Range:       between(0, 1000),
@@ -517,7 +517,7 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.VerifyEndpoints },
 		},
 		{
-			Flag: "rollback-on-failure", Arg: "rollback_on_failure", Role: "kube_proxy_sync_rollback_on_failure", Since: "1.0.0",
+			Flag: "rollback-on-failure", Arg: "rollback_on_failure", Role: "kpsync_rollback_on_failure", Since: "1.0.0",
 			Default: true,
 			Help: "When the new template fails (a pod that cannot run, the progress deadline, O(verify)), restore the pod " +
 				"template captured before, which points back at the ConfigMap it mounted; the run still fails. An interrupt or " +
@@ -527,13 +527,13 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.RollbackOnFailure },
 		},
 		{
-			Flag: "no-rollback", Arg: "no_rollback", Role: "kube_proxy_sync_no_rollback", Since: "1.0.0",
+			Flag: "no-rollback", Arg: "no_rollback", Role: "kpsync_no_rollback", Since: "1.0.0",
 			Help:        "Leave a failed rollout as it is (the same as O(rollback_on_failure=false)).",
 			RoleDefault: "false",
 			field:       func(o *Options) any { return &o.NoRollback },
 		},
 		{
-			Flag: "not-ready-tolerance", Arg: "not_ready_tolerance", Role: "kube_proxy_sync_not_ready_tolerance", Since: "1.0.0",
+			Flag: "not-ready-tolerance", Arg: "not_ready_tolerance", Role: "kpsync_not_ready_tolerance", Since: "1.0.0",
 			Default:     nodes.DefaultPolicy.NotReadyTolerance,
 			Help:        "A node NotReady for longer than this counts as going away; its pod neither blocks nor fails the rollout.",
 			Range:       between(0, 7*24*time.Hour),
@@ -541,13 +541,13 @@ func OptionTable() []Option {
 			field:       func(o *Options) any { return &o.NotReadyTolerance },
 		},
 		{
-			Flag: "skip-unschedulable", Arg: "skip_unschedulable", Role: "kube_proxy_sync_skip_unschedulable", Since: "1.0.0",
+			Flag: "skip-unschedulable", Arg: "skip_unschedulable", Role: "kpsync_skip_unschedulable", Since: "1.0.0",
 			Help:        "Treat cordoned nodes as going away too.",
 			RoleDefault: "null",
 			field:       func(o *Options) any { return &o.SkipUnschedulable },
 		},
 		{
-			Flag: "lock-timeout", Arg: "lock_timeout", Role: "kube_proxy_sync_lock_timeout", Since: "1.0.0",
+			Flag: "lock-timeout", Arg: "lock_timeout", Role: "kpsync_lock_timeout", Since: "1.0.0",
 			Default: 5 * time.Minute,
 			Help: "How long to wait for another run's Lease (C(kube-proxy-sync) in O(namespace)) before failing with " +
 				"C(locked).",
@@ -561,7 +561,7 @@ func OptionTable() []Option {
 			field: func(o *Options) any { return &o.DetailedExitCode },
 		},
 		{
-			Flag: "log-level", Arg: "log_level", Role: "kube_proxy_sync_log_level", Since: "1.0.0",
+			Flag: "log-level", Arg: "log_level", Role: "kpsync_log_level", Since: "1.0.0",
 			Default: "info", Choices: []string{"trace", "debug", "info", "warn", "warning", "error"},
 			Help:        "Log level on stderr: V(debug), V(info), V(warn), V(error).",
 			RoleDefault: "info",

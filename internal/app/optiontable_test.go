@@ -47,7 +47,7 @@ func TestOptionTable(t *testing.T) {
 			assert.NotEmpty(t, opt.Help)
 			assert.NotPanics(t, func() { _ = opt.Usage() }, "every O() names an option with a flag")
 			if opt.Role != "" {
-				assert.True(t, strings.HasPrefix(opt.Role, "kube_proxy_sync_"), "public role variables are prefixed kube_proxy_sync_")
+				assert.True(t, strings.HasPrefix(opt.Role, "kpsync_"), "public role variables are prefixed kpsync_")
 				assert.NotEmpty(t, opt.Arg, "the role passes a module argument")
 				assert.NotEmpty(t, opt.RoleDefault, "a role variable needs its value in defaults/main.yml")
 			}

@@ -141,7 +141,7 @@ func checkAccess(ctx context.Context, e *env, p plan) error {
 		if m := p.migration; m != nil && m.VerifyHealth != verify.Off && slices.Contains(denied, "get on nodes/proxy") {
 			why = fmt.Sprintf("; get on nodes/proxy because the proxy-mode change %s -> %s checks each migrated node's kube-proxy through the API server's node proxy", m.From, m.To)
 		}
-		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kube_proxy_sync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), e.o.Namespace, why)
+		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kpsync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), e.o.Namespace, why)
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func trafficTarget(ctx context.Context, e *env, o ConnectivityOptions) (*verify.
 	ns, name, _ := strings.Cut(o.Traffic, "/")
 	svc, err := e.d.Kube.Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("--verify-traffic: get service %s: %w (the kubeconfig user needs get on services there, see roles/kube_proxy_sync/files/rbac.yaml)", o.Traffic, err)
+		return nil, fmt.Errorf("--verify-traffic: get service %s: %w (the kubeconfig user needs get on services there, see roles/kpsync/files/rbac.yaml)", o.Traffic, err)
 	}
 	ip := svc.Spec.ClusterIP
 	if ip == "" || ip == corev1.ClusterIPNone {
@@ -137,7 +137,7 @@ func nodeIP(e *env, clusterIP string) func(ctx context.Context, node string) (st
 	return func(ctx context.Context, node string) (string, error) {
 		n, err := e.d.Kube.Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
-			return "", fmt.Errorf("get node %s for its address: %w (the kubeconfig user needs get on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", node, err)
+			return "", fmt.Errorf("get node %s for its address: %w (the kubeconfig user needs get on nodes, see roles/kpsync/files/rbac.yaml)", node, err)
 		}
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP && strings.Contains(a.Address, ":") == v6 {

@@ -90,7 +90,7 @@ const manyServices = 5000
 func countServices(ctx context.Context, e *env, from string) {
 	list, err := e.d.Kube.Services("").List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
-		e.warn(fmt.Sprintf("proxy mode %s -> nftables: the cluster's Services could not be counted (%v): each node's first full sync in nftables mode takes minutes from about %d Services (list on services cluster-wide, see roles/kube_proxy_sync/files/rbac.yaml)", from, err, manyServices))
+		e.warn(fmt.Sprintf("proxy mode %s -> nftables: the cluster's Services could not be counted (%v): each node's first full sync in nftables mode takes minutes from about %d Services (list on services cluster-wide, see roles/kpsync/files/rbac.yaml)", from, err, manyServices))
 		return
 	}
 	n := int64(len(list.Items))

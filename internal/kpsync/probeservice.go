@@ -141,7 +141,7 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 	}
 	made, err := api.Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kube_proxy_sync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
+		return nil, time.Time{}, fmt.Errorf("create service %s/%s, the run's own for the proxy-mode change's traffic check, before any write: %w (the kubeconfig user needs create and delete on services, see roles/kpsync/files/rbac.yaml; or name a Service with --verify-traffic)", o.Namespace, ProbeServiceName, err)
 	}
 	at := e.d.Clock.Now()
 	e.d.Log.Infof("service %s/%s created for the traffic check (kube-proxy's pods on port %d); deleted when the run ends", o.Namespace, ProbeServiceName, p.roll.ownPort)

@@ -8,7 +8,7 @@ import (
 )
 
 // rbacFile grants what the tool needs; a forbidden request points at it.
-const rbacFile = "roles/kube_proxy_sync/files/rbac.yaml"
+const rbacFile = "roles/kpsync/files/rbac.yaml"
 
 // Request is a request to the API server as the user is told of it when it
 // fails (see Explain).

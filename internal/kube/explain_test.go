@@ -24,7 +24,7 @@ func TestExplain(t *testing.T) {
 		{name: "not found", r: get, err: notFound,
 			want: `get configmap "kube-system/kube-proxy": not found: check --configmap: ` + notFound.Error()},
 		{name: "forbidden", r: get, err: forbidden,
-			want: `get configmap "kube-system/kube-proxy": forbidden: the kubeconfig user needs get on configmaps (see roles/kube_proxy_sync/files/rbac.yaml): ` + forbidden.Error()},
+			want: `get configmap "kube-system/kube-proxy": forbidden: the kubeconfig user needs get on configmaps (see roles/kpsync/files/rbac.yaml): ` + forbidden.Error()},
 		{name: "other API error", r: get, err: conflict,
 			want: `get configmap "kube-system/kube-proxy": ` + conflict.Error()},
 		{name: "not an API error", r: get, err: errors.New("connection refused"),
@@ -32,7 +32,7 @@ func TestExplain(t *testing.T) {
 		{name: "404 with nothing to say", r: Request{What: "list the copies", Needs: "list on configmaps"}, err: notFound,
 			want: "list the copies: " + notFound.Error()},
 		{name: "403 with no request named", r: Request{Needs: `update on leases.coordination.k8s.io "kps"`}, err: forbidden,
-			want: `forbidden: the kubeconfig user needs update on leases.coordination.k8s.io "kps" (see roles/kube_proxy_sync/files/rbac.yaml): ` + forbidden.Error()},
+			want: `forbidden: the kubeconfig user needs update on leases.coordination.k8s.io "kps" (see roles/kpsync/files/rbac.yaml): ` + forbidden.Error()},
 		{name: "nothing to say", r: Request{Needs: "update on leases"}, err: notFound,
 			want: notFound.Error()},
 	}

@@ -103,7 +103,7 @@ func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
+		return nil, nil, fmt.Errorf("list nodes: %w (the kubeconfig user needs list on nodes, see roles/kpsync/files/rbac.yaml)", err)
 	}
 	sort.Strings(live)
 	return skipped, live, nil
@@ -169,7 +169,7 @@ func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string,
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes for their %s label: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", key, err)
+		return nil, fmt.Errorf("list nodes for their %s label: %w (the kubeconfig user needs list on nodes, see roles/kpsync/files/rbac.yaml)", key, err)
 	}
 	return out, nil
 }
@@ -188,7 +188,7 @@ func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[str
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes for their kernel versions: %w (the kubeconfig user needs list on nodes, see roles/kube_proxy_sync/files/rbac.yaml)", err)
+		return nil, fmt.Errorf("list nodes for their kernel versions: %w (the kubeconfig user needs list on nodes, see roles/kpsync/files/rbac.yaml)", err)
 	}
 	return out, nil
 }

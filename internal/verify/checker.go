@@ -190,7 +190,7 @@ func (c *Checker) Baseline(ctx context.Context, nodes []string) error {
 	if len(c.report.Unreachable) > 0 {
 		first := c.report.Unreachable[0]
 		if c.Mode == Required {
-			return fmt.Errorf("connectivity baseline: kube-proxy's /healthz on %d node(s) cannot be reached through the API server's node proxy, e.g. node %s: %s; nothing was restarted (the restart is owed to the next run): fix the access (get on nodes/proxy, see roles/kube_proxy_sync/files/rbac.yaml) or use --verify-health auto",
+			return fmt.Errorf("connectivity baseline: kube-proxy's /healthz on %d node(s) cannot be reached through the API server's node proxy, e.g. node %s: %s; nothing was restarted (the restart is owed to the next run): fix the access (get on nodes/proxy, see roles/kpsync/files/rbac.yaml) or use --verify-health auto",
 				len(c.report.Unreachable), first.Node, first.Detail)
 		}
 		c.Log.Warnf("connectivity baseline: %d node(s) not reachable through the API server's node proxy are not checked after their restart, e.g. %s: %s", len(c.report.Unreachable), first.Node, first.Detail)

@@ -58,7 +58,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		installVersion, upgradeVersion   string
 		// the server kubespray mode decides ("": leave it alone)
 		server string
-		// kube_proxy_sync_probe_path ("": the entry point's none)
+		// kpsync_probe_path ("": the entry point's none)
 		probe        string
 		wantServer   string
 		wantRollouts int
@@ -114,7 +114,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 2,
 		},
 		{
-			// a probe opted into (kube_proxy_sync_probe_path: auto): kubeadm's
+			// a probe opted into (kpsync_probe_path: auto): kubeadm's
 			// DaemonSet has none, so the role adds it back after every
 			// upgrade, a rollout of its own: why the entry point's default is none
 			name:            "local load balancer, patched, probe opted in: two rollouts",
@@ -195,11 +195,11 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 }
 
 // kubespray's upgrade with docs/kubespray-upgrade.patch (and
-// kube_proxy_sync_enabled): nothing of kubeadm writes kube-proxy during the
+// kpsync_enabled): nothing of kubeadm writes kube-proxy during the
 // upgrade (its addon phase is skipped in upgrade apply and upgrade node,
 // kubespray's "Update kube-proxy configmap after upgrade" is skipped), and
 // once every control plane is upgraded the entry point runs with
-// kube_proxy_sync_image: kubeadm and kube_proxy_sync_strategy: canary on
+// kpsync_image: kubeadm and kpsync_strategy: canary on
 // kubespray's kubeadm config for the new version (kube-proxy-upgrade.yml).
 // Install as kubeadm init leaves it, then cluster.yml's run of the entry
 // point, then that one run: kube-proxy takes kubeadm's image for the new
@@ -344,10 +344,10 @@ func kubesprayExpected(t *testing.T, c *cluster.Cluster) map[string]any {
 }
 
 // runKubesprayMode runs the module with the arguments the role's kubespray
-// entry point passes (tasks/main.yml with _kube_proxy_sync_kubespray):
-// kubespray's kubeadm config and kubeadm (kube_proxy_sync_kubeadm_config,
-// kube_proxy_sync_kubeadm), its server decision, the probe path (none
-// there unless kube_proxy_sync_probe_path is set).
+// entry point passes (tasks/main.yml with _kpsync_kubespray):
+// kubespray's kubeadm config and kubeadm (kpsync_kubeadm_config,
+// kpsync_kubeadm), its server decision, the probe path (none
+// there unless kpsync_probe_path is set).
 func runKubesprayMode(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server, probe string) cliRun {
 	t.Helper()
 	args := map[string]any{

@@ -30,7 +30,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
 )
 
-// rbacSubject is who roles/kube_proxy_sync/files/rbac.yaml grants to.
+// rbacSubject is who roles/kpsync/files/rbac.yaml grants to.
 const rbacSubject = "kube-proxy-sync"
 
 // rbacObjects are the objects of rbac.yaml.
@@ -216,7 +216,7 @@ func waitAccess(t *testing.T, c *cluster.Cluster, p permission, allowed bool) {
 
 func loadRBAC(t *testing.T, c *cluster.Cluster) rbacObjects {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "roles", "kube_proxy_sync", "files", "rbac.yaml"))
+	raw, err := os.ReadFile(filepath.Join(c.RepoRoot, "roles", "kpsync", "files", "rbac.yaml"))
 	require.NoError(t, err)
 	var objs rbacObjects
 	list, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)

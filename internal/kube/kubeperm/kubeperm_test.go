@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-const rbacPath = "../../../roles/kube_proxy_sync/files/rbac.yaml"
+const rbacPath = "../../../roles/kpsync/files/rbac.yaml"
 
 // rbacRules reads the Role's and the ClusterRole's rules from rbac.yaml.
 func rbacRules(t *testing.T) (role, cluster []rbacv1.PolicyRule, text string) {

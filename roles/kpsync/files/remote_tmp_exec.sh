@@ -1,5 +1,5 @@
 #!/bin/sh
-# Preflight of the kube_proxy_sync role (tasks/preflight.yml). Ansible copies
+# Preflight of the kpsync role (tasks/preflight.yml). Ansible copies
 # the role's binary module into its remote temp directory and executes it
 # there; it copies this script into the same directory, and the role runs it
 # through sh (ansible.builtin.script, executable: /bin/sh), which works even
