@@ -310,6 +310,50 @@ configz() {
   fi
 }
 
+# files_service NAME [TYPE]: a Service default/NAME (TYPE: ClusterIP, the
+# default, or NodePort) whose one endpoint is the tier's file server, off
+# the cluster, so that an answer through it proves a host's kube-proxy rules
+# (DNAT to it) rather than a pod's life. Prints its ClusterIP.
+files_service() {
+  local name="$1" type="${2:-ClusterIP}" files cip
+  files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
+  [[ -n "${files}" ]] || { echo "no file server address in ${KS_DIR}/hosts.env" >&2; return 1; }
+  cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: default}
+spec:
+  type: ${type}
+  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ${name}-files
+  namespace: default
+  labels: {kubernetes.io/service-name: ${name}, endpointslice.kubernetes.io/managed-by: kps-tier}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints: [{addresses: [\"${files}\"]}]
+EOF" || { echo "kubectl apply of default/${name} failed" >&2; return 1; }
+  cip="$(cp_ssh "kubectl -n default get service ${name} -o jsonpath='{.spec.clusterIP}'")"
+  [[ -n "${cip}" ]] || { echo "default/${name} has no ClusterIP" >&2; return 1; }
+  echo "${cip}"
+}
+
+# reject_on_hosts CIP: a REJECT of TCP to CIP in every host's filter OUTPUT,
+# added before any try through a Service: a connection kube-proxy's nat
+# rules redirected no longer has the ClusterIP as its destination there, so
+# only a try the host's rules do not translate (yet) meets it, and stays on
+# the host, counted as failed, instead of leaving the tier's network.
+reject_on_hosts() {
+  local host ip
+  while read -r host ip; do
+    docker exec "${host}" sh -c "iptables -C OUTPUT -d $1/32 -p tcp -j REJECT 2>/dev/null ||
+      iptables -A OUTPUT -d $1/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for $1"; return 1; }
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+}
+
 # traffic_start NAME: the traffic prober of step NAME. A Service of the
 # tier's own, default/kps-traffic (a ClusterIP and a NodePort), whose one
 # endpoint is the tier's file server: off the cluster, so a connection
@@ -322,40 +366,15 @@ configz() {
 # 60 s for every host's first answer on both; fails, saying why, when it
 # cannot start (the step goes on without it).
 traffic_start() {
-  local name="$1" files cip port host ip deadline
-  files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
-  [[ -n "${files}" ]] || { echo "no file server address in ${KS_DIR}/hosts.env"; return 1; }
-  cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Service
-metadata: {name: kps-traffic, namespace: default}
-spec:
-  type: NodePort
-  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kps-traffic-files
-  namespace: default
-  labels: {kubernetes.io/service-name: kps-traffic, endpointslice.kubernetes.io/managed-by: kps-tier}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints: [{addresses: [\"${files}\"]}]
-EOF" || { echo "kubectl apply of the prober's Service failed"; return 1; }
-  cip="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.clusterIP}'")"
+  local name="$1" cip port host ip deadline
+  cip="$(files_service kps-traffic NodePort)" || return 1
   port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
-  [[ -n "${cip}" && -n "${port}" ]] || { echo "the prober's Service has no ClusterIP or node port"; return 1; }
-  # no try before the host's kube-proxy has the Service in its rules: a
-  # connection to the ClusterIP would leave the tier's network unrouted
-  # (the egress step counts it). And should the rules lack it later, a
-  # REJECT in the filter table's OUTPUT keeps the try on the host (a
-  # connection kube-proxy's nat rules redirected no longer has the
-  # ClusterIP as its destination there), counted as failed.
-  while read -r host ip; do
-    docker exec "${host}" sh -c "iptables -C OUTPUT -d ${cip}/32 -p tcp -j REJECT 2>/dev/null ||
-      iptables -A OUTPUT -d ${cip}/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for ${cip}"; return 1; }
-  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  [[ -n "${port}" ]] || { echo "the prober's Service has no node port"; return 1; }
+  # no try before the host's kube-proxy has the Service in its rules (a
+  # connection to the ClusterIP would leave the tier's network unrouted, and
+  # the egress step counts it), and should the rules lack it later, none
+  # leaves the host (reject_on_hosts)
+  reject_on_hosts "${cip}" || return 1
   deadline=$((SECONDS + 60))
   while read -r host ip; do
     until docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-traffic'; do
@@ -424,14 +443,14 @@ traffic_stop() {
 # lines) lacks appears (a rollout began), makes a Service of its own,
 # default/kps-mid (ClusterIP, the file server as its one endpoint, as
 # traffic_start's), and records per host the seconds from its creation until
-# the host's rules have it and a connection through its ClusterIP answers
-# (deadline 120 s a host); prints "HOST RULES_S ANSWER_S" lines. Looks
+# the host's rules have it (the time of the first look that found it) and a
+# connection through its ClusterIP answers (deadline 120 s); prints "HOST
+# RULES_S ANSWER_S" lines, - for not within the deadline. Looks
 # every 2 s until /run/kps-mid-NAME.stop on this machine exists (no rollout:
 # prints nothing). A REJECT in each host's filter OUTPUT, added before any
 # try, keeps a try without rules on the host (see traffic_start).
 service_mid() {
-  local name="$1" before="$2" stop="/run/kps-mid-$1.stop" files now cip made host ip rules answer deadline
-  files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
+  local name="$1" before="$2" stop="/run/kps-mid-$1.stop" now cip made host ip rules answer deadline
   while [[ ! -e "${stop}" ]]; do
     now="$(cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-proxy -o jsonpath="{range .items[*]}{.metadata.uid}{\"\\n\"}{end}"' 2>/dev/null || true)"
     if [[ -n "${now}" ]] && grep -vxFf <(awk '{print $2}' <<<"${before}") <<<"${now}" | grep -q .; then
@@ -440,43 +459,32 @@ service_mid() {
     sleep 2
   done
   [[ ! -e "${stop}" ]] || return 0
-  cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Service
-metadata: {name: kps-mid, namespace: default}
-spec:
-  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kps-mid-files
-  namespace: default
-  labels: {kubernetes.io/service-name: kps-mid, endpointslice.kubernetes.io/managed-by: kps-tier}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints: [{addresses: [\"${files}\"]}]
-EOF" || { echo "kubectl apply of default/kps-mid failed"; return 1; }
+  cip="$(files_service kps-mid)" || return 1
   made="$(date +%s.%N)"
-  cip="$(cp_ssh "kubectl -n default get service kps-mid -o jsonpath='{.spec.clusterIP}'")"
-  [[ -n "${cip}" ]] || { echo "default/kps-mid has no ClusterIP"; return 1; }
-  while read -r host ip; do
-    docker exec "${host}" sh -c "iptables -C OUTPUT -d ${cip}/32 -p tcp -j REJECT 2>/dev/null ||
-      iptables -A OUTPUT -d ${cip}/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for ${cip}"; return 1; }
-  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
-  while read -r host ip; do
-    rules='-' answer='-' deadline=$((SECONDS + 120))
-    while ((SECONDS < deadline)); do
-      if [[ "${rules}" == - ]] && docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-mid'; then
-        rules="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
+  reject_on_hosts "${cip}" || return 1
+  # every host in turn, each about once a second (a look is a docker exec
+  # or two), until each answered or 120 s went by
+  local -A rules=() answer=()
+  local pending at
+  deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    pending=0
+    while read -r host ip; do
+      [[ -z "${answer[${host}]:-}" ]] || continue
+      pending=1
+      at="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
+      if [[ -z "${rules[${host}]:-}" ]] && docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-mid'; then
+        rules[${host}]="${at}"
       fi
-      if [[ "${rules}" != - ]] && docker exec "${host}" curl -fsS -o /dev/null --connect-timeout 1 --max-time 2 "http://${cip}/"; then
-        answer="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
-        break
+      if [[ -n "${rules[${host}]:-}" ]] && docker exec "${host}" curl -fsS -o /dev/null --connect-timeout 1 --max-time 2 "http://${cip}/"; then
+        answer[${host}]="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
       fi
-      sleep 0.2
-    done
-    echo "${host#"${KS_PREFIX:-kps-ks}"-} ${rules} ${answer}"
+    done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+    ((pending)) || break
+    sleep 0.2
+  done
+  while read -r host ip; do
+    echo "${host#"${KS_PREFIX:-kps-ks}"-} ${rules[${host}]:--} ${answer[${host}]:--}"
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   cp_ssh 'kubectl -n default delete service kps-mid --ignore-not-found >/dev/null
     kubectl -n default delete endpointslice kps-mid-files --ignore-not-found >/dev/null' >&2 || true
@@ -531,10 +539,10 @@ cluster_watched() {
   local mid_pid=$!
   PLAYBOOK_RC=0
   cluster "${mode}" "${tree}" "$@" || PLAYBOOK_RC=$?
-  # the Service made mid-rollout: its hosts' times (at most 120 s each
-  # after it was made), or not made (no rollout)
+  # the Service made mid-rollout: its hosts' times (at most 120 s after it
+  # was made), or not made (no rollout)
   touch "/run/kps-mid-${name}.stop"
-  deadline=$((SECONDS + 120 * $(grep -c '^HOST=' "${KS_DIR}/hosts.env") + 60))
+  deadline=$((SECONDS + 180))
   while kill -0 "${mid_pid}" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
   kill "${mid_pid}" 2>/dev/null || true
   wait "${mid_pid}" 2>/dev/null || true
