@@ -261,6 +261,10 @@ def writers(since, paths):
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
         name = f"{obj.get('kind', '?')}/{obj['metadata'].get('name', '?')}"
+        if not obj["metadata"].get("managedFields"):
+            # kubectl get leaves them out without --show-managed-fields: no
+            # entry would pass for "nobody wrote it"
+            sys.exit(f"{path}: {name} has no managedFields (kubectl get --show-managed-fields)")
         for entry in obj["metadata"].get("managedFields", []):
             if entry.get("time", "") >= since:
                 out.append(f"{name} {entry.get('manager', '?')} {entry.get('operation', '?')} {entry.get('time')}")

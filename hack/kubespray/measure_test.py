@@ -195,6 +195,16 @@ class Writers(unittest.TestCase):
             "DaemonSet/kube-proxy kube-controller-manager Update 2026-11-27T12:01:00Z",
         ])
 
+    def test_an_object_without_managed_fields_is_an_error_not_no_writer(self):
+        # what kubectl get -o json prints without --show-managed-fields
+        ds = {"kind": "DaemonSet", "metadata": {"name": "kube-proxy", "generation": 2}}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(ds, f)
+        self.addCleanup(os.unlink, f.name)
+        with self.assertRaises(SystemExit) as ended:
+            measure.writers("2026-11-27T12:00:00Z", [f.name])
+        self.assertIn("no managedFields", str(ended.exception.code))
+
     def test_the_audit_outcomes_since_the_step_began(self):
         records = [
             {"time": "2026-11-27T11:59:00.5+00:00", "phase": "outcome", "outcome": "succeeded", "restart": True},

@@ -476,7 +476,10 @@ service_mid() {
       if [[ -z "${rules[${host}]:-}" ]] && docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-mid'; then
         rules[${host}]="${at}"
       fi
-      if [[ -n "${rules[${host}]:-}" ]] && docker exec "${host}" curl -fsS -o /dev/null --connect-timeout 1 --max-time 2 "http://${cip}/"; then
+      # any HTTP answer is one (the file server has no index: 404), as the
+      # prober counts them; 000 is none
+      if [[ -n "${rules[${host}]:-}" ]] &&
+        [[ "$(docker exec "${host}" curl -s -o /dev/null --connect-timeout 1 --max-time 2 -w '%{http_code}' "http://${cip}/")" != 000 ]]; then
         answer[${host}]="$(awk -v a="${made}" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
       fi
     done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
@@ -763,10 +766,12 @@ upgrade() {
     echo "after upgrade-cluster.yml not every kubelet is at ${KUBERNETES_VERSION}: ${kubelets//$'\n'/, }"
     return 1
   fi
-  cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o json' >"${LOGS}/upgrade-$1.daemonset.json"
-  cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o json' >"${LOGS}/upgrade-$1.configmap.json"
+  # kubectl leaves managedFields out unless asked
+  cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o json --show-managed-fields' >"${LOGS}/upgrade-$1.daemonset.json"
+  cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o json --show-managed-fields' >"${LOGS}/upgrade-$1.configmap.json"
   writes="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" writers "${since}" \
-    "${LOGS}/upgrade-$1.daemonset.json" "${LOGS}/upgrade-$1.configmap.json")"
+    "${LOGS}/upgrade-$1.daemonset.json" "${LOGS}/upgrade-$1.configmap.json")" ||
+    { echo "who wrote kube-proxy's DaemonSet and ConfigMap cannot be read (above)"; return 1; }
   figure "upgrade-$1" "writes of kube-proxy's DaemonSet and ConfigMap since ${since}: ${writes//$'\n'/; }"
   figure "upgrade-$1" "first kube-proxy pod replaced on ${CANARY_NODE:-none}, Ready before a second one was made: ${CANARY_FIRST:-?}"
   figure "upgrade-$1" "kube-proxy pods made while some kube-apiserver ran an older version: ${SKEW:-?}${SKEW_DETAIL:+ (${SKEW_DETAIL})}"
