@@ -304,7 +304,7 @@ configz() {
   elif grep -q "STALE (not the ConfigMap's)" "${dir}/result.txt"; then
     figure "${name}" "/configz: ${runs}, not all the ConfigMap's (a pod started before its last write)"
   elif grep -q STALE "${dir}/result.txt"; then
-    figure "${name}" "/configz: ${runs}, not kubespray's ${SETTING_VAR}"
+    figure "${name}" "/configz: ${runs}; not kubespray's variable: $(sed -n "s/^[^ ]* \([^:]*\): .*STALE.*/\1/p" "${dir}/result.txt" | sort -u | paste -sd' ')"
   else
     figure "${name}" "/configz: ${runs}"
   fi
