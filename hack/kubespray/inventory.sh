@@ -144,6 +144,6 @@ custom_cni_manifests:
   - "${dir}/kps-cni.yaml.j2"
 EOF
 if [[ "${mode}" == patched ]]; then
-  printf '\n# docs/kubespray*.patch, opted in.\nkube_proxy_sync_enabled: true\n' >>"${dir}/group_vars/all/offline.yml"
+  printf '\n# docs/kubespray*.patch, opted in.\nkpsync_enabled: true\n' >>"${dir}/group_vars/all/offline.yml"
 fi
 log "inventory ${dir#"${REPO_ROOT}/"} (${mode}): ${names[*]}"
