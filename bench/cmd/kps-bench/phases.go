@@ -439,6 +439,34 @@ func (b *bench) restart(ctx context.Context) error {
 	return b.write(nodes, res)
 }
 
+// kubectlRestartedAt is the pod template annotation `kubectl rollout
+// restart` sets, to the second.
+const kubectlRestartedAt = "kubectl.kubernetes.io/restartedAt"
+
+// afterLastKubectlRestart waits, outside the timed steps, until the second
+// of the DaemonSet's last `kubectl rollout restart` is over: kubectl refuses
+// a second restart within it ("if restart has already been triggered within
+// the past second"), which a small fast cluster reaches when a round that
+// starts with kubectl follows one that ended with it.
+func (b *bench) afterLastKubectlRestart(ctx context.Context) error {
+	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("daemonset %s/%s before kubectl's restart: %w", b.Namespace, b.Name, err)
+	}
+	at, err := time.Parse(time.RFC3339, ds.Spec.Template.Annotations[kubectlRestartedAt])
+	if err != nil {
+		return nil // never restarted by kubectl
+	}
+	t := time.NewTimer(time.Until(at.Add(time.Second)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRun, error) {
 	run := restartRun{Tool: tool}
 	w, err := b.watchPods(ctx)
@@ -451,6 +479,9 @@ func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRu
 	}
 	switch tool {
 	case "kubectl":
+		if err := b.afterLastKubectlRestart(ctx); err != nil {
+			return fail(err)
+		}
 		for _, verb := range [][]string{
 			{"rollout", "restart", "daemonset/" + b.Name},
 			{"rollout", "status", "daemonset/" + b.Name, "--timeout", b.Timeout.String()},
