@@ -690,6 +690,12 @@ breaking() {
   done < <(tr ';' '\n' <<<"${PER_NODE}" | awk 'NF {print $1, $2, $4}')
   figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}"
   if [[ "$1" == unpatched ]]; then
+    # kubespray's own tasks do not apply the setting: nothing fails
+    if ((PLAYBOOK_RC != 0)); then
+      ansible_failure "${LOGS}/breaking-$1.log" || true
+      echo "the unpatched cluster.yml failed (exit ${PLAYBOOK_RC}, above)"
+      return 1
+    fi
     configz "$1" breaking stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}"
     return
   fi
