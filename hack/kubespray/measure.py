@@ -18,7 +18,10 @@
       restarts (container restarts of kube-proxy's pods during the step, a
       restart in place that replaces no pod), and per_node (each node's
       pods created and container restarts during the step: `NODE N new M
-      restarts; ...`). When the stream has every pod
+      restarts; ...`), touched (the nodes where a pod was created or a
+      container restarted during the step: those whose kube-proxy the step
+      took down at least once) and touched_nodes (their names, comma
+      separated). When the stream has every pod
       of kube-system (the upgrade step's), also: canary_first (yes when the
       first pod created during the step was Ready before a second one was
       created; no; none: no pod created), canary_node (its node), and skew
@@ -26,6 +29,12 @@
       seen of each control plane's pod, ran an older version than their
       image: kube-proxy must never be newer than the oldest API server; must
       be 0), with skew_detail naming them.
+
+  measure.py new-pod WATCH.json BEFORE
+      Exit 0 once WATCH.json (being written: a last object cut short is
+      left for the next look) holds a pod of kube-proxy's DaemonSet whose
+      UID is none of BEFORE's ("NODE UID" lines, a file): a rollout began.
+      Exit 1 while it does not.
 
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
@@ -83,14 +92,21 @@ ZERO_DEFAULTS = {"iptables.minSyncPeriod": "1s"}
 UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
-def json_stream(text):
+def json_stream(text, partial=False):
+    """The objects of a stream of JSON documents. partial: the stream is
+    still being written, and a last object cut short is left out."""
     decoder, i, out = json.JSONDecoder(), 0, []
     while True:
         while i < len(text) and text[i].isspace():
             i += 1
         if i >= len(text):
             return out
-        obj, i = decoder.raw_decode(text, i)
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            if partial:
+                return out
+            raise
         out.append(obj)
 
 
@@ -224,6 +240,7 @@ def watch_figures(events):
         made[node] = made.get(node, 0) + (uid not in initial)
         restarted[node] = restarted.get(node, 0) + restarts_max[uid] - restarts_first[uid]
     before = {revision[u] for u in initial}
+    touched = [n for n in sorted(nodes) if made[n] or restarted[n]]
     figures = {
         "nodes": len(nodes),
         "pods": len(seen),
@@ -234,6 +251,8 @@ def watch_figures(events):
         "gaps": gaps,
         "restarts": sum(restarts_max[u] - restarts_first[u] for u in restarts_max),
         "per_node": "; ".join(f"{n} {made[n]} new {restarted[n]} restarts" for n in sorted(nodes)),
+        "touched": len(touched),
+        "touched_nodes": ",".join(touched),
     }
     if saw_apiserver:
         # the first pod created was Ready while it was the only one created
@@ -250,6 +269,13 @@ def watch(path):
         figures = watch_figures(json_stream(f.read()))
     for key, value in figures.items():
         print(f"{key}={value}")
+
+
+def new_pod(events, before):
+    """Whether events hold a pod of kube-proxy's DaemonSet whose UID is not
+    among before's."""
+    return any(ev.get("object") and of_daemonset(ev["object"]) and ev["object"]["metadata"]["uid"] not in before
+               for ev in events)
 
 
 def writers(since, paths):
@@ -414,6 +440,12 @@ def traffic(args):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "watch":
         watch(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "new-pod":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            stream = json_stream(f.read(), partial=True)
+        with open(sys.argv[3], encoding="utf-8") as f:
+            uids = {line.split()[1] for line in f if len(line.split()) == 2}
+        sys.exit(0 if new_pod(stream, uids) else 1)
     elif len(sys.argv) == 4 and sys.argv[1] == "audit":
         print("\n".join(audit(sys.argv[2], sys.argv[3])))
     elif len(sys.argv) > 3 and sys.argv[1] == "writers":

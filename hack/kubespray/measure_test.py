@@ -79,7 +79,8 @@ class WatchFigures(unittest.TestCase):
         self.assertEqual(
             got,
             {"nodes": 3, "pods": 4, "new": 1, "max_per_node": 2, "max_unavailable": 1, "revisions": 1, "gaps": 0,
-             "restarts": 0, "per_node": "n1 1 new 0 restarts; n2 0 new 0 restarts; n3 0 new 0 restarts"},
+             "restarts": 0, "per_node": "n1 1 new 0 restarts; n2 0 new 0 restarts; n3 0 new 0 restarts",
+             "touched": 1, "touched_nodes": "n1"},
         )
 
     def test_a_canary_that_crash_loops_and_is_rolled_back(self):
@@ -92,6 +93,7 @@ class WatchFigures(unittest.TestCase):
         got = measure.watch_figures(events)
         self.assertEqual((got["new"], got["max_per_node"], got["max_unavailable"], got["restarts"]), (2, 3, 1, 2))
         self.assertEqual(got["per_node"], "n1 0 new 0 restarts; n2 2 new 2 restarts; n3 0 new 0 restarts")
+        self.assertEqual((got["touched"], got["touched_nodes"]), (1, "n2"))
 
     def test_a_relist_ended_by_an_event_drops_the_pods_it_lacks(self):
         # u2 and u3 went while the watch was down; the new list has u1 only.
@@ -128,7 +130,28 @@ class WatchFigures(unittest.TestCase):
         ]
         got = measure.watch_figures(events)
         self.assertEqual((got["new"], got["restarts"]), (0, 2))
+        self.assertEqual((got["touched"], got["touched_nodes"]), (1, "n2"), "a restart in place touches its node")
         self.assertNotIn("canary_first", got, "no kube-apiserver in the stream: no upgrade figures")
+
+
+class NewPod(unittest.TestCase):
+    BEFORE = {"u1", "u2", "u3"}
+
+    def test_the_listed_pods_are_not_new(self):
+        self.assertFalse(measure.new_pod(listed(*THREE) + [ev("MODIFIED", pod("u1", "n1", deleting=True))], self.BEFORE))
+
+    def test_a_pod_of_the_daemonset_not_listed_before_is(self):
+        self.assertTrue(measure.new_pod(listed(*THREE) + replace("u1", "n1", "v1"), self.BEFORE))
+
+    def test_a_pod_of_another_owner_is_not(self):
+        self.assertFalse(measure.new_pod(listed(*THREE) + [ev("ADDED", pod("x1", "n4", owner="debug"))], self.BEFORE))
+
+    def test_a_stream_being_written_leaves_its_last_object_out(self):
+        whole = "".join(json.dumps(e) + "\n" for e in listed(*THREE))
+        cut = json.dumps(ev("ADDED", pod("v1", "n1")))[:40]
+        self.assertEqual(len(measure.json_stream(whole + cut, partial=True)), 3)
+        with self.assertRaises(json.JSONDecodeError):
+            measure.json_stream(whole + cut)
 
 
 CONTROL_PLANES = (apiserver("cp1", "v1.34.3"), apiserver("cp2", "v1.34.3"), apiserver("cp3", "v1.34.3"))

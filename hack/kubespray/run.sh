@@ -439,24 +439,21 @@ traffic_stop() {
   figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')${missing[*]:+; no log from ${missing[*]}}"
 }
 
-# service_mid NAME BEFORE: once a kube-proxy pod that BEFORE ("NODE UID"
-# lines) lacks appears (a rollout began), makes a Service of its own,
+# service_mid NAME WATCH BEFORE: once the step's watch of kube-proxy's pods
+# (WATCH, being written) holds a pod that BEFORE (a file of "NODE UID" lines)
+# lacks (a rollout began; measure.py new-pod), makes a Service of its own,
 # default/kps-mid (ClusterIP, the file server as its one endpoint, as
 # traffic_start's), and records per host the seconds from its creation until
 # the host's rules have it (the time of the first look that found it) and a
 # connection through its ClusterIP answers (deadline 120 s); prints "HOST
-# RULES_S ANSWER_S" lines, - for not within the deadline. Looks
-# every 2 s until /run/kps-mid-NAME.stop on this machine exists (no rollout:
-# prints nothing). A REJECT in each host's filter OUTPUT, added before any
+# RULES_S ANSWER_S" lines, - for not within the deadline. Reads the watch
+# twice a second until /run/kps-mid-NAME.stop on this machine exists (no
+# rollout: prints nothing). A REJECT in each host's filter OUTPUT, added before any
 # try, keeps a try without rules on the host (see traffic_start).
 service_mid() {
-  local name="$1" before="$2" stop="/run/kps-mid-$1.stop" now cip made host ip rules answer deadline
-  while [[ ! -e "${stop}" ]]; do
-    now="$(cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-proxy -o jsonpath="{range .items[*]}{.metadata.uid}{\"\\n\"}{end}"' 2>/dev/null || true)"
-    if [[ -n "${now}" ]] && grep -vxFf <(awk '{print $2}' <<<"${before}") <<<"${now}" | grep -q .; then
-      break
-    fi
-    sleep 2
+  local name="$1" watch="$2" before="$3" stop="/run/kps-mid-$1.stop" cip made host ip rules answer deadline
+  until [[ -e "${stop}" ]] || "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}"; do
+    sleep 0.5
   done
   [[ ! -e "${stop}" ]] || return 0
   cip="$(files_service kps-mid)" || return 1
@@ -538,7 +535,8 @@ cluster_watched() {
   traffic_start "${name}" >"${LOGS}/${name}.traffic.err" 2>&1 ||
     { traffic=0; traffic_end "${name}"; figure "${name}" "traffic: not measured ($(tail -n1 "${LOGS}/${name}.traffic.err"))"; }
   rm -f "/run/kps-mid-${name}.stop"
-  service_mid "${name}" "${before}" >"${LOGS}/${name}.mid.log" 2>&1 &
+  printf '%s\n' "${before}" >"${LOGS}/${name}.before"
+  service_mid "${name}" "${out}" "${LOGS}/${name}.before" >"${LOGS}/${name}.mid.log" 2>&1 &
   local mid_pid=$!
   PLAYBOOK_RC=0
   cluster "${mode}" "${tree}" "$@" || PLAYBOOK_RC=$?
@@ -577,7 +575,7 @@ cluster_watched() {
   wait "${watch_pid}" || true
   trap - EXIT
   local key value
-  RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL='' PER_NODE=''
+  RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL='' PER_NODE='' TOUCHED='' TOUCHED_NODES=''
   while IFS='=' read -r key value; do
     case "${key}" in
       new) NEW="${value}" ;;
@@ -591,9 +589,11 @@ cluster_watched() {
       skew) SKEW="${value}" ;;
       skew_detail) SKEW_DETAIL="${value}" ;;
       per_node) PER_NODE="${value}" ;;
+      touched) TOUCHED="${value}" ;;
+      touched_nodes) TOUCHED_NODES="${value}" ;;
     esac
   done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
-  [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" ]] || { echo "no figures from ${out}"; return 1; }
+  [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" && -n "${TOUCHED}" ]] || { echo "no figures from ${out}"; return 1; }
   REPLACED="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
   ROLLOUTS=$((rev_after - rev_before))
   echo "kube-proxy pods before: ${before//$'\n'/, }"
@@ -681,14 +681,12 @@ settings() {
 # cluster.yml leaves an existing cluster's kube-proxy ConfigMap alone, so
 # nothing breaks until upgrade-cluster.yml writes it and restarts every pod.
 breaking() {
-  local result broken=0 node made restarts
+  local result broken
   MAY_FAIL=1 cluster_watched "$1" "$2" breaking breaking
   figure "breaking-$1" "${BREAK_VAR}: ${BREAK_VALUE} (kube-proxy exits on it here); cluster.yml exit code ${PLAYBOOK_RC}"
   # the nodes that lost kube-proxy: a pod made or a container restarted there
-  while read -r node made restarts; do
-    ((made == 0 && restarts == 0)) || broken=$((broken + 1))
-  done < <(tr ';' '\n' <<<"${PER_NODE}" | awk 'NF {print $1, $2, $4}')
-  figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}"
+  broken="${TOUCHED}"
+  figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}${TOUCHED_NODES:+ (${TOUCHED_NODES//${KS_PREFIX:-kps-ks}-/})}"
   if [[ "$1" == unpatched ]]; then
     # kubespray's own tasks do not apply the setting: nothing fails
     if ((PLAYBOOK_RC != 0)); then
