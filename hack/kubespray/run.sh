@@ -37,6 +37,10 @@
 #              without a Ready one; patched, the playbook fails at
 #              kube-proxy-sync's task, rolled back, only the canary's pod
 #              replaced, every node runs the config before
+#     breaking-upgrade  unpatched with KS_UPGRADE=1 only: upgrade-cluster.yml
+#              again at the same version, the breaking setting kept; the
+#              nodes it touched, what the ConfigMap holds afterwards, and
+#              whether a kube-proxy pod started afterwards runs (recorded)
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
 #   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
@@ -721,6 +725,42 @@ breaking() {
   fi
 }
 
+# breaking_upgrade MODE TREE: unpatched, with KS_UPGRADE=1, after breaking:
+# the breaking setting still in the inventory, upgrade-cluster.yml again at
+# the version the upgrade step reached (kubespray's way to apply control
+# plane settings), whose "Update kube-proxy configmap after upgrade" writes
+# kube-proxy's ConfigMap from kubespray's variables. Recorded, not failed:
+# the exit code, the nodes whose kube-proxy the step replaced or restarted,
+# the value the ConfigMap holds afterwards, and, as a node reboot or a drain
+# would, a kube-proxy pod deleted on the last host and whether its
+# replacement is Ready or exits (within 120 s).
+breaking_upgrade() {
+  local cm node old deadline state=""
+  MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
+  figure "breaking-upgrade-$1" "upgrade-cluster.yml at ${KUBERNETES_VERSION} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
+  figure "breaking-upgrade-$1" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}${TOUCHED_NODES:+ (${TOUCHED_NODES//${KS_PREFIX:-kps-ks}-/})}"
+  cm="$(cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' |
+    "${VENV}/bin/python" -c 'import sys, yaml; print(yaml.safe_load(sys.stdin).get("conntrack", {}).get("maxPerCore"))')"
+  figure "breaking-upgrade-$1" "kube-proxy's ConfigMap afterwards: ${BREAK_FIELD} ${cm}"
+  node="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | tail -n1 | cut -d' ' -f1)"
+  old="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} -o jsonpath='{.items[0].metadata.name}'")"
+  [[ -n "${old}" ]] || { echo "no kube-proxy pod on ${node} after the step"; return 1; }
+  cp_ssh "kubectl -n kube-system delete pod ${old} --wait=true --timeout=120s >/dev/null" || { echo "the kube-proxy pod ${old} on ${node} was not deleted within 120s"; return 1; }
+  deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    # the new pod's Ready condition and its container's restart count
+    state="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} \
+      -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}'")"
+    if [[ "${state}" == "True "* ]] || [[ "${state}" =~ \ [1-9][0-9]*$ ]]; then break; fi
+    sleep 2
+  done
+  case "${state}" in
+    "True "*) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-} (as after a reboot or a drain): Ready" ;;
+    *\ [1-9]*) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-} (as after a reboot or a drain): exits (restarted ${state##* } times), no service proxy on that node" ;;
+    *) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-}: neither Ready nor restarted within 120 s (${state:-no pod})" ;;
+  esac
+}
+
 # egress MODE: the packets that tried to leave the tier's network since
 # hosts-MODE made it (hack/kind/egress.sh counts and drops them; hosts.sh
 # down removes the counter with the network, so each mode counts its own).
@@ -815,7 +855,9 @@ table() {
   printf '\n%s\n%s\n' "${row}" "${cell}"
   local steps="hosts cluster nodes rerun settings"
   if ((UPGRADE)); then steps+=" upgrade"; fi
-  steps+=" breaking egress"
+  steps+=" breaking"
+  if ((UPGRADE)); then steps+=" breaking-upgrade"; fi
+  steps+=" egress"
   for s in ${steps}; do
     row="| ${s} |"
     for mode in ${KS_MODES}; do
@@ -852,6 +894,7 @@ for mode in ${KS_MODES}; do
   step "settings-${mode}" settings "${mode}" "${tree}"
   if ((UPGRADE)); then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
   step "breaking-${mode}" breaking "${mode}" "${tree}"
+  if ((UPGRADE)) && [[ "${mode}" == unpatched ]]; then step "breaking-upgrade-${mode}" breaking_upgrade "${mode}" "${tree}"; fi
   step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
