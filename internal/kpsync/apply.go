@@ -323,3 +323,29 @@ func (ap applier) changedUnder(p plan, a *applied) error {
 	return fmt.Errorf("configmap %s/%s is not what this run %s: %s (another writer, or a write that did not keep it); nothing restarted onto data that was not validated: the restart is owed, and the next run validates the data as it is then and does it",
 		ap.e.o.Namespace, a.name, verb, strings.Join(what, ", "))
 }
+
+func (r *Result) mergeApply(e *env, p plan, a applied) {
+	f := &r.Facts
+	f.ConfigMapChanged = a.configMapChanged
+	f.RecordChanged = f.RecordChanged || a.recordChanged
+	if a.rvAfter != "" {
+		f.ResourceVersionAfter = a.rvAfter
+	}
+	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
+	if a.configMapName != "" {
+		f.ConfigMapName = a.configMapName
+	}
+	if p.copy != "" {
+		f.ConfigMapName = p.copy // the copy the restart points the template at
+	}
+	if a.deferred != nil {
+		f.DeferredKeys, f.ChangedKeys, f.ChangedKeysEffect = a.deferred, p.keys, p.effects
+		r.Diff = diffOf(e, p.before.Data, p.desired, p.effects)
+		if p.keys == nil {
+			f.ChangedKeys = []string{}
+		}
+	}
+	if a.changedKeys != nil {
+		f.ChangedKeys, r.Diff = a.changedKeys, diffOf(e, p.before.Data, a.after.Data, p.effects)
+	}
+}

@@ -2,10 +2,11 @@ package kpsync
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/watch"
 	"maps"
 	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -264,3 +264,24 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 	e.d.Log.Infof("--undo: restoring configmap %s/%s (keys %v)", e.o.Namespace, prev, keys)
 	return cp.Data, keys, nil
 }
+
+// mergePlan takes what the plan captured and decided.
+func (r *Result) mergePlan(p plan) {
+	f := &r.Facts
+	if p.record != nil {
+		f.ResourceVersionBefore, f.ResourceVersionAfter = p.record.ResourceVersion, p.record.ResourceVersion
+	}
+	if p.ds != nil {
+		r.mountedBefore = p.mounted
+		f.ImageBefore, f.Image, f.ImageChanged = p.imageBefore, p.imageBefore, p.image != ""
+		if p.image != "" {
+			f.Image = p.image
+		}
+	}
+	if p.deferred != nil {
+		f.DeferredKeys = p.deferred
+	}
+	if p.modeDecided {
+		f.Migration = p.migration
+	}
+}

@@ -274,27 +274,6 @@ type Migration struct {
 // Each phase returns its part of the result; these merge them, as far as
 // the phase got, so that a failed run reports what it did.
 
-// mergePlan takes what the plan captured and decided.
-func (r *Result) mergePlan(p plan) {
-	f := &r.Facts
-	if p.record != nil {
-		f.ResourceVersionBefore, f.ResourceVersionAfter = p.record.ResourceVersion, p.record.ResourceVersion
-	}
-	if p.ds != nil {
-		r.mountedBefore = p.mounted
-		f.ImageBefore, f.Image, f.ImageChanged = p.imageBefore, p.imageBefore, p.image != ""
-		if p.image != "" {
-			f.Image = p.image
-		}
-	}
-	if p.deferred != nil {
-		f.DeferredKeys = p.deferred
-	}
-	if p.modeDecided {
-		f.Migration = p.migration
-	}
-}
-
 // decided takes what the plan the run goes on with says it changes.
 func (r *Result) decided(e *env, p plan) {
 	f := &r.Facts
@@ -305,103 +284,6 @@ func (r *Result) decided(e *env, p plan) {
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
 	f.ChangedKeysEffect = p.effects
 	r.Diff = diffOf(e, p.before.Data, p.desired, p.effects)
-}
-
-func (r *Result) mergeApply(e *env, p plan, a applied) {
-	f := &r.Facts
-	f.ConfigMapChanged = a.configMapChanged
-	f.RecordChanged = f.RecordChanged || a.recordChanged
-	if a.rvAfter != "" {
-		f.ResourceVersionAfter = a.rvAfter
-	}
-	f.ResourceVersionChanged = f.ResourceVersionAfter != f.ResourceVersionBefore
-	if a.configMapName != "" {
-		f.ConfigMapName = a.configMapName
-	}
-	if p.copy != "" {
-		f.ConfigMapName = p.copy // the copy the restart points the template at
-	}
-	if a.deferred != nil {
-		f.DeferredKeys, f.ChangedKeys, f.ChangedKeysEffect = a.deferred, p.keys, p.effects
-		r.Diff = diffOf(e, p.before.Data, p.desired, p.effects)
-		if p.keys == nil {
-			f.ChangedKeys = []string{}
-		}
-	}
-	if a.changedKeys != nil {
-		f.ChangedKeys, r.Diff = a.changedKeys, diffOf(e, p.before.Data, a.after.Data, p.effects)
-	}
-}
-
-func (r *Result) mergeRestart(o restartOutcome) {
-	f := &r.Facts
-	if o.decided {
-		f.RestartRequired, f.RestartReason = o.required, o.reason
-		f.Restarted, f.Adopted, f.ProbeChanged = o.restarted, o.adopted, o.probeChanged
-		f.Image, f.ImageBefore, f.ImageChanged = o.image, o.imageBefore, o.imageChanged
-	}
-	if o.configMapName != "" {
-		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap
-	}
-	if o.observed {
-		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
-	}
-	r.mergeResume(o.resume)
-	if o.idle != nil {
-		f.Rollout = *o.idle
-	}
-}
-
-func (r *Result) mergeResume(o resumeOutcome) {
-	f := &r.Facts
-	if o.owed && !f.RestartRequired {
-		f.RestartRequired, f.RestartReason = true, ReasonPending
-	}
-	if o.restarted {
-		f.RestartRequired, f.Restarted = true, true
-		if f.RestartReason == "" {
-			f.RestartReason = ReasonPending
-		}
-	}
-	r.wouldChange = r.wouldChange || o.wouldChange
-	if o.observed {
-		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
-	}
-}
-
-func (r *Result) mergeRoll(o rollOutcome) {
-	f := &r.Facts
-	f.Rollout = o.rollout
-	if o.connectivity != nil {
-		f.Connectivity = o.connectivity
-	}
-	if m := f.Migration; m != nil && len(o.rollout.CanaryNodes) > 0 {
-		m.CanaryNodes = o.rollout.CanaryNodes // the ones the rollout picked
-	}
-	if m := f.Migration; m != nil && o.connectivity != nil && len(m.VerifyTrafficPaths) > 0 && len(o.connectivity.TrafficPaths) > 0 {
-		m.VerifyTrafficPaths = o.connectivity.TrafficPaths // a path left out before any restart
-	}
-	if o.rolledBack {
-		f.RolledBack, f.RollbackReason = true, o.rollbackReason
-	}
-	if o.imageRestored {
-		f.Image = f.ImageBefore
-	}
-	if o.configMapName != "" {
-		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap
-	}
-}
-
-func (r *Result) mergeSettle(o settled) {
-	f := &r.Facts
-	if o.configMapName != "" {
-		f.ConfigMapName = o.configMapName
-	}
-	f.RecordChanged = f.RecordChanged || o.recordChanged
-	if o.rvAfter != "" {
-		f.ResourceVersionAfter = o.rvAfter
-		f.ResourceVersionChanged = o.rvAfter != f.ResourceVersionBefore
-	}
 }
 
 // diffOf is Ansible's diff of the data before and after (nil without --diff).

@@ -302,3 +302,26 @@ func verifyEndpoints(ctx context.Context, e *env, fleet *rollout.Fleet, path str
 	e.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, checked)
 	return nil
 }
+
+func (r *Result) mergeRoll(o rollOutcome) {
+	f := &r.Facts
+	f.Rollout = o.rollout
+	if o.connectivity != nil {
+		f.Connectivity = o.connectivity
+	}
+	if m := f.Migration; m != nil && len(o.rollout.CanaryNodes) > 0 {
+		m.CanaryNodes = o.rollout.CanaryNodes // the ones the rollout picked
+	}
+	if m := f.Migration; m != nil && o.connectivity != nil && len(m.VerifyTrafficPaths) > 0 && len(o.connectivity.TrafficPaths) > 0 {
+		m.VerifyTrafficPaths = o.connectivity.TrafficPaths // a path left out before any restart
+	}
+	if o.rolledBack {
+		f.RolledBack, f.RollbackReason = true, o.rollbackReason
+	}
+	if o.imageRestored {
+		f.Image = f.ImageBefore
+	}
+	if o.configMapName != "" {
+		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap
+	}
+}

@@ -265,3 +265,15 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 	}
 	return out, nil
 }
+
+func (r *Result) mergeSettle(o settled) {
+	f := &r.Facts
+	if o.configMapName != "" {
+		f.ConfigMapName = o.configMapName
+	}
+	f.RecordChanged = f.RecordChanged || o.recordChanged
+	if o.rvAfter != "" {
+		f.ResourceVersionAfter = o.rvAfter
+		f.ResourceVersionChanged = o.rvAfter != f.ResourceVersionBefore
+	}
+}

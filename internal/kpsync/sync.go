@@ -4,12 +4,18 @@
 //
 // Each step is a phase of its own file, built from the run's env (what
 // every phase may use: the options, the clients, the clock, the log) and
-// returning its part of the result, which run merges (result.go):
+// returning its part of the result, which run merges (each phase's file
+// holds its merge; the result's types are in result.go):
 //
-//	plan     (plan.go)     capture once, decide everything, refuse bad input
+//	plan     (plan.go)     capture once, decide everything, refuse bad input;
+//	                       a mode change's plan and checks (migration.go)
+//	lock     (lock.go)     the plan audited, the access checked, the Lease
 //	apply    (apply.go)    the config the pods are to run, captured again
-//	restart  (restart.go)  the one PATCH that restarts, or a canary to resume
-//	roll     (roll.go)     the wait, node-aware; the rollback (rollback.go)
+//	restart  (restart.go)  the one PATCH that restarts, with the fleet and
+//	                       the connectivity baseline before it, or a canary
+//	                       to resume
+//	roll     (roll.go)     the wait, node-aware; what the run does to the
+//	                       updateStrategy and the rollback (rollback.go)
 //	settle   (settle.go)   the record holds what the fleet runs; the history
 package kpsync
 
@@ -150,49 +156,6 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	}
 	res.Msg = s.summary()
 	return nil
-}
-
-// lock takes the Lease for a run that writes: the plan record goes to the
-// audit log and the access is checked first (a full disk or a missing verb
-// is found while the cluster is untouched), then the Lease, then the plan
-// made again on a fresh capture (a run that waited for another may find
-// nothing left to do), and a strategy an earlier run left saved is put
-// back. ctx is cancelled if the Lease is lost; release gives it back and
-// says so in the run's error.
-func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(*error), error) {
-	e := s.e
-	if err := e.d.Audit.Append(s.planRecord(p)); err != nil {
-		return ctx, p, nil, fmt.Errorf("before any write: %w", err)
-	}
-	s.res.audited = true
-	if err := checkAccess(ctx, e, p); err != nil {
-		return ctx, p, nil, err
-	}
-	held, release, err := s.lease.Acquire(ctx, e.o.LockTimeout)
-	if err != nil {
-		return ctx, p, nil, err
-	}
-	done := func(err *error) {
-		defer release()
-		cause := context.Cause(held)
-		switch {
-		case *err == nil || !errors.Is(cause, lock.ErrLost):
-		case errors.Is(*err, lock.ErrLost):
-			*err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", *err)
-		default:
-			*err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, *err)
-		}
-	}
-	p, err = planner{e: e}.plan(held)
-	s.res.mergePlan(p)
-	if err == nil {
-		p.ds, s.res.restored, err = restoreStrategy(held, e, p.ds)
-	}
-	if err != nil {
-		done(&err)
-		return ctx, p, nil, err
-	}
-	return held, p, done, nil
 }
 
 // intent writes the audit record of a restart about to be sent, with the

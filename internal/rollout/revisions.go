@@ -247,3 +247,25 @@ func (c Client) Mounting(ctx context.Context, ours *appsv1.DaemonSet, name strin
 	}
 	return out, nil
 }
+
+// ConfigVolumeOf is the ConfigMap the template's volume name mounts ("" if
+// it mounts none).
+func ConfigVolumeOf(ds *appsv1.DaemonSet, name string) string {
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == name && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
+}
+
+// ContainerImage is the image of the template's container name ("" if
+// there is no such container).
+func ContainerImage(ds *appsv1.DaemonSet, name string) string {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c.Image
+		}
+	}
+	return ""
+}

@@ -6,9 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"k8s.io/client-go/util/retry"
 	"strconv"
 	"time"
+
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -109,28 +110,6 @@ type Change struct {
 // Restarts reports whether the change makes the DaemonSet roll its pods.
 func (c Change) Restarts() bool {
 	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != "" || c.Image != ""
-}
-
-// ConfigVolumeOf is the ConfigMap the template's volume name mounts ("" if
-// it mounts none).
-func ConfigVolumeOf(ds *appsv1.DaemonSet, name string) string {
-	for _, v := range ds.Spec.Template.Spec.Volumes {
-		if v.Name == name && v.ConfigMap != nil {
-			return v.ConfigMap.Name
-		}
-	}
-	return ""
-}
-
-// ContainerImage is the image of the template's container name ("" if
-// there is no such container).
-func ContainerImage(ds *appsv1.DaemonSet, name string) string {
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == name {
-			return c.Image
-		}
-	}
-	return ""
 }
 
 // RestartedAt is the value the change gives the pod template's

@@ -9,15 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"path"
-	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
 
 // Health is what kube-proxy's /healthz answered.
@@ -49,74 +43,6 @@ type Prober interface {
 	// Healthz returns what kube-proxy answered, or an error when the
 	// request did not reach it (the API server would not or could not proxy).
 	Healthz(ctx context.Context, node string) (Health, error)
-}
-
-// NodeProxy asks /healthz through the API server's node proxy:
-// GET /api/v1/nodes/NODE:PORT/proxy/healthz. It needs get on nodes/proxy.
-// It uses an HTTP client of its own over the rest config, because client-go's
-// REST client drops the status code of an answer that is not a Status
-// object, and kube-proxy answers 503 with its own JSON.
-type NodeProxy struct {
-	Client *http.Client
-	Base   *url.URL
-	Port   int
-	// Requests counts the GETs sent.
-	Requests int64
-}
-
-// NewNodeProxy builds the prober over cfg. wrap (the run's request
-// counter) wraps the transport; the run's retrying transport is left out:
-// the checks poll on their own, and a 503 from kube-proxy is an answer.
-func NewNodeProxy(cfg *rest.Config, wrap func(http.RoundTripper) http.RoundTripper, port int, timeout time.Duration) (*NodeProxy, error) {
-	c := rest.CopyConfig(cfg)
-	c.WrapTransport = nil
-	if wrap != nil {
-		c.Wrap(wrap)
-	}
-	hc, err := rest.HTTPClientFor(c)
-	if err != nil {
-		return nil, fmt.Errorf("build the node proxy client: %w", err)
-	}
-	hc.Timeout = timeout
-	base, _, err := rest.DefaultServerUrlFor(c)
-	if err != nil {
-		return nil, fmt.Errorf("build the node proxy client: %w", err)
-	}
-	return &NodeProxy{Client: hc, Base: base, Port: port}, nil
-}
-
-type healthz struct {
-	LastUpdated  time.Time `json:"lastUpdated"`
-	CurrentTime  time.Time `json:"currentTime"`
-	NodeEligible *bool     `json:"nodeEligible"`
-	// Healthy is only in the answers of kube-proxy >= 1.33, which report
-	// per-family sync times in Status (none before the first sync)
-	Healthy *bool `json:"healthy"`
-	Status  map[string]struct {
-		LastUpdated time.Time `json:"lastUpdated"`
-	} `json:"status"`
-}
-
-// Healthz GETs kube-proxy's /healthz on node.
-func (p *NodeProxy) Healthz(ctx context.Context, node string) (Health, error) {
-	u := *p.Base
-	u.Path = path.Join(u.Path, "/api/v1/nodes", node+":"+strconv.Itoa(p.Port), "proxy", "healthz")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return Health{}, err
-	}
-	req.Header.Set("Accept", "application/json")
-	p.Requests++
-	resp, err := p.Client.Do(req)
-	if err != nil {
-		return Health{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return Health{}, err
-	}
-	return ParseHealthz(resp.StatusCode, body)
 }
 
 // ParseHealthz reads kube-proxy's answer. A body that is not kube-proxy's

@@ -3,6 +3,9 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"testing"
+	"time"
+
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -14,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"testing"
-	"time"
 )
 
 // A node whose kubelet stops in the middle of a rolling update keeps an

@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
@@ -144,4 +146,47 @@ func checkAccess(ctx context.Context, e *env, p plan) error {
 		return fmt.Errorf("forbidden: the kubeconfig user needs %s in namespace %s (see roles/kpsync/files/rbac.yaml)%s; checked before any write, nothing was changed", strings.Join(denied, ", "), e.o.Namespace, why)
 	}
 	return nil
+}
+
+// lock takes the Lease for a run that writes: the plan record goes to the
+// audit log and the access is checked first (a full disk or a missing verb
+// is found while the cluster is untouched), then the Lease, then the plan
+// made again on a fresh capture (a run that waited for another may find
+// nothing left to do), and a strategy an earlier run left saved is put
+// back. ctx is cancelled if the Lease is lost; release gives it back and
+// says so in the run's error.
+func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(*error), error) {
+	e := s.e
+	if err := e.d.Audit.Append(s.planRecord(p)); err != nil {
+		return ctx, p, nil, fmt.Errorf("before any write: %w", err)
+	}
+	s.res.audited = true
+	if err := checkAccess(ctx, e, p); err != nil {
+		return ctx, p, nil, err
+	}
+	held, release, err := s.lease.Acquire(ctx, e.o.LockTimeout)
+	if err != nil {
+		return ctx, p, nil, err
+	}
+	done := func(err *error) {
+		defer release()
+		cause := context.Cause(held)
+		switch {
+		case *err == nil || !errors.Is(cause, lock.ErrLost):
+		case errors.Is(*err, lock.ErrLost):
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once; a restart not done is owed and the next run does it", *err)
+		default:
+			*err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, *err)
+		}
+	}
+	p, err = planner{e: e}.plan(held)
+	s.res.mergePlan(p)
+	if err == nil {
+		p.ds, s.res.restored, err = restoreStrategy(held, e, p.ds)
+	}
+	if err != nil {
+		done(&err)
+		return ctx, p, nil, err
+	}
+	return held, p, done, nil
 }
