@@ -50,19 +50,6 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	}
 	p.before = configmap.NewSnapshot(p.base)
 	p.recordLags = p.base != cm && p.before.Hash != configmap.Hash(cm.Data, cm.BinaryData)
-	if p.recordLags && !edited {
-		// a record another DaemonSet mounts is never written (see settle):
-		// it lags for good, and that is no write for this run to make
-		others, err := e.dss.Mounting(ctx, p.ds, cm.Name)
-		if err != nil {
-			return p, err
-		}
-		if len(others) > 0 {
-			p.recordLags = false
-			e.warn(fmt.Sprintf("configmap %s/%s is not written while daemonset(s) %s mount it: it holds their config, not the one daemonset %s/%s runs (configmap %s)",
-				o.Namespace, cm.Name, strings.Join(others, ", "), o.Namespace, o.DaemonSet, p.base.Name))
-		}
-	}
 	switch {
 	case o.Undo:
 		if p.desired, p.keys, err = undoTo(ctx, e, p); err != nil {
@@ -84,6 +71,19 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	default:
 		if p.desired, p.keys, err = configmap.Desired(p.base.Data, o.Spec); err != nil {
 			return p, fmt.Errorf("configmap %s/%s: %w", o.Namespace, p.base.Name, err)
+		}
+	}
+	if p.recordLags && !edited {
+		// a record another DaemonSet mounts is never written (see settle):
+		// it lags for good, and that is no write for this run to make
+		others, err := e.dss.Mounting(ctx, p.ds, cm.Name)
+		if err != nil {
+			return p, err
+		}
+		if len(others) > 0 {
+			p.recordLags = false
+			e.warn(fmt.Sprintf("configmap %s/%s is not written while daemonset(s) %s mount it: it holds their config, not the one daemonset %s/%s runs (configmap %s)",
+				o.Namespace, cm.Name, strings.Join(others, ", "), o.Namespace, o.DaemonSet, p.base.Name))
 		}
 	}
 	if p.desired, p.keys, err = upgradeGuard(e, p); err != nil {

@@ -272,25 +272,17 @@ func (rl *rolling) verify(ctx context.Context, p plan) error {
 		return fmt.Errorf("verify: kube-proxy was Ready before the restart but is not Ready on the new template on %d node(s): %v", len(bad), bad)
 	}
 	e.d.Log.Infof("verified: every live node that was Ready before runs a Ready kube-proxy of the new template")
-	return verifyEndpoints(ctx, e, now, p.probe.healthPath, p.probe.port)
-}
-
-// verifyEndpoints asks kube-proxy's health endpoint on a sample of live nodes
-// through the API server's node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH).
-func verifyEndpoints(ctx context.Context, e *env, fleet *rollout.Fleet, path string, port int) error {
 	if e.o.VerifyEndpoints <= 0 {
 		return nil
 	}
+	return verifyEndpoints(ctx, e, now.DoneLive(e.o.VerifyEndpoints), p.probe.healthPath, p.probe.port)
+}
+
+// verifyEndpoints asks kube-proxy's health endpoint on the sampled nodes
+// through the API server's node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH).
+func verifyEndpoints(ctx context.Context, e *env, sample []string, path string, port int) error {
 	var failed []string
-	checked := 0
-	for _, n := range fleet.Live() {
-		if checked == e.o.VerifyEndpoints {
-			break
-		}
-		if !fleet.Done(n) {
-			continue
-		}
-		checked++
+	for _, n := range sample {
 		_, err := e.d.Kube.GetRaw(ctx, fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/%s", n, port, strings.TrimPrefix(path, "/")))
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", n, err))
@@ -299,7 +291,7 @@ func verifyEndpoints(ctx context.Context, e *env, fleet *rollout.Fleet, path str
 	if len(failed) > 0 {
 		return fmt.Errorf("verify: kube-proxy's %s on port %d did not answer OK through the API server's node proxy on: %s (the kubeconfig user needs get on nodes/proxy)", path, port, strings.Join(failed, "; "))
 	}
-	e.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, checked)
+	e.d.Log.Infof("verified: kube-proxy's %s answers OK on %d sampled node(s)", path, len(sample))
 	return nil
 }
 

@@ -41,12 +41,12 @@ func TestVerifyEndpoints(t *testing.T) {
 	log.SetOutput(io.Discard)
 	fleet := newDoneFleet(t, "a", "b", "c")
 
-	e := &env{o: Options{VerifyEndpoints: 1}, d: Deps{Kube: api, Log: logrus.NewEntry(log)}}
-	require.NoError(t, verifyEndpoints(context.Background(), e, fleet, "/livez", 10256))
+	e := &env{o: Options{}, d: Deps{Kube: api, Log: logrus.NewEntry(log)}}
+	assert.Equal(t, []string{"a"}, fleet.DoneLive(1))
+	require.NoError(t, verifyEndpoints(context.Background(), e, fleet.DoneLive(1), "/livez", 10256))
 	assert.Equal(t, []string{"/api/v1/nodes/a:10256/proxy/livez"}, asked)
 
-	e.o.VerifyEndpoints = 2
-	err = verifyEndpoints(context.Background(), e, fleet, "/livez", 10256)
+	err = verifyEndpoints(context.Background(), e, fleet.DoneLive(2), "/livez", 10256)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "b (")
 	assert.NotContains(t, err.Error(), "a (")

@@ -145,16 +145,6 @@ func Runs(spec *corev1.PodSpec) func(*corev1.Node) bool {
 	}
 }
 
-// SkippedList turns a skip map into the sorted facts list.
-func SkippedList(skipped map[string]string) []Skipped {
-	out := make([]Skipped, 0, len(skipped))
-	for name, reason := range skipped {
-		out = append(out, Skipped{Name: name, Reason: reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
 // Labels lists all nodes page by page and returns each node's value of the
 // label key (nodes without it are left out): what the zonal strategy
 // groups nodes by. It costs one LIST per 500 nodes.

@@ -232,6 +232,16 @@ func (f *Fleet) Skip(node, reason string) {
 	f.touch(node)
 }
 
+// SkippedNodes are the nodes marked going away, with why, sorted by name.
+func (f *Fleet) SkippedNodes() []nodes.Skipped {
+	out := make([]nodes.Skipped, 0, len(f.Skipped))
+	for name, reason := range f.Skipped {
+		out = append(out, nodes.Skipped{Name: name, Reason: reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // Missing returns the nodes of want (sorted) that have no pod of the
 // DaemonSet and are not expected yet.
 func (f *Fleet) Missing(want []string) []string {
@@ -568,6 +578,21 @@ func (f *Fleet) Stuck() int {
 	return n
 }
 
+// DoneLive are the first n live nodes (sorted) that run a Ready pod of the
+// current template: a sample of the nodes the rollout finished.
+func (f *Fleet) DoneLive(n int) []string {
+	var out []string
+	for _, node := range f.Live() {
+		if len(out) == n {
+			break
+		}
+		if f.Done(node) {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
 // Live lists the expected nodes that are not skipped, sorted.
 func (f *Fleet) Live() []string {
 	var out []string
@@ -619,7 +644,7 @@ func (f *Fleet) Status() Status {
 			st.Available++
 		}
 	}
-	st.SkippedNodes = nodes.SkippedList(f.Skipped)
+	st.SkippedNodes = f.SkippedNodes()
 	return st
 }
 
