@@ -36,16 +36,16 @@ func (ap applier) apply(ctx context.Context, p plan) (plan, applied, error) {
 		// the record in place: never while a pod mounts it (another
 		// DaemonSet's, whose effect is not judged; one of an older template
 		// of this one, which would run the change at its next restart)
-		shared, err := e.dss.Sharing(ctx, p.ds, func(name string) bool { return name == o.ConfigMap })
+		uses := e.dss.Uses(p.ds, nil, func(name string) bool { return name == o.ConfigMap })
+		users, err := uses.OthersMounting(ctx, o.ConfigMap)
 		if err != nil {
 			return p, a, err
 		}
-		users := recordUsers(shared, o.ConfigMap)
 		if !rollout.Complete(p.ds) {
 			// a rollout off kubeadm's layout not finished (interrupted, a
 			// canary left half-way): pods of an older template may still
 			// mount the record
-			pods, err := e.dss.Mounts(ctx, p.ds)
+			pods, err := uses.Pods(ctx)
 			if err != nil {
 				return p, a, err
 			}

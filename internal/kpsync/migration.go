@@ -91,10 +91,11 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
 	}
 	if to == kpvalidate.ModeNFTables {
+		// the scale warning also comes with a refusal for the kernels
+		countServices(ctx, e, from)
 		if err := preflightNFTables(ctx, e, p, from); err != nil {
 			return nil, roll, err
 		}
-		countServices(ctx, e, from)
 	}
 	if p.image != "" && to == kpvalidate.ModeNFTables {
 		// a failed canary or batch rolls the image back too: the kube-proxy

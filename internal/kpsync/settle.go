@@ -3,7 +3,6 @@ package kpsync
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -52,21 +51,18 @@ func (st settler) settle(ctx context.Context, p plan, ds *appsv1.DaemonSet, a ap
 }
 
 // recordUse is what settle decides on: the DaemonSet (the ConfigMap its
-// template mounts, its stamp, the configs it names), the record, and
-// which pods mount what.
+// template mounts, its stamp, the configs it names), the record, and what
+// mounts the record and its copies.
 type recordUse struct {
 	ds     *appsv1.DaemonSet
 	record *corev1.ConfigMap
-	// pods are the DaemonSet's pods with the ConfigMaps they mount: the
-	// fleet the rollout followed, or (nil until needed) a list of them
-	pods *rollout.Fleet
 	// known: the DaemonSet and the record as this run last read or
 	// wrote them, not read again
 	known bool
-	// shared: what other DaemonSets mount of the record and its copies
-	// (see sharing), once sharedRead
-	shared     []rollout.Sharing
-	sharedRead bool
+	// uses: the pods (the fleet the rollout followed, or listed when
+	// needed), the other DaemonSets and the revisions that mount the
+	// record and its copies
+	uses *rollout.Uses
 }
 
 // recordUse starts from the DaemonSet as this run last read or wrote it
@@ -82,6 +78,8 @@ type recordUse struct {
 // run knows means someone else moved the template: everything is read
 // again.
 func (st settler) recordUse(ctx context.Context, ds *appsv1.DaemonSet, record *corev1.ConfigMap, fleet *rollout.Fleet) (recordUse, error) {
+	o := st.e.o
+	of := func(name string) bool { return name == o.ConfigMap || configmap.IsCopyName(o.ConfigMap, name) }
 	if ds != nil && fleet != nil && fleet.Newest() > rollout.TemplateGeneration(ds) {
 		ds = nil
 	}
@@ -93,57 +91,15 @@ func (st settler) recordUse(ctx context.Context, ds *appsv1.DaemonSet, record *c
 		if record, err = st.e.cms.Get(ctx); err != nil {
 			return recordUse{}, err
 		}
-		return recordUse{ds: ds, record: record}, nil
+		return recordUse{ds: ds, record: record, uses: st.e.dss.Uses(ds, nil, of)}, nil
 	}
-	u := recordUse{ds: ds, record: record, known: true}
+	var pods *rollout.Fleet
 	if fleet != nil {
-		if _, current := fleet.MountedBy(st.e.o.ConfigMap); current {
-			u.pods = fleet
+		if _, current := fleet.MountedBy(o.ConfigMap); current {
+			pods = fleet
 		}
 	}
-	return u, nil
-}
-
-// sharing is what the other DaemonSets of the namespace mount of the
-// record and its copies, listed once.
-func (u *recordUse) sharing(ctx context.Context, e *env) ([]rollout.Sharing, error) {
-	if !u.sharedRead {
-		shared, err := e.dss.Sharing(ctx, u.ds, func(name string) bool {
-			return name == e.o.ConfigMap || configmap.IsCopyName(e.o.ConfigMap, name)
-		})
-		if err != nil {
-			return nil, err
-		}
-		u.shared, u.sharedRead = shared, true
-	}
-	return u.shared, nil
-}
-
-// recordUsers names the other DaemonSets whose template mounts the record,
-// and their pods that do.
-func recordUsers(shared []rollout.Sharing, record string) []string {
-	var out []string
-	for _, sh := range shared {
-		if slices.Contains(sh.Template, record) {
-			out = append(out, "daemonset "+sh.DaemonSet)
-		}
-		for _, pod := range sh.Pods[record] {
-			out = append(out, "pod "+pod)
-		}
-	}
-	return out
-}
-
-// mounts are the pods with the ConfigMaps they mount, listed unless known.
-func (u *recordUse) mounts(ctx context.Context, dss rollout.Client) (*rollout.Fleet, error) {
-	if u.pods == nil {
-		pods, err := dss.Mounts(ctx, u.ds)
-		if err != nil {
-			return nil, err
-		}
-		u.pods = pods
-	}
-	return u.pods, nil
+	return recordUse{ds: ds, record: record, known: true, uses: st.e.dss.Uses(ds, pods, of)}, nil
 }
 
 // settleOn writes the record and collects the copies, given u.
@@ -169,7 +125,7 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 			}
 			data = cp.Data
 		}
-		pods, err := u.mounts(ctx, e.dss)
+		pods, err := u.uses.Pods(ctx)
 		if err != nil {
 			return out, err
 		}
@@ -182,11 +138,9 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 		}
 		var others []string
 		if len(by) == 0 {
-			shared, err := u.sharing(ctx, e)
-			if err != nil {
+			if others, err = u.uses.OthersMounting(ctx, o.ConfigMap); err != nil {
 				return out, err
 			}
-			others = recordUsers(shared, o.ConfigMap)
 		}
 		switch {
 		case len(by) > 0:
@@ -211,11 +165,16 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 		// none leaves collecting to the next that does
 		return out, nil
 	}
-	pods, err := u.mounts(ctx, e.dss)
-	if err != nil {
+	if _, err := u.uses.Pods(ctx); err != nil {
 		return out, err
 	}
-	inUse := pods.ConfigMaps()
+	// what the pods, the other DaemonSets on the same config and the
+	// revisions (what `kubectl rollout undo --to-revision` restores) mount
+	inUse, err := u.uses.InUse(ctx)
+	if err != nil {
+		e.warn(fmt.Sprintf("no old copy of configmap %s/%s deleted: %v", o.Namespace, o.ConfigMap, err))
+		return out, nil
+	}
 	inUse[mounted], inUse[o.ConfigMap] = true, true
 	// the copy of what the record holds: while the record lags (another
 	// DaemonSet mounts it, a pod still does), it says so (see base)
@@ -224,33 +183,6 @@ func (st settler) settleOn(ctx context.Context, p plan, u *recordUse, knownName 
 		if name != "" {
 			inUse[name] = true // what an undo restores, what a restart is owed onto
 		}
-	}
-	// what the other DaemonSets on the same config run and can roll back to
-	shared, err := u.sharing(ctx, e)
-	if err != nil {
-		e.warn(fmt.Sprintf("no old copy of configmap %s/%s deleted: %v", o.Namespace, o.ConfigMap, err))
-		return out, nil
-	}
-	for _, sh := range shared {
-		for _, name := range sh.Template {
-			inUse[name] = true
-		}
-		for name := range sh.Pods {
-			inUse[name] = true
-		}
-		for name := range sh.Revisions {
-			inUse[name] = true
-		}
-	}
-	// what `kubectl rollout undo --to-revision` restores: a template of
-	// the DaemonSet's history mounts it
-	revs, err := e.dss.RevisionConfigMaps(ctx, u.ds)
-	if err != nil {
-		e.warn(fmt.Sprintf("no old copy of configmap %s/%s deleted: %v", o.Namespace, o.ConfigMap, err))
-		return out, nil
-	}
-	for name := range revs {
-		inUse[name] = true
 	}
 	keep := o.History
 	if keep <= 0 {

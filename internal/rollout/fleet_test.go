@@ -1,17 +1,24 @@
 package rollout
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 )
 
@@ -315,4 +322,335 @@ func TestFleetMounts(t *testing.T) {
 	assert.Empty(t, by)
 	assert.True(t, current)
 	assert.Equal(t, map[string]bool{"kube-proxy-0123456789": true, "extra": true}, f.ConfigMaps())
+}
+
+// revisionOf is the ControllerRevision the DaemonSet controller records
+// for ds's template when it mounts configMap, as its snapshot does: named
+// <DaemonSet>-<hash>, labelled with the template's labels and
+// controller-revision-hash, the template stored as a replacing patch, and
+// controlled by owner (ds itself, for its own revisions).
+func revisionOf(t *testing.T, ds, owner *appsv1.DaemonSet, revision int64, configMap string) *appsv1.ControllerRevision {
+	t.Helper()
+	tmpl := ds.Spec.Template.DeepCopy()
+	tmpl.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tmpl)
+	require.NoError(t, err)
+	raw["$patch"] = "replace"
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": raw}})
+	require.NoError(t, err)
+	hash := fmt.Sprintf("%x", 0x5c4f8d7b0+revision)
+	lbls := map[string]string{appsv1.DefaultDaemonSetUniqueLabelKey: hash}
+	for k, v := range tmpl.Labels {
+		lbls[k] = v
+	}
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: owner.Name + "-" + hash, Namespace: owner.Namespace, Labels: lbls,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: revision,
+	}
+}
+
+// RevisionConfigMaps keeps what `kubectl rollout undo --to-revision` can
+// restore, which it finds as kubectl does (controlledHistories): the
+// revisions the DaemonSet's selector matches that the DaemonSet controls.
+// Each layout has revisions as the DaemonSet controller labels them; those
+// of another DaemonSet carrying the same labels (an overlapping selector),
+// and those of an earlier DaemonSet of the same name (deleted, its
+// revisions not yet collected), are not its own. The DaemonSet's own
+// labels differ from its selector in the second layout, and neither is
+// kubeadm's k8s-app=kube-proxy: a list by anything but the selector finds
+// none of its revisions.
+func TestRevisionConfigMapsAreTheDaemonSetsOwn(t *testing.T) {
+	daemonSet := func(name string, uid types.UID, labels, selector, template map[string]string) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: uid, Labels: labels},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: template},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy"}}},
+				},
+			},
+		}
+	}
+	kubeadm := map[string]string{"k8s-app": "kube-proxy"}
+	pool := map[string]string{"app": "kubernetes", "role": "proxy", "pool": "pool-a"}
+	poolTemplate := map[string]string{"app": "kubernetes", "role": "proxy", "pool": "pool-a", "networking.gardener.cloud/to-apiserver": "allowed"}
+	for _, tc := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+	}{
+		{"kubeadm's", daemonSet("kube-proxy", dsUID, kubeadm, kubeadm, kubeadm)},
+		{"a DaemonSet per node pool", daemonSet("kube-proxy-pool-a", dsUID,
+			map[string]string{"app": "kubernetes", "role": "proxy", "origin": "gardener"}, pool, poolTemplate)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := tc.ds
+			// the same selector and template labels, another DaemonSet
+			other := ds.DeepCopy()
+			other.Name, other.UID = ds.Name+"-windows", "7a3e-other"
+			// the same name, an earlier incarnation
+			earlier := ds.DeepCopy()
+			earlier.UID = "2b9f-deleted"
+			objs := []runtime.Object{
+				revisionOf(t, ds, ds, 1, "kube-proxy"),
+				revisionOf(t, ds, ds, 2, "kube-proxy-1111111111"),
+				revisionOf(t, ds, ds, 3, "kube-proxy-2222222222"),
+				revisionOf(t, other, other, 1, "kube-proxy-3333333333"),
+				revisionOf(t, earlier, earlier, 4, "kube-proxy-4444444444"),
+			}
+			// the precondition: a list by the selector finds them all, so
+			// only the controller reference tells them apart
+			sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+			require.NoError(t, err)
+			for _, o := range objs {
+				cr := o.(*appsv1.ControllerRevision)
+				require.True(t, sel.Matches(labels.Set(cr.Labels)), "revision %s carries the labels the DaemonSet controller gives it", cr.Name)
+			}
+			_, kc := kubefake.New(objs...)
+			c := Client{Revisions: kc.ControllerRevisions("kube-system"), Namespace: "kube-system", Name: ds.Name}
+
+			got, err := c.RevisionConfigMaps(context.Background(), ds)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]bool{"kube-proxy": true, "kube-proxy-1111111111": true, "kube-proxy-2222222222": true}, got,
+				"the configmaps its own revisions mount, and no other's")
+		})
+	}
+}
+
+// ownedDS is the DaemonSet dsUID, at template generation 1.
+func ownedDS() *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", UID: dsUID,
+			Annotations: map[string]string{templateGenerationAnnotation: "1"}},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}},
+	}
+}
+
+// listed is pod p as the API server lists it: in kube-system, with the
+// DaemonSet's labels.
+func listed(p *corev1.Pod) *corev1.Pod {
+	p.Namespace = "kube-system"
+	p.Labels["k8s-app"] = "kube-proxy"
+	return p
+}
+
+// observe lists pods through Client.Observe, as a run does before the restart.
+func observe(t *testing.T, skipped map[string]string, pods ...*corev1.Pod) *Fleet {
+	t.Helper()
+	var objs []runtime.Object
+	for _, p := range pods {
+		objs = append(objs, listed(p))
+	}
+	_, kc := kubefake.New(objs...)
+	c := Client{Pods: kc.Pods("kube-system"), Namespace: "kube-system", Name: "kube-proxy", Log: logrus.NewEntry(logrus.New())}
+	f, err := c.Observe(context.Background(), ownedDS(), skipped)
+	require.NoError(t, err)
+	return f
+}
+
+// Only the pods the DaemonSet controls are its fleet. A pod with its
+// labels but no controller reference to it (a debug copy of a kube-proxy
+// pod, a sidecar that borrowed the labels, another DaemonSet's pod with an
+// overlapping selector) holds no node, is never an old pod to replace nor
+// a new one to delete, and never counts as broken: not when listed, not
+// when a watch event brings it.
+func TestFleetOnlyCountsPodsTheDaemonSetControls(t *testing.T) {
+	crashing := func(p *corev1.Pod) *corev1.Pod {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "kube-proxy", RestartCount: 5,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+		return p
+	}
+	owned := func(p *corev1.Pod, refs ...metav1.OwnerReference) *corev1.Pod {
+		p.OwnerReferences = refs
+		return p
+	}
+	notController := controllerRef(dsUID)
+	notController.Controller = nil
+	other := controllerRef("9f1b-other")
+	other.Name = "kube-proxy-windows"
+	cases := []struct {
+		name string
+		// foreign makes the foreign pod on node, of template generation gen
+		foreign func(uid, node, gen string) *corev1.Pod
+	}{
+		{"no owner (a debug copy)", func(uid, node, gen string) *corev1.Pod { return owned(pod(uid, node, gen, true)) }},
+		{"no owner, crash-looping on the new generation", func(uid, node, gen string) *corev1.Pod {
+			return crashing(owned(pod(uid, node, gen, false)))
+		}},
+		{"an owner reference that is not the controller", func(uid, node, gen string) *corev1.Pod {
+			return owned(pod(uid, node, gen, true), notController)
+		}},
+		{"another DaemonSet's pod", func(uid, node, gen string) *corev1.Pod {
+			return crashing(owned(pod(uid, node, gen, false), other))
+		}},
+		{"a DaemonSet of the same name, deleted and made again", func(uid, node, gen string) *corev1.Pod {
+			return owned(pod(uid, node, gen, true), controllerRef("5e3a-earlier-kube-proxy"))
+		}},
+	}
+	for _, tc := range cases {
+		for _, gen := range []string{"", "1", "2"} {
+			t.Run(tc.name+", generation "+gen, func(t *testing.T) {
+				f := observe(t, map[string]string{},
+					pod("a1", "a", "1", true), pod("b1", "b", "1", true),
+					tc.foreign("xa", "a", gen), tc.foreign("xc", "c", gen))
+				f.SetGeneration(2) // the restart
+				assert.Equal(t, []string{"a", "b"}, f.Live(), "c has only a foreign pod: not one of the DaemonSet's nodes")
+				uid, _, ok := f.OldPod("a")
+				assert.True(t, ok)
+				assert.Equal(t, types.UID("a1"), uid, "the DaemonSet's own old pod, never the foreign one")
+
+				// the controller replaces a's and b's pods; foreign pods
+				// come and go in the watch meanwhile
+				f.remove("a1")
+				f.upsert(pod("a2", "a", "2", true))
+				f.upsert(listed(tc.foreign("xb", "b", gen)))
+				f.upsert(listed(tc.foreign("xa", "a", gen)))
+				f.remove("b1")
+				f.upsert(pod("b2", "b", "2", true))
+				assert.Empty(t, f.Pending(), "every node runs the DaemonSet's new pod, whatever else it runs")
+				assert.Empty(t, f.Broken())
+				assert.Equal(t, map[types.UID]string{"a2": "kube-proxy-a2", "b2": "kube-proxy-b2"}, f.NewPods(), "the pods a rollback may delete")
+				st := f.Status()
+				assert.Equal(t, [3]int32{2, 2, 2}, [3]int32{st.Desired, st.Updated, st.Available})
+			})
+		}
+	}
+}
+
+// A pod released by the DaemonSet (its labels changed, its controller
+// reference dropped) leaves the fleet when the watch brings the change.
+func TestFleetDropsAPodTheDaemonSetReleases(t *testing.T) {
+	f := observe(t, map[string]string{}, pod("a1", "a", "1", true), pod("a0", "a", "0", false))
+	f.SetGeneration(1)
+	require.Equal(t, []string{"a"}, f.Pending(), "a0, of an older template, is still the DaemonSet's")
+	released := listed(pod("a0", "a", "0", false))
+	released.OwnerReferences = nil
+	f.upsert(released)
+	assert.Empty(t, f.Pending())
+	_, _, old := f.OldPod("a")
+	assert.False(t, old)
+}
+
+// unbound is the DaemonSet's pod made for node, not bound to it yet: the
+// DaemonSet controller names the node only in the pod's node affinity.
+func unbound(uid, node, gen string) *corev1.Pod {
+	p := pod(uid, "", gen, false)
+	p.Status.Phase = corev1.PodPending
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
+	return p
+}
+
+// A DaemonSet pod not bound to its node yet belongs to the node its
+// affinity names, as the DaemonSet controller counts it: on a node going
+// away it is stuck (the maxUnavailable raise covers it), on a live node it
+// is waited for like any pod not Ready.
+func TestFleetAttributesUnboundPodsByNodeAffinity(t *testing.T) {
+	f := observe(t, map[string]string{"leaving": nodes.ToBeDeleted},
+		pod("a1", "a", "1", true), unbound("l1", "leaving", "1"), unbound("n1", "new", "1"))
+	assert.Equal(t, 1, f.Stuck(), "the pod on the leaving node holds one of the controller's maxUnavailable")
+	assert.Equal(t, []string{"a", "new"}, f.Live())
+	assert.Equal(t, []string{"new"}, f.UnreadyLive())
+	assert.Equal(t, int32(3), f.Status().Desired)
+
+	// the pod for the new node is scheduled: bound, then Ready
+	bound := unbound("n1", "new", "1")
+	bound.Spec.NodeName = "new"
+	f.upsert(bound)
+	bound = pod("n1", "new", "1", true)
+	bound.Spec.Affinity = unbound("n1", "new", "1").Spec.Affinity
+	f.upsert(bound)
+	assert.Empty(t, f.UnreadyLive())
+	assert.Empty(t, f.Pending())
+}
+func TestNodeOf(t *testing.T) {
+	terms := func(ts ...corev1.NodeSelectorTerm) *corev1.Pod {
+		p := pod("x", "", "1", false)
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: ts}}}
+		return p
+	}
+	field := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+	}
+	label := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"h"}}}}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"bound", pod("x", "a", "1", true), "a"},
+		{"bound wins over the affinity", func() *corev1.Pod { p := unbound("x", "b", "1"); p.Spec.NodeName = "a"; return p }(), "a"},
+		{"unbound, the DaemonSet controller's affinity", unbound("x", "b", "1"), "b"},
+		{"the first term naming a node", terms(label, field("metadata.name", corev1.NodeSelectorOpIn, "c")), "c"},
+		{"no affinity", pod("x", "", "1", false), ""},
+		{"no terms", terms(), ""},
+		{"a label, not the name", terms(label), ""},
+		{"not In", terms(field("metadata.name", corev1.NodeSelectorOpNotIn, "c")), ""},
+		{"two names: no one node", terms(field("metadata.name", corev1.NodeSelectorOpIn, "c", "d")), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, nodeOf(tc.pod))
+		})
+	}
+}
+
+// What mounts the config and its copies is read from the cluster, whoever
+// wrote it, and each source once: the DaemonSet's pods, another DaemonSet
+// on the same config (its template, pods and revisions) and the
+// DaemonSet's own revisions.
+func TestUsesReadsWhatMountsTheConfigOnce(t *testing.T) {
+	ours := ownedDS()
+	ours.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
+	windows := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-windows", Namespace: "kube-system", UID: "7a3e-windows"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy-windows"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-proxy-windows"}},
+				Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}},
+			},
+		},
+	}
+	windowsPod := mounting(pod("w1", "w", "1", true), "kube-proxy", "kube-proxy-bbbbbbbbbb", "unrelated")
+	windowsPod.Namespace, windowsPod.Labels["k8s-app"] = "kube-system", "kube-proxy-windows"
+	windowsPod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(windows, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}
+	cs, kc := kubefake.New(ours, windows, windowsPod,
+		listed(mounting(pod("a1", "a", "1", true), "kube-proxy-aaaaaaaaaa")),
+		revisionOf(t, ours, ours, 1, "kube-proxy-cccccccccc"),
+		revisionOf(t, windows, windows, 1, "kube-proxy-dddddddddd"))
+	c := Client{DaemonSets: kc.DaemonSets("kube-system"), Revisions: kc.ControllerRevisions("kube-system"), Pods: kc.Pods("kube-system"),
+		Namespace: "kube-system", Name: "kube-proxy", Log: logrus.NewEntry(logrus.New())}
+	ofConfig := func(name string) bool { return name == "kube-proxy" || strings.HasPrefix(name, "kube-proxy-") }
+	u := c.Uses(ours, nil, ofConfig)
+
+	others, err := u.OthersMounting(context.Background(), "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"daemonset kube-proxy-windows", "pod w/kube-proxy-w1"}, others)
+	inUse, err := u.InUse(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{
+		"kube-proxy-aaaaaaaaaa": true, // our pod
+		"kube-proxy":            true, // the other's template and pod
+		"kube-proxy-bbbbbbbbbb": true, // the other's pod
+		"kube-proxy-dddddddddd": true, // the other's revision
+		"kube-proxy-cccccccccc": true, // our revision
+	}, inUse, "not what the other's pod mounts besides the config")
+
+	lists := map[string]int{}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	assert.Equal(t, map[string]int{"daemonsets": 1, "pods": 2, "controllerrevisions": 2}, lists,
+		"the daemonsets once; the pods and revisions of each DaemonSet once")
 }
