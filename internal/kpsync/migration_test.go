@@ -617,6 +617,22 @@ func probeStatuses() (ready, connected, noShell corev1.PodStatus) {
 	return ready, connected, noShell
 }
 
+// podPathFixture is a rolling fixture of 3 nodes whose kube-proxies answer
+// healthy and roll, and whose probe pods end in pod on the pod path and in
+// ready on the others; images are the probe pods' images by path.
+func podPathFixture(t *testing.T, ready, pod corev1.PodStatus) (*rollingFixture, func() map[string][]string) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	images := f.probeKubelet(t, func(path string) corev1.PodStatus {
+		if path == verify.PathPod {
+			return pod
+		}
+		return ready
+	})
+	return f, images
+}
+
 // probeKubelet plays the kubelet for the traffic check's probe pods: each
 // gets the status status(path) once its watch is open; images records the
 // image of each, by path.
@@ -690,15 +706,7 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 		{"an image without", noShell, []string{verify.PathNode, verify.PathNodePort}, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newRollingFixture(t, 3)
-			f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-			f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
-			images := f.probeKubelet(t, func(path string) corev1.PodStatus {
-				if path == verify.PathPod {
-					return c.pod
-				}
-				return ready
-			})
+			f, images := podPathFixture(t, ready, c.pod)
 			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute})
 			require.NoError(t, err)
 			require.NotNil(t, res.Facts.Connectivity)
@@ -740,15 +748,7 @@ func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
 		{"an image without", noShell, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newRollingFixture(t, 3)
-			f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-			f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
-			images := f.probeKubelet(t, func(path string) corev1.PodStatus {
-				if path == verify.PathPod {
-					return c.pod
-				}
-				return ready
-			})
+			f, images := podPathFixture(t, ready, c.pod)
 			res, err := f.run(t, Options{Spec: setMode("nftables"), RollbackOnFailure: true, Timeout: time.Minute,
 				Connectivity: ConnectivityOptions{TrafficPodImage: "example.test/agent:1"}})
 			pods := images()[verify.PathPod]
