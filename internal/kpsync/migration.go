@@ -348,6 +348,12 @@ func (pl planner) previewMigration(ctx context.Context, p plan) error {
 	if err != nil {
 		return err
 	}
+	var zoneOf map[string]string
+	if o.ZoneLabel != "" {
+		if zoneOf, err = nodes.Labels(ctx, e.d.Kube.Nodes(), o.ZoneLabel); err != nil {
+			return err
+		}
+	}
 	fleet, err := e.dss.Observe(ctx, p.ds, skipped)
 	if err != nil {
 		return err
@@ -372,10 +378,6 @@ func (pl planner) previewMigration(ctx context.Context, p plan) error {
 		// canary nodes beyond the batch size go a batch at a time too
 		m.Batches = rounds(len(m.CanaryNodes)) - 1 + rounds(len(todo)-len(m.CanaryNodes))
 		return nil
-	}
-	zoneOf, err := nodes.Labels(ctx, e.d.Kube.Nodes(), o.ZoneLabel)
-	if err != nil {
-		return err
 	}
 	z := rollout.NewZonal(todo, zoneOf, unready, p.roll.canaryNodes, m.BatchSize)
 	m.CanaryNodes, m.Batches = append([]string{}, z.CanaryNodes()...), 0

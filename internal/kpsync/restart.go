@@ -356,6 +356,13 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 		if c.Traffic, err = trafficTarget(ctx, e, o); err != nil {
 			return nil, err
 		}
+		warning, err := c.Traffic.Cleanup(ctx, e.d.Clock)
+		if warning != "" {
+			e.warn(warning)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if err := c.Baseline(ctx, live); err != nil {
 		return nil, err
@@ -374,16 +381,6 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 		// node's kube-proxy has it in its rules would go out unrouted
 		if err := c.WaitSync(ctx, tried, c.Traffic.Made); err != nil {
 			return nil, fmt.Errorf("--verify-traffic-paths pod, before its try on node %s: the run's own Service is in no rules of its kube-proxy yet: %w; nothing was restarted (the restart is owed to the next run)", tried, err)
-		}
-	}
-	if c.Traffic != nil {
-		// the probe pods an earlier run left, removed before this run makes its own
-		warning, err := c.Traffic.Cleanup(ctx, e.d.Clock)
-		if warning != "" {
-			e.warn(warning)
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 	if c.Traffic != nil && tried != "" {

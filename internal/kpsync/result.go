@@ -150,8 +150,8 @@ type Result struct {
 	mountedBefore string
 }
 
-// Each phase returns its part of the result, which run merges (see the
-// merges at the end of this file).
+// Each phase returns its part of the result, which run merges (each
+// phase's merge is beside the phase: mergePlan in plan.go, and so on).
 
 // applied is the apply phase's part of the result.
 type applied struct {
@@ -271,8 +271,9 @@ type Migration struct {
 	Resumed bool `json:"resumed,omitempty"`
 }
 
-// Each phase returns its part of the result; these merge them, as far as
-// the phase got, so that a failed run reports what it did.
+// Each phase's part of the result is merged as far as the phase got, so
+// that a failed run reports what it did (the merges are beside the
+// phases).
 
 // decided takes what the plan the run goes on with says it changes.
 func (r *Result) decided(e *env, p plan) {

@@ -925,7 +925,8 @@ func templateConfigMaps(t *corev1.PodTemplateSpec) []string {
 type Sharing struct {
 	DaemonSet string
 	// Template: its pod template mounts these; Pods: its pods mount these,
-	// by pod ("namespace/name"); Revisions: its revisions' templates
+	// by pod ("NODE/POD", as MountedBy names them); Revisions: its
+	// revisions' templates
 	Template  []string
 	Pods      map[string][]string
 	Revisions map[string]bool
@@ -975,11 +976,11 @@ func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(n
 }
 
 // Uses is what mounts a DaemonSet's config and its copies (the ConfigMaps
-// that of accepts), each read when first asked for, and once: the
-// DaemonSet's pods, the other DaemonSets of the namespace whose template
-// mounts one of them (with their pods and revisions), and the DaemonSet's
-// own revisions. Whether a config may be written or deleted is decided
-// from what the cluster holds, whoever put it there.
+// that of accepts): the DaemonSet's pods and the other DaemonSets of the
+// namespace whose template mounts one of them (with their pods and
+// revisions), each read when first asked for, and once; and, read by
+// InUse, the DaemonSet's own revisions. Whether a config may be written or
+// deleted is decided from what the cluster holds, whoever put it there.
 type Uses struct {
 	c          Client
 	ds         *appsv1.DaemonSet
