@@ -30,11 +30,12 @@
       image: kube-proxy must never be newer than the oldest API server; must
       be 0), with skew_detail naming them.
 
-  measure.py new-pod WATCH.json BEFORE
-      Exit 0 once WATCH.json (being written: a last object cut short is
-      left for the next look) holds a pod of kube-proxy's DaemonSet whose
-      UID is none of BEFORE's ("NODE UID" lines, a file): a rollout began.
-      Exit 1 while it does not.
+  measure.py new-pod WATCH.json BEFORE STOP
+      Follows WATCH.json as it is written (what was added, twice a second;
+      a last object cut short waits for its end) and exits 0 once it holds
+      a pod of kube-proxy's DaemonSet whose UID is none of BEFORE's ("NODE
+      UID" lines, a file): a rollout began. Exits 1 once the file STOP
+      exists without one.
 
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
@@ -69,7 +70,9 @@
       success, counted from the first and to the last try).
 """
 import json
+import os
 import sys
+import time
 from datetime import datetime
 
 import yaml
@@ -92,22 +95,42 @@ ZERO_DEFAULTS = {"iptables.minSyncPeriod": "1s"}
 UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
-def json_stream(text, partial=False):
-    """The objects of a stream of JSON documents. partial: the stream is
-    still being written, and a last object cut short is left out."""
+def json_stream(text):
+    """The objects of a stream of JSON documents."""
+    out, rest = json_prefix(text)
+    if rest.strip():
+        json.JSONDecoder().raw_decode(rest)  # raises: the stream is cut short
+    return out
+
+
+def json_prefix(text):
+    """The whole objects at the start of a stream still being written, and
+    the text after them (a last object cut short, or nothing)."""
     decoder, i, out = json.JSONDecoder(), 0, []
     while True:
         while i < len(text) and text[i].isspace():
             i += 1
         if i >= len(text):
-            return out
+            return out, ""
         try:
             obj, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError:
-            if partial:
-                return out
-            raise
+            return out, text[i:]
         out.append(obj)
+
+
+def follow_new_pod(path, before, stop, interval=0.5):
+    """Reads path as it grows until its events hold a pod new_pod counts
+    (True) or the file stop exists (False)."""
+    rest = ""
+    with open(path, encoding="utf-8") as f:
+        while True:
+            events, rest = json_prefix(rest + f.read())
+            if new_pod(events, before):
+                return True
+            if os.path.exists(stop):
+                return False
+            time.sleep(interval)
 
 
 def pod_node(pod):
@@ -440,12 +463,10 @@ def traffic(args):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "watch":
         watch(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "new-pod":
-        with open(sys.argv[2], encoding="utf-8") as f:
-            stream = json_stream(f.read(), partial=True)
+    elif len(sys.argv) == 5 and sys.argv[1] == "new-pod":
         with open(sys.argv[3], encoding="utf-8") as f:
             uids = {line.split()[1] for line in f if len(line.split()) == 2}
-        sys.exit(0 if new_pod(stream, uids) else 1)
+        sys.exit(0 if follow_new_pod(sys.argv[2], uids, sys.argv[4]) else 1)
     elif len(sys.argv) == 4 and sys.argv[1] == "audit":
         print("\n".join(audit(sys.argv[2], sys.argv[3])))
     elif len(sys.argv) > 3 and sys.argv[1] == "writers":

@@ -149,9 +149,25 @@ class NewPod(unittest.TestCase):
     def test_a_stream_being_written_leaves_its_last_object_out(self):
         whole = "".join(json.dumps(e) + "\n" for e in listed(*THREE))
         cut = json.dumps(ev("ADDED", pod("v1", "n1")))[:40]
-        self.assertEqual(len(measure.json_stream(whole + cut, partial=True)), 3)
+        events, rest = measure.json_prefix(whole + cut)
+        self.assertEqual((len(events), rest), (3, cut))
         with self.assertRaises(json.JSONDecodeError):
             measure.json_stream(whole + cut)
+
+    def test_follows_the_file_until_a_new_pod_or_the_stop_file(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path, stop = os.path.join(tmp, "watch.json"), os.path.join(tmp, "stop")
+        new = json.dumps(ev("ADDED", pod("v1", "n1")))
+        with open(path, "w", encoding="utf-8") as f:
+            # the listed pods, and the new pod's event cut short: not yet
+            f.write("".join(json.dumps(e) + "\n" for e in listed(*THREE)) + new[:40])
+        with open(stop, "w", encoding="utf-8"):
+            pass
+        self.assertFalse(measure.follow_new_pod(path, self.BEFORE, stop, interval=0))
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(new[40:] + "\n")
+        self.assertTrue(measure.follow_new_pod(path, self.BEFORE, stop, interval=0))
 
 
 CONTROL_PLANES = (apiserver("cp1", "v1.34.3"), apiserver("cp2", "v1.34.3"), apiserver("cp3", "v1.34.3"))

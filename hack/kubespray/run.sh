@@ -450,16 +450,13 @@ traffic_stop() {
 # traffic_start's), and records per host the seconds from its creation until
 # the host's rules have it (the time of the first look that found it) and a
 # connection through its ClusterIP answers (deadline 120 s); prints "HOST
-# RULES_S ANSWER_S" lines, - for not within the deadline. Reads the watch
-# twice a second until /run/kps-mid-NAME.stop on this machine exists (no
-# rollout: prints nothing). A REJECT in each host's filter OUTPUT, added before any
+# RULES_S ANSWER_S" lines, - for not within the deadline. Follows the watch
+# (what was added, twice a second) until /run/kps-mid-NAME.stop on this
+# machine exists (no rollout: prints nothing). A REJECT in each host's filter OUTPUT, added before any
 # try, keeps a try without rules on the host (see traffic_start).
 service_mid() {
   local name="$1" watch="$2" before="$3" stop="/run/kps-mid-$1.stop" cip made host ip rules answer deadline
-  until [[ -e "${stop}" ]] || "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}"; do
-    sleep 0.5
-  done
-  [[ ! -e "${stop}" ]] || return 0
+  "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}" "${stop}" || return 0
   cip="$(files_service kps-mid)" || return 1
   made="$(date +%s.%N)"
   reject_on_hosts "${cip}" || return 1
