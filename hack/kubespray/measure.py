@@ -34,8 +34,8 @@
       Follows WATCH.json as it is written (what was added, twice a second;
       a last object cut short waits for its end) and exits 0 once it holds
       a pod of kube-proxy's DaemonSet whose UID is none of BEFORE's ("NODE
-      UID" lines, a file): a rollout began. Exits 1 once the file STOP
-      exists without one.
+      UID" lines, a file): a rollout began. Exits 3 once the file STOP
+      exists without one (any other exit: it failed).
 
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
@@ -69,6 +69,7 @@
       successful try (between two, or before the first and after the last
       success, counted from the first and to the last try).
 """
+import codecs
 import json
 import os
 import sys
@@ -121,14 +122,17 @@ def json_prefix(text):
 
 def follow_new_pod(path, before, stop, interval=0.5):
     """Reads path as it grows until its events hold a pod new_pod counts
-    (True) or the file stop exists (False)."""
-    rest = ""
-    with open(path, encoding="utf-8") as f:
+    (True) or the file stop exists (False). What a writer left cut short, an
+    object or a character, waits for the next read; stop is looked at before
+    each read, so an event written before it is never missed."""
+    rest, decode = "", codecs.getincrementaldecoder("utf-8")().decode
+    with open(path, "rb") as f:
         while True:
-            events, rest = json_prefix(rest + f.read())
+            stopped = os.path.exists(stop)
+            events, rest = json_prefix(rest + decode(f.read()))
             if new_pod(events, before):
                 return True
-            if os.path.exists(stop):
+            if stopped:
                 return False
             time.sleep(interval)
 
@@ -466,7 +470,7 @@ if __name__ == "__main__":
     elif len(sys.argv) == 5 and sys.argv[1] == "new-pod":
         with open(sys.argv[3], encoding="utf-8") as f:
             uids = {line.split()[1] for line in f if len(line.split()) == 2}
-        sys.exit(0 if follow_new_pod(sys.argv[2], uids, sys.argv[4]) else 1)
+        sys.exit(0 if follow_new_pod(sys.argv[2], uids, sys.argv[4]) else 3)
     elif len(sys.argv) == 4 and sys.argv[1] == "audit":
         print("\n".join(audit(sys.argv[2], sys.argv[3])))
     elif len(sys.argv) > 3 and sys.argv[1] == "writers":

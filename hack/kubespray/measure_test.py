@@ -169,6 +169,21 @@ class NewPod(unittest.TestCase):
             f.write(new[40:] + "\n")
         self.assertTrue(measure.follow_new_pod(path, self.BEFORE, stop, interval=0))
 
+    def test_a_character_cut_short_waits_for_its_end(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path, stop = os.path.join(tmp, "watch.json"), os.path.join(tmp, "stop")
+        data = (json.dumps(ev("ADDED", pod("v1", "n1")), ensure_ascii=False)[:-1] + ', "note": "µ"}\n').encode()
+        cut = data.index("µ".encode()) + 1  # inside the two bytes of µ
+        with open(path, "wb") as f:
+            f.write(data[:cut])
+        with open(stop, "w", encoding="utf-8"):
+            pass
+        self.assertFalse(measure.follow_new_pod(path, self.BEFORE, stop, interval=0))
+        with open(path, "ab") as f:
+            f.write(data[cut:])
+        self.assertTrue(measure.follow_new_pod(path, self.BEFORE, stop, interval=0))
+
 
 CONTROL_PLANES = (apiserver("cp1", "v1.34.3"), apiserver("cp2", "v1.34.3"), apiserver("cp3", "v1.34.3"))
 

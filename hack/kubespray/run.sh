@@ -46,11 +46,11 @@
 #   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
 #   /configz on every node against kubespray's variables (mode, clusterCIDR,
 #   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap
-#   (hack/kubespray/measure.py). rerun, settings, upgrade and breaking count
-#   the DaemonSet's rollouts (the newest ControllerRevision's number, before
-#   and after), run the traffic prober, and make a Service once their
-#   rollout began (service_mid): per host, the seconds until its rules had
-#   it and it answered.
+#   (hack/kubespray/measure.py). rerun, settings, upgrade, breaking and
+#   breaking-upgrade count the DaemonSet's rollouts (the newest
+#   ControllerRevision's number, before and after), run the traffic prober,
+#   and make a Service once their rollout began (service_mid): per host, the
+#   seconds until its rules had it and it answered.
 #
 # KS_CONTROL_PLANES=3 (hack/kubespray/hosts.sh): three control planes with
 # etcd, besides KS_WORKERS workers (2); with KS_LB=haproxy, kubespray's own HA
@@ -134,7 +134,7 @@ step() {
   # command tested with ||), and so that a step's cd or exports stay its own.
   "$@" >"${LOGS}/${name}.log" 2>&1 &
   wait $! || rc=$?
-  printf '%-24s %6ss  %s\n' "${name}" "$((SECONDS - start))" "$([[ ${rc} == 0 ]] && echo ok || echo FAILED)" >>"${SUMMARY}"
+  printf '%-28s %6ss  %s\n' "${name}" "$((SECONDS - start))" "$([[ ${rc} == 0 ]] && echo ok || echo FAILED)" >>"${SUMMARY}"
   printf '%s s%s\n' "$((SECONDS - start))" "$([[ ${rc} == 0 ]] || echo ', FAILED')" >"${FIGURES}/${name}.time"
   if ((rc != 0)); then
     {
@@ -266,6 +266,13 @@ revision() {
 proxy_uids() {
   cp_ssh 'kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s >/dev/null &&
     kubectl -n kube-system get pods -l k8s-app=kube-proxy \
+      -o jsonpath="{range .items[*]}{.spec.nodeName} {.metadata.uid}{\"\\n\"}{end}"' | sort
+}
+
+# proxy_uids_now: the same, without waiting for a rollout to end (one that
+# cannot end: kube-proxy exits on every node).
+proxy_uids_now() {
+  cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-proxy \
       -o jsonpath="{range .items[*]}{.spec.nodeName} {.metadata.uid}{\"\\n\"}{end}"' | sort
 }
 
@@ -456,7 +463,13 @@ traffic_stop() {
 # try, keeps a try without rules on the host (see traffic_start).
 service_mid() {
   local name="$1" watch="$2" before="$3" stop="/run/kps-mid-$1.stop" cip made host ip rules answer deadline
-  "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}" "${stop}" || return 0
+  local rc=0
+  "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}" "${stop}" || rc=$?
+  case "${rc}" in
+    0) ;;
+    3) return 0 ;; # the step ended with no pod replaced
+    *) echo "measure.py new-pod failed (exit ${rc})"; return 1 ;;
+  esac
   cip="$(files_service kps-mid)" || return 1
   made="$(date +%s.%N)"
   reject_on_hosts "${cip}" || return 1
@@ -499,11 +512,13 @@ service_mid() {
 # from the control plane; records the pods it replaced (by UID), the
 # DaemonSet's rollouts (ControllerRevisions made) and the most nodes without
 # a Ready kube-proxy at once (hack/kubespray/measure.py), and leaves them in
-# REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE, RESTARTS.
-# WATCH_ALL=1 watches every pod of kube-system (the kube-apiserver pods too:
-# the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and SKEW_DETAIL). MAY_FAIL=1:
-# a failed playbook is measured as well, its exit code left in PLAYBOOK_RC
-# (otherwise the step fails with it).
+# REPLACED, TOTAL, NEW, MAX_PER_NODE, ROLLOUTS, MAX_UNAVAILABLE, RESTARTS,
+# PER_NODE, TOUCHED and TOUCHED_NODES (the nodes where a pod was made or a
+# container restarted). WATCH_ALL=1 watches every pod of kube-system (the
+# kube-apiserver pods too: the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and
+# SKEW_DETAIL). MAY_FAIL=1: a failed playbook is measured as well, its exit
+# code left in PLAYBOOK_RC (otherwise the step fails with it), and a rollout
+# that does not end after it is measured as it is.
 cluster_watched() {
   local mode="$1" tree="$2" name="$3-$1" before after out pidfile watch_pid deadline rev_before rev_after
   shift 3
@@ -559,7 +574,12 @@ cluster_watched() {
   fi
   if ((PLAYBOOK_RC != 0 && ${MAY_FAIL:-0} == 0)); then return "${PLAYBOOK_RC}"; fi
   if ((traffic)); then traffic_stop "${name}" || figure "${name}" "traffic: no figures (see ${LOGS}/${name}.traffic.*)"; fi
-  after="$(proxy_uids)"
+  # a step that may fail may leave a rollout that cannot end: then the pods as they are
+  if ! after="$(proxy_uids)"; then
+    ((${MAY_FAIL:-0})) || { echo "kube-proxy's DaemonSet did not roll out within 300s after ${name}"; return 1; }
+    echo "kube-proxy's DaemonSet did not roll out within 300s after ${name}: its pods as they are"
+    after="$(proxy_uids_now)"
+  fi
   rev_after="$(revision)"
   cp_ssh "kill \$(cat ${pidfile})"
   # the watch's ssh ends with its remote command: give it 30s
@@ -607,6 +627,12 @@ cluster_watched() {
   if ((${GAPS:-0} > 0)); then
     figure "${name}" "the watch started again ${GAPS} times (its connection to the API server ended): what happened while it was down is not seen"
   fi
+}
+
+# touched_nodes: " (w1, w2)", the hosts of TOUCHED_NODES by their short
+# names; nothing when none.
+touched_nodes() {
+  [[ -z "${TOUCHED_NODES}" ]] || printf ' (%s)' "$(sed "s/${KS_PREFIX:-kps-ks}-//g; s/,/, /g" <<<"${TOUCHED_NODES}")"
 }
 
 # rerun MODE TREE: cluster.yml again, nothing changed in the inventory; counts
@@ -687,7 +713,7 @@ breaking() {
   figure "breaking-$1" "${BREAK_VAR}: ${BREAK_VALUE} (kube-proxy exits on it here); cluster.yml exit code ${PLAYBOOK_RC}"
   # the nodes that lost kube-proxy: a pod made or a container restarted there
   broken="${TOUCHED}"
-  figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}${TOUCHED_NODES:+ (${TOUCHED_NODES//${KS_PREFIX:-kps-ks}-/})}"
+  figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}$(touched_nodes)"
   if [[ "$1" == unpatched ]]; then
     # kubespray's own tasks do not apply the setting: nothing fails
     if ((PLAYBOOK_RC != 0)); then
@@ -726,36 +752,45 @@ breaking() {
 # the breaking setting still in the inventory, upgrade-cluster.yml again at
 # the version the upgrade step reached (kubespray's way to apply control
 # plane settings), whose "Update kube-proxy configmap after upgrade" writes
-# kube-proxy's ConfigMap from kubespray's variables. Recorded, not failed:
-# the exit code, the nodes whose kube-proxy the step replaced or restarted,
-# the value the ConfigMap holds afterwards, and, as a node reboot or a drain
-# would, a kube-proxy pod deleted on the last host and whether its
-# replacement is Ready or exits (within 120 s).
+# kube-proxy's ConfigMap from kubespray's variables. Recorded, not failed
+# (a figure says what could not be read): the exit code, the nodes whose
+# kube-proxy the step replaced or restarted, the value the ConfigMap holds
+# afterwards, and, as a node reboot or a drain would, a kube-proxy pod
+# deleted on the last host and whether its replacement exits (a container
+# restart within 90 s) or runs (Ready, and no restart in 90 s: kubeadm's
+# kube-proxy has no readiness probe, so Ready alone says only that it
+# started).
 breaking_upgrade() {
-  local cm node old deadline state=""
+  local name="breaking-upgrade-$1" cm node short old deadline state="" restarts
   MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
-  figure "breaking-upgrade-$1" "upgrade-cluster.yml at ${KUBERNETES_VERSION} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
-  figure "breaking-upgrade-$1" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}${TOUCHED_NODES:+ (${TOUCHED_NODES//${KS_PREFIX:-kps-ks}-/})}"
+  figure "${name}" "upgrade-cluster.yml at ${KUBERNETES_VERSION} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
+  figure "${name}" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}$(touched_nodes)"
   cm="$(cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' |
-    "${VENV}/bin/python" -c 'import sys, yaml; print(yaml.safe_load(sys.stdin).get("conntrack", {}).get("maxPerCore"))')"
-  figure "breaking-upgrade-$1" "kube-proxy's ConfigMap afterwards: ${BREAK_FIELD} ${cm}"
+    "${VENV}/bin/python" -c 'import sys, yaml; print((yaml.safe_load(sys.stdin) or {}).get("conntrack", {}).get("maxPerCore"))')" || cm="not read"
+  figure "${name}" "kube-proxy's ConfigMap afterwards: ${BREAK_FIELD} ${cm}"
   node="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | tail -n1 | cut -d' ' -f1)"
-  old="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} -o jsonpath='{.items[0].metadata.name}'")"
-  [[ -n "${old}" ]] || { echo "no kube-proxy pod on ${node} after the step"; return 1; }
-  cp_ssh "kubectl -n kube-system delete pod ${old} --wait=true --timeout=120s >/dev/null" || { echo "the kube-proxy pod ${old} on ${node} was not deleted within 120s"; return 1; }
-  deadline=$((SECONDS + 120))
+  short="${node#"${KS_PREFIX:-kps-ks}"-}"
+  old="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} -o jsonpath='{.items[*].metadata.name}'")" || old=""
+  if [[ -z "${old}" ]] || ! cp_ssh "kubectl -n kube-system delete pod ${old} --wait=true --timeout=120s >/dev/null"; then
+    figure "${name}" "a kube-proxy pod started afterwards on ${short}: not measured (no pod there, or it was not deleted within 120 s)"
+    return 0
+  fi
+  deadline=$((SECONDS + 90))
   while ((SECONDS < deadline)); do
     # the new pod's Ready condition and its container's restart count
     state="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} \
-      -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}'")"
-    if [[ "${state}" == "True "* ]] || [[ "${state}" =~ \ [1-9][0-9]*$ ]]; then break; fi
+      -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}'")" || state=""
+    restarts="${state##* }"
+    if [[ "${restarts}" =~ ^[1-9][0-9]*$ ]]; then break; fi
     sleep 2
   done
-  case "${state}" in
-    "True "*) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-} (as after a reboot or a drain): Ready" ;;
-    *\ [1-9]*) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-} (as after a reboot or a drain): exits (restarted ${state##* } times), no service proxy on that node" ;;
-    *) figure "breaking-upgrade-$1" "a kube-proxy pod started afterwards on ${node#"${KS_PREFIX:-kps-ks}"-}: neither Ready nor restarted within 120 s (${state:-no pod})" ;;
-  esac
+  if [[ "${restarts}" =~ ^[1-9][0-9]*$ ]]; then
+    figure "${name}" "a kube-proxy pod started afterwards on ${short} (as after a reboot or a drain): exits (restarted ${restarts} times within 90 s), no service proxy on that node"
+  elif [[ "${state}" == "True 0" ]]; then
+    figure "${name}" "a kube-proxy pod started afterwards on ${short} (as after a reboot or a drain): runs (Ready, no restart in 90 s)"
+  else
+    figure "${name}" "a kube-proxy pod started afterwards on ${short}: neither Ready nor restarted in 90 s (${state:-no pod})"
+  fi
 }
 
 # egress MODE: the packets that tried to leave the tier's network since
