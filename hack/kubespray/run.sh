@@ -52,6 +52,11 @@
 #   and make a Service once their rollout began (service_mid): per host, the
 #   seconds until its rules had it and it answered.
 #
+# KS_STEPS (default: rerun settings upgrade breaking breaking-upgrade): the
+# steps after nodes that run, in their own order; hosts, cluster, nodes and
+# egress always run. Without settings, the steps after it carry its change
+# too (upgrade then changes the setting and the image at once).
+#
 # KS_CONTROL_PLANES=3 (hack/kubespray/hosts.sh): three control planes with
 # etcd, besides KS_WORKERS workers (2); with KS_LB=haproxy, kubespray's own HA
 # layout. The upgrade then rolls kube-proxy after the last one.
@@ -96,6 +101,15 @@ KUBESPRAY_DIR="$(cd "${KUBESPRAY_DIR}" && pwd)"
 for mode in ${KS_MODES}; do
   [[ "${mode}" == unpatched || "${mode}" == patched ]] || die "KS_MODES: unpatched and/or patched, got '${mode}'"
 done
+KS_STEPS="${KS_STEPS:-rerun settings upgrade breaking breaking-upgrade}"
+for s in ${KS_STEPS}; do
+  [[ " rerun settings upgrade breaking breaking-upgrade " == *" ${s} "* ]] ||
+    die "KS_STEPS: some of rerun settings upgrade breaking breaking-upgrade, got '${s}'"
+done
+[[ " ${KS_STEPS} " != *" upgrade "* && " ${KS_STEPS} " != *" breaking-upgrade "* ]] || ((UPGRADE)) ||
+  log "KS_STEPS names upgrade or breaking-upgrade, which run only with KS_UPGRADE=1"
+# wanted STEP: STEP is one of KS_STEPS.
+wanted() { [[ " ${KS_STEPS} " == *" $1 "* ]]; }
 [[ "$(id -u)" == 0 ]] || die "make test-kubespray needs root (debootstrap, iptables)"
 rm -rf "${FIGURES}"
 mkdir -p "${LOGS}" "${FIGURES}"
@@ -120,8 +134,8 @@ trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
-printf 'kubespray %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, started %s\n' \
-  "${commit:0:12}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+printf 'kubespray %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
+  "${commit:0:12}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
@@ -922,11 +936,13 @@ for mode in ${KS_MODES}; do
   fi
   step "cluster-${mode}" cluster "${mode}" "${tree}"
   step "nodes-${mode}" nodes "${mode}"
-  step "rerun-${mode}" rerun "${mode}" "${tree}"
-  step "settings-${mode}" settings "${mode}" "${tree}"
-  if ((UPGRADE)); then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
-  step "breaking-${mode}" breaking "${mode}" "${tree}"
-  if ((UPGRADE)) && [[ "${mode}" == unpatched ]]; then step "breaking-upgrade-${mode}" breaking_upgrade "${mode}" "${tree}"; fi
+  if wanted rerun; then step "rerun-${mode}" rerun "${mode}" "${tree}"; fi
+  if wanted settings; then step "settings-${mode}" settings "${mode}" "${tree}"; fi
+  if ((UPGRADE)) && wanted upgrade; then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
+  if wanted breaking; then step "breaking-${mode}" breaking "${mode}" "${tree}"; fi
+  if ((UPGRADE)) && [[ "${mode}" == unpatched ]] && wanted breaking-upgrade; then
+    step "breaking-upgrade-${mode}" breaking_upgrade "${mode}" "${tree}"
+  fi
   step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
