@@ -101,10 +101,11 @@ KUBESPRAY_DIR="$(cd "${KUBESPRAY_DIR}" && pwd)"
 for mode in ${KS_MODES}; do
   [[ "${mode}" == unpatched || "${mode}" == patched ]] || die "KS_MODES: unpatched and/or patched, got '${mode}'"
 done
-KS_STEPS="${KS_STEPS:-rerun settings upgrade breaking breaking-upgrade}"
-for s in ${KS_STEPS}; do
-  [[ " rerun settings upgrade breaking breaking-upgrade " == *" ${s} "* ]] ||
-    die "KS_STEPS: some of rerun settings upgrade breaking breaking-upgrade, got '${s}'"
+# The steps KS_STEPS picks from, in the order they run.
+OPTIONAL_STEPS="rerun settings upgrade breaking breaking-upgrade"
+KS_STEPS="${KS_STEPS:-${OPTIONAL_STEPS}}"
+for name in ${KS_STEPS}; do
+  [[ " ${OPTIONAL_STEPS} " == *" ${name} "* ]] || die "KS_STEPS: some of ${OPTIONAL_STEPS}, got '${name}'"
 done
 [[ " ${KS_STEPS} " != *" upgrade "* && " ${KS_STEPS} " != *" breaking-upgrade "* ]] || ((UPGRADE)) ||
   log "KS_STEPS names upgrade or breaking-upgrade, which run only with KS_UPGRADE=1"
