@@ -718,7 +718,7 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 			for _, image := range pods {
 				assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.6", image, "the image the fleet ran before")
 			}
-			assert.Len(t, images()[verify.PathNodePort], 3, "every node's NodePort")
+			assert.Len(t, images()[verify.PathNodePort], 4, "node-0's NodePort before the first try of a ClusterIP, then every node's")
 			assert.Equal(t, c.warnLeft, hasWarning(res, "leaves out the pod path (PREROUTING)"), "warnings: %v", res.Warnings)
 			if c.warnLeft {
 				assert.True(t, hasWarning(res, "--verify-traffic-pod-image"), "says what to pass: %v", res.Warnings)
@@ -770,7 +770,7 @@ func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
 			assert.Equal(t, 3, res.Facts.Connectivity.Passed)
 			assert.Equal(t, verify.AllPaths, res.Facts.Connectivity.TrafficPaths)
 			assert.Equal(t, verify.AllPaths, res.Facts.Migration.VerifyTrafficPaths)
-			assert.Len(t, images()[verify.PathNodePort], 3, "every node's NodePort")
+			assert.Len(t, images()[verify.PathNodePort], 4, "node-0's NodePort before the first try of a ClusterIP, then every node's")
 		})
 	}
 }
@@ -823,4 +823,51 @@ func TestModeChangePodPathWaitsForTheServiceInTheRules(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, 4, podAt, "the pod path's probe pod made after node-0's kube-proxy showed the sync, not before")
+}
+
+// A sync since the run's own Service was made is not proof that it is in
+// the rules (that sync may have begun before the Service reached
+// kube-proxy): the NodePort, whose connection never leaves the node,
+// connects first. While it does not, nothing connects to the ClusterIP
+// and nothing is restarted.
+func TestModeChangePodPathWaitsForTheNodePortBeforeTheClusterIP(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	f.prober = proberFunc(func(string) (verify.Health, error) {
+		// a sync that ended after the Service was made (the clock stands)
+		now := f.clock.Now()
+		synced := now.Add(time.Millisecond)
+		return verify.Health{Code: 200, PerFamily: true, LastSync: synced, NewestSync: synced, CurrentTime: now}, nil
+	})
+	f.podController(t, func(node, gen string) *corev1.Pod { return kubeProxyPod(node, gen, true) })
+	var mu sync.Mutex
+	var made []string
+	f.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if path := p.Labels[verify.PathLabel]; path != "" {
+			mu.Lock()
+			made = append(made, path+" "+p.Spec.NodeName)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	f.probeKubelet(t, func(path string) corev1.PodStatus {
+		ready := corev1.ConditionTrue
+		if path == verify.PathNodePort {
+			ready = corev1.ConditionFalse // not in the rules yet
+		}
+		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "connect", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	})
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Timeout: time.Minute,
+		Connectivity: ConnectivityOptions{TrafficPodImage: "example.test/agent:1", TrafficTimeout: time.Second}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "before its try on node node-0: the run's own Service is in no rules of its kube-proxy yet: path nodeport, tried first")
+	assert.Contains(t, err.Error(), "nothing was restarted")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"nodeport node-0"}, made, "no connection to the ClusterIP")
+	for i := range 3 {
+		n := fmt.Sprintf("node-%d", i)
+		assert.Equal(t, types.UID(n+"-1"), f.podUID(t, "kube-proxy-"+n+"-1"), "node %s: no pod replaced", n)
+	}
 }

@@ -309,7 +309,11 @@ func (c *Checker) After(ctx context.Context, node string) error {
 	if detail == "" && c.Traffic != nil && since.Before(c.Traffic.Made) {
 		// the sync the health check proved came before the Service was
 		// made (a pod restarted by an earlier run, a canary resumed)
-		if err := c.WaitSync(ctx, node, c.Traffic.Made); err != nil {
+		err := c.WaitSync(ctx, node, c.Traffic.Made)
+		if err == nil {
+			err = c.Traffic.InRules(ctx, node)
+		}
+		if err != nil {
 			detail = fmt.Sprintf("the run's own Service %s is in no rules of its kube-proxy yet: %v", c.Traffic.Service, err)
 		}
 	}
@@ -349,10 +353,11 @@ func (c *Checker) health(ctx context.Context, node string, since time.Time) stri
 
 // WaitSync polls node's /healthz until its kube-proxy shows a sync of one
 // of its IP families that ended after since (the tool's clock), within
-// Timeout: a Service the API server had made by since is in its rules
-// then, and a connection to it goes through them rather than out of the
-// node unrouted. A kube-proxy that reports no per-family sync time
-// (before 1.33) cannot say, and passes at once.
+// Timeout. It is needed, not enough, for a Service the API server made by
+// since to be in its rules: a sync that began before the Service reached
+// kube-proxy may end after since, and the next waits out minSyncPeriod.
+// Traffic.InRules proves it. A kube-proxy that reports no per-family sync
+// time (before 1.33) cannot say, and passes at once.
 func (c *Checker) WaitSync(ctx context.Context, node string, since time.Time) error {
 	synced := func(h Health, local time.Time) bool { return h.SyncedAnyFamilySince(since, local) }
 	if _, _, last := c.pollSync(ctx, node, "since "+since.UTC().Format(time.RFC3339), synced); last != "" {

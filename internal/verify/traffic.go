@@ -101,7 +101,8 @@ type Traffic struct {
 	// Made is when the Service was made (the checker's clock), when this
 	// run made it: a kube-proxy that has not synced since does not have
 	// it in its rules, and a connection to its ClusterIP would leave the
-	// node unrouted. Zero for a Service that was there before the run.
+	// node unrouted (see InRules). Zero for a Service that was there
+	// before the run.
 	Made time.Time
 	// Requests counts the API requests made (create, watch, delete per
 	// node and path).
@@ -325,6 +326,30 @@ var pathHint = map[string]string{
 // ErrCannotRun marks a probe pod that will never run or cannot connect
 // with its image: the image's fault, not the path's.
 var ErrCannotRun = errors.New("cannot run")
+
+// InRules returns once node's kube-proxy has the run's own Service in its
+// rules (Made is set), proven by the nodeport path's connection from the
+// node to its own address and the NodePort: that connection never leaves
+// the node, translated or not (refused or dropped there until a rule
+// takes it), and one sync writes a Service's NodePort and ClusterIP rules
+// together (one iptables-restore, one nftables transaction; ipvs binds
+// the ClusterIP before the NodePort). A connection to the ClusterIP, from
+// the node or a pod on it, before that sync leaves the node unrouted, and
+// its retransmissions follow it even once the rule is there (conntrack).
+// kube-proxy's /healthz cannot say as much: a sync that began before the
+// Service reached it may end after the Service was made (WaitSync).
+// Without the nodeport path (left out by the operator, perhaps because
+// nodePortAddresses leaves out the node's InternalIP), or for a Service
+// that was there before the run, it returns at once.
+func (t *Traffic) InRules(ctx context.Context, node string) error {
+	if t.Made.IsZero() || !slices.Contains(t.PathsChecked(), PathNodePort) {
+		return nil
+	}
+	if err := t.check(ctx, node, PathNodePort); err != nil {
+		return fmt.Errorf("path nodeport, tried first so that no connection to the ClusterIP leaves the node before the Service is in its rules: %w", err)
+	}
+	return nil
+}
 
 // Preflight runs the pod path once from node before any restart, when it
 // is asked: an image that is not on the node or has no client to connect

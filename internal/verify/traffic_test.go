@@ -3,6 +3,9 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,4 +365,75 @@ func TestRemoveProbePodsWaitsOnItsOwnClock(t *testing.T) {
 		assert.Equal(t, []int64{1, 0}, graces, "forced once the wait ran out")
 		assert.Equal(t, []string{probe.Name}, r.Forced)
 	}
+}
+
+// perPath plays the kubelets of a run whose paths fare differently: each
+// probe pod, once watched, gets the status of its path (connected or
+// not). It returns the paths of the pods in the order they were created.
+func perPath(connects map[string]bool) (*Traffic, func() []string) {
+	cs := fake.NewClientset()
+	var mu sync.Mutex
+	var order []string
+	pathOf := map[string]string{}
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		mu.Lock()
+		defer mu.Unlock()
+		p.Name = p.GenerateName + fmt.Sprint(len(order))
+		order = append(order, p.Labels[PathLabel])
+		pathOf[p.Name] = p.Labels[PathLabel]
+		return false, nil, nil
+	})
+	cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		name, _ := a.(k8stesting.WatchAction).GetWatchRestrictions().Fields.RequiresExactMatch("metadata.name")
+		mu.Lock()
+		path := pathOf[name]
+		mu.Unlock()
+		st := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{runningStatus()},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
+		switch {
+		case connects[path] && path == PathPod:
+			st = corev1.PodStatus{Phase: corev1.PodSucceeded}
+		case connects[path]:
+			st.Conditions[0].Status = corev1.ConditionTrue
+		}
+		w := watch.NewFake()
+		go w.Modify(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Status: st})
+		return true, w, nil
+	})
+	tr := &Traffic{Pods: cs.CoreV1().Pods("kube-system"), Namespace: "kube-system", Image: "registry.k8s.io/pause:3.10.1",
+		PodImage: "example.test/agent:1", Service: "kube-system/kube-proxy-sync-probe", Target: "10.96.0.20:10256",
+		Paths: AllPaths, NodePort: 30256, Timeout: 200 * time.Millisecond,
+		NodeIP: func(context.Context, string) (string, error) { return "192.0.2.7", nil }}
+	return tr, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+}
+
+// The run's own Service is proven in a node's rules by the nodeport path,
+// which never leaves the node, before anything connects to its ClusterIP:
+// nothing else is tried while the NodePort does not connect. A Service
+// that was there before the run, or a check without the nodeport path,
+// tries nothing here.
+func TestTrafficInRulesConnectsToTheNodePortFirst(t *testing.T) {
+	tr, order := perPath(map[string]bool{PathNodePort: true})
+	tr.Made = time.Now()
+	require.NoError(t, tr.InRules(context.Background(), "node-1"))
+	assert.Equal(t, []string{PathNodePort}, order())
+
+	tr, order = perPath(map[string]bool{PathNode: true, PathPod: true})
+	tr.Made = time.Now()
+	err := tr.InRules(context.Background(), "node-1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "path nodeport, tried first so that no connection to the ClusterIP leaves the node")
+	assert.Contains(t, err.Error(), "no TCP connection to Service kube-system/kube-proxy-sync-probe (192.0.2.7:30256) from node node-1")
+	assert.Equal(t, []string{PathNodePort}, order(), "the ClusterIP paths are not tried")
+
+	tr, order = perPath(nil)
+	require.NoError(t, tr.InRules(context.Background(), "node-1"), "a Service that was there before the run")
+	tr.Made, tr.Paths = time.Now(), []string{PathNode, PathPod}
+	require.NoError(t, tr.InRules(context.Background(), "node-1"), "no nodeport path: /healthz alone (WaitSync)")
+	assert.Empty(t, order())
 }

@@ -442,3 +442,41 @@ func TestCheckerTrafficWaitsForTheServiceInTheRules(t *testing.T) {
 		})
 	}
 }
+
+// The same node, checked on every path through the run's own Service: a
+// sync since the Service was made is not enough (it may have begun before
+// the Service reached kube-proxy), so the NodePort, which never leaves the
+// node, connects first; the ClusterIP paths follow only once it did.
+func TestCheckerTrafficConnectsToTheClusterIPOnlyOnceTheNodePortDid(t *testing.T) {
+	made := time.Now()
+	for _, tc := range []struct {
+		name     string
+		connects map[string]bool
+		order    []string
+	}{
+		{"in the rules", map[string]bool{PathNode: true, PathPod: true, PathNodePort: true}, []string{PathNodePort, PathNode, PathPod, PathNodePort}},
+		{"not yet", map[string]bool{PathNode: true, PathPod: true}, []string{PathNodePort}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakeProber{calls: map[string]int{}, answers: map[string][]func() (Health, error){"a": {healthy(made.Add(time.Millisecond))}}}
+			tr, order := perPath(tc.connects)
+			tr.Made = made
+			c := newChecker(p, Required)
+			c.Traffic = tr
+			ctx := context.Background()
+			require.NoError(t, c.Baseline(ctx, []string{"a"}))
+			c.Since = made.Add(-20 * time.Millisecond)
+			err := c.After(ctx, "a")
+			got := order()
+			require.NotEmpty(t, got)
+			assert.Equal(t, PathNodePort, got[0], "the NodePort first")
+			assert.ElementsMatch(t, tc.order, got)
+			if len(tc.order) > 1 {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "the run's own Service kube-system/kube-proxy-sync-probe is in no rules of its kube-proxy yet: path nodeport, tried first")
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,8 +85,47 @@ func connect(t *testing.T) *env {
 		}
 		t.Skipf("no real-node cluster: %v; run `make kind-up` or set KUBECONFIG", sharedErr)
 	}
+	// checked last, after the restore: a packet any step of this test
+	// sent out of the cluster's network fails this test, by name
+	if before, ok := shared.egress(t); ok {
+		t.Cleanup(func() { shared.noEgressSince(t, before) })
+	}
 	t.Cleanup(func() { shared.restore(t) })
 	return shared
+}
+
+// egress is the number of packets that tried to leave the kind cluster's
+// docker network since make kind-up (hack/kind/egress.sh, which counts and
+// drops them), and whether it could be read: not on a cluster of another
+// kind than the tier's, where the count of make kind-up is not in place.
+func (e *env) egress(t *testing.T) (int, bool) {
+	t.Helper()
+	ours, err := os.Stat(filepath.Join(e.root, ".cache", "kind", "kubeconfig"))
+	if err != nil {
+		return 0, false
+	}
+	if used, err := os.Stat(e.kubeconfig); err != nil || !os.SameFile(ours, used) {
+		return 0, false
+	}
+	out, err := exec.Command(filepath.Join(e.root, "hack", "kind", "egress.sh"), "count", "kind").Output()
+	require.NoError(t, err, "count the packets that left the kind network (hack/kind/egress.sh count kind)")
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(t, err, "hack/kind/egress.sh count kind printed %q", out)
+	return n, true
+}
+
+// noEgressSince fails the test when packets tried to leave the kind
+// cluster's network since the count was before, and says where they went
+// (the kernel log since make kind-up; the newest last).
+func (e *env) noEgressSince(t *testing.T, before int) {
+	t.Helper()
+	n, _ := e.egress(t)
+	if n == before {
+		return
+	}
+	where, _ := exec.Command(filepath.Join(e.root, "hack", "kind", "egress.sh"), "where", "kind").Output()
+	t.Errorf("%d packet(s) tried to leave the kind cluster's network during this test (dropped; make kind-down fails on them too): every test's traffic stays inside it. Where they went, since make kind-up:\n%s",
+		n-before, where)
 }
 
 func newEnv() (*env, error) {
