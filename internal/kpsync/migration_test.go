@@ -734,8 +734,9 @@ func TestModeChangeChecksThePodPathFromKubeProxysImage(t *testing.T) {
 // A migration with a pod image to connect from checks all three paths
 // through the run's own Service on every node: the pod path is tried once
 // before any restart, once the Service is in that node's kube-proxy's
-// rules (its /healthz shows a sync since), then on each node after its
-// restart. An image that cannot connect stops the run before any restart.
+// rules (its /healthz shows a sync since, then its NodePort connects),
+// then on each node after its restart. An image that cannot connect stops
+// the run before any restart.
 func TestModeChangeChecksThePodPathWithTheImageGiven(t *testing.T) {
 	ready, connected, noShell := probeStatuses()
 	for _, c := range []struct {
