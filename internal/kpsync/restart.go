@@ -379,11 +379,7 @@ func baseline(ctx context.Context, e *env, o ConnectivityOptions, live []string,
 	if c.Traffic != nil && tried != "" && slices.Contains(c.Traffic.PathsChecked(), verify.PathPod) && !c.Traffic.Made.IsZero() {
 		// the run's own Service is seconds old: a connection before that
 		// node's kube-proxy has it in its rules would go out unrouted
-		err := c.WaitSync(ctx, tried, c.Traffic.Made)
-		if err == nil {
-			err = c.Traffic.InRules(ctx, tried)
-		}
-		if err != nil {
+		if err := c.WaitInRules(ctx, tried); err != nil {
 			return nil, fmt.Errorf("--verify-traffic-paths pod, before its try on node %s: the run's own Service is in no rules of its kube-proxy yet: %w; nothing was restarted (the restart is owed to the next run)", tried, err)
 		}
 	}

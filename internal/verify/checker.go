@@ -309,11 +309,7 @@ func (c *Checker) After(ctx context.Context, node string) error {
 	if detail == "" && c.Traffic != nil && since.Before(c.Traffic.Made) {
 		// the sync the health check proved came before the Service was
 		// made (a pod restarted by an earlier run, a canary resumed)
-		err := c.WaitSync(ctx, node, c.Traffic.Made)
-		if err == nil {
-			err = c.Traffic.InRules(ctx, node)
-		}
-		if err != nil {
+		if err := c.WaitInRules(ctx, node); err != nil {
 			detail = fmt.Sprintf("the run's own Service %s is in no rules of its kube-proxy yet: %v", c.Traffic.Service, err)
 		}
 	}
@@ -349,6 +345,16 @@ func (c *Checker) health(ctx context.Context, node string, since time.Time) stri
 	}
 	c.firstSync(node, since, h, local)
 	return ""
+}
+
+// WaitInRules waits until node's kube-proxy has the run's own Service
+// (Traffic.Made) in its rules: its /healthz shows a sync since the Service
+// was made (WaitSync), then the NodePort connects (Traffic.InRules).
+func (c *Checker) WaitInRules(ctx context.Context, node string) error {
+	if err := c.WaitSync(ctx, node, c.Traffic.Made); err != nil {
+		return err
+	}
+	return c.Traffic.InRules(ctx, node)
 }
 
 // WaitSync polls node's /healthz until its kube-proxy shows a sync of one
