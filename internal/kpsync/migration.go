@@ -52,6 +52,8 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 	if !ok || targetsWindows(p) {
 		return nil, roll, nil
 	}
+	// running is config.conf as the template mounts it: what a failed
+	// canary or batch rolls back to
 	running, err := runningConfig(ctx, e, p)
 	if err != nil || running == "" {
 		return nil, roll, err
@@ -69,14 +71,28 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		return nil, roll, err
 	}
 	// a mode left unset is the default of the version that runs it
-	// (iptables, nftables from 1.40: see upgrade.go)
+	// (iptables, nftables from 1.40: see upgrade.go); what each node runs
+	// now is the transition's (see transition.go), the riskiest case for
+	// a node whose config is unknown
 	from := modeAt(running, runningVersion(o, p))
 	to := modeAt(newText, validationVersion(o, p.next(o.Container)))
+	froms, back := []string{from}, from // back: the mode a rollback returns to
+	if !resumed {
+		if !p.tr.movesMode() {
+			return nil, roll, nil
+		}
+		from, to = p.tr.from(), p.tr.to
+		froms = slices.DeleteFunc(p.tr.modes(), func(m string) bool { return m == to })
+		if len(p.tr.unknown) > 0 {
+			e.warn(fmt.Sprintf("proxy mode %s -> %s: what kube-proxy runs on %d node(s) is not known (%s): taken as the riskiest case, a mode change from %s, with its canary and checks",
+				from, to, len(p.tr.unknown), p.tr.describe(), strings.Join(froms, " or ")))
+		}
+	}
 	if from == to {
 		return nil, roll, nil
 	}
 	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
-	nft := from == kpvalidate.ModeNFTables || to == kpvalidate.ModeNFTables
+	nft := to == kpvalidate.ModeNFTables || slices.Contains(froms, kpvalidate.ModeNFTables)
 	m := &Migration{From: from, To: to, StrategyAsked: asked, CanaryNodes: []string{}, Warnings: []string{}, Resumed: resumed}
 	minor, _ := kpvalidate.Rules(validationVersion(o, p.next(o.Container)))
 	if v, verr := version.ParseGeneric(validationVersion(o, p.next(o.Container))); verr == nil && v.Major() == 1 {
@@ -87,15 +103,20 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 		return nil, roll, fmt.Errorf("%s: mode %s -> %s: the kube-proxy version is unknown (the image of daemonset %s/%s has no version tag), and whether kube-proxy removes the old mode's rules depends on it: pass --kube-proxy-version; nothing was written",
 			obj, from, to, o.Namespace, o.DaemonSet)
 	}
-	if m.Cleanup, err = modeCleanup(minor, from, to, newText, running); err != nil {
-		return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, from, to, err)
-	}
-	if to == kpvalidate.ModeNFTables {
-		// the scale warning also comes with a refusal for the kernels
-		countServices(ctx, e, from)
-		if err := preflightNFTables(ctx, e, p, from); err != nil {
-			return nil, roll, err
+	var cleanups []string
+	for _, f := range froms {
+		c, err := modeCleanup(minor, f, to, newText, running)
+		if err != nil {
+			return nil, roll, fmt.Errorf("%s: mode %s -> %s refused: %w; nothing was written", obj, f, to, err)
 		}
+		if !slices.Contains(cleanups, c) {
+			cleanups = append(cleanups, c)
+		}
+	}
+	m.Cleanup = strings.Join(cleanups, "; ")
+	if to == kpvalidate.ModeNFTables {
+		// the kernels are judged with the transition (transition.judge)
+		countServices(ctx, e, from)
 	}
 	if p.image != "" && to == kpvalidate.ModeNFTables {
 		// a failed canary or batch rolls the image back too: the kube-proxy
@@ -110,23 +131,25 @@ func planMigration(ctx context.Context, e *env, p plan) (*Migration, rollSetting
 			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s), and its version is unknown, so whether it removes nftables' tables is too: change the image in a run of its own first, then the mode; nothing was written",
 				obj, from, to, p.image, p.imageBefore)
 		}
-		if err := rollbackCleanup(int(v.Minor()), from, running); err != nil {
+		if err := rollbackCleanup(int(v.Minor()), back, running); err != nil {
 			return nil, roll, fmt.Errorf("%s: mode %s -> %s together with image %s refused: a failed canary or batch rolls back to the image the fleet runs (%s): %w; nothing was written",
 				obj, from, to, p.image, p.imageBefore, err)
 		}
 	}
-	if !nft {
-		known := minor
-		if m.KubeProxyVersion == "" {
-			known = 0
+	for _, f := range froms {
+		if !nft {
+			known := minor
+			if m.KubeProxyVersion == "" {
+				known = 0
+			}
+			m.Warnings = append(m.Warnings, leftoverWarning(known, f, to))
 		}
-		m.Warnings = append(m.Warnings, leftoverWarning(known, from, to))
+		notes, err := kpvalidate.ModeChangeNotes(newText, minor, f, to)
+		if err != nil {
+			return nil, roll, fmt.Errorf("%s: %w", obj, err)
+		}
+		m.Warnings = append(m.Warnings, notes...)
 	}
-	notes, err := kpvalidate.ModeChangeNotes(newText, minor, from, to)
-	if err != nil {
-		return nil, roll, fmt.Errorf("%s: %w", obj, err)
-	}
-	m.Warnings = append(m.Warnings, notes...)
 	for _, w := range m.Warnings {
 		e.warn(fmt.Sprintf("proxy mode %s -> %s: %s", from, to, w))
 	}

@@ -113,6 +113,14 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	if err := validateConfig(e, p.next(o.Container), p); err != nil {
 		return p, err
 	}
+	// what every kube-proxy runs now and after this run, and every guard
+	// on that move, however it was asked (transition.go)
+	if p.tr, err = observeTransition(ctx, e, p); err != nil {
+		return p, err
+	}
+	if err := p.tr.judge(ctx, e, p); err != nil {
+		return p, err
+	}
 	if p.migration, p.roll, err = planMigration(ctx, e, p); err != nil {
 		return p, err
 	}

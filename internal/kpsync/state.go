@@ -55,6 +55,9 @@ type plan struct {
 	// roll is how the rollout goes: as asked, tightened for a proxy-mode
 	// change (see planMigration)
 	roll rollSettings
+	// tr is the move from what every kube-proxy runs now to what it runs
+	// after the run, which every guard judges (see transition.go)
+	tr transition
 }
 
 // rollSettings are the options the rollout follows, which a proxy-mode

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/version"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
@@ -59,22 +58,34 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 	if p.image == "" || !ok || targetsWindows(p) {
 		return p.desired, p.keys, nil
 	}
-	next, err := version.ParseGeneric(validationVersion(o, p.next(o.Container)))
-	if err != nil || next.Major() != 1 {
-		// unknown: the validation says which rules it used; but ipvs
-		// stops starting from 1.40, whatever the validation knows
-		if set, _, err := modeSettings(text); err == nil && set == kpvalidate.ModeIPVS {
-			return nil, nil, fmt.Errorf("configmap %s/%s: image %s refused: its kube-proxy version is unknown (no version tag), and kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true, and from 1.%d not at all (KEP-5495): pass --kube-proxy-version with the image's version, or move the fleet to nftables first (--set mode=nftables); nothing was written",
-				o.Namespace, o.ConfigMap, p.image, IPVSOffMinor, IPVSLockedMinor)
-		}
-		return p.desired, p.keys, nil
-	}
-	to := int(next.Minor())
 	from := -1 // unknown
 	if v, err := probe.ImageVersion(p.imageBefore); err == nil && v.Major() == 1 {
 		from = int(v.Minor())
 	}
-	set, gates, err := modeSettings(text)
+	next, err := version.ParseGeneric(validationVersion(o, p.next(o.Container)))
+	if err != nil || next.Major() != 1 {
+		// unknown: the validation says which rules it used; but ipvs
+		// stops starting from 1.40, and a config without a mode runs
+		// nftables from 1.40, whatever the validation knows
+		set, _, err := modeSettings(text, kpvalidate.Newest)
+		if err != nil {
+			return p.desired, p.keys, nil // the validation refuses what does not decode
+		}
+		if set == kpvalidate.ModeIPVS {
+			return nil, nil, fmt.Errorf("configmap %s/%s: image %s refused: its kube-proxy version is unknown (no version tag), and kube-proxy in ipvs mode does not start from 1.%d unless featureGates.KubeProxyIPVS is true, and from 1.%d not at all (KEP-5495): pass --kube-proxy-version with the image's version, or move the fleet to nftables first (--set mode=nftables); nothing was written",
+				o.Namespace, o.ConfigMap, p.image, IPVSOffMinor, IPVSLockedMinor)
+		}
+		if set != "" {
+			return p.desired, p.keys, nil
+		}
+		if from < 0 {
+			return nil, nil, fmt.Errorf("configmap %s/%s: config.conf sets no mode, and neither the version of image %s nor that of the running image %s is known, so whether the upgrade moves the fleet from %s to %s (the default from 1.%d) is too: pass --kube-proxy-version with the new image's version, or set the mode the fleet runs explicitly first (--set mode=iptables); nothing was written",
+				o.Namespace, o.ConfigMap, p.image, p.imageBefore, defaultMode(kpvalidate.Oldest), defaultMode(nftablesDefaultMinor), nftablesDefaultMinor)
+		}
+		return keepMode(e, p, text, from, fmt.Sprintf("the version of image %s is unknown (no version tag), and kube-proxy defaults to %s from 1.%d", p.image, defaultMode(nftablesDefaultMinor), nftablesDefaultMinor))
+	}
+	to := int(next.Minor())
+	set, gates, err := modeSettings(text, to)
 	if err != nil {
 		return p.desired, p.keys, nil // the validation refuses what does not decode
 	}
@@ -106,8 +117,17 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 	if defaultMode(from) == defaultMode(to) {
 		return p.desired, p.keys, nil
 	}
-	// the running mode, written down: the upgrade changes the binary, not
-	// the mode (a mode change is a migration of its own, see migration.go)
+	return keepMode(e, p, text, from, fmt.Sprintf("kube-proxy 1.%d defaults to %s", to, defaultMode(to)))
+}
+
+// keepMode writes the mode kube-proxy 1.from runs text in (its default:
+// text sets none) into the desired config, so that an upgrade onto a
+// version whose default differs (why) keeps the mode: the upgrade changes
+// the binary, not the mode (a mode change is a migration of its own, see
+// migration.go).
+func keepMode(e *env, p plan, text string, from int, why string) (map[string]string, []string, error) {
+	o := e.o
+	obj := fmt.Sprintf("configmap %s/%s", o.Namespace, o.ConfigMap)
 	running := defaultMode(from)
 	written, _, err := kpconfig.Set(text, []kpconfig.Setting{{Path: "mode", Value: running}})
 	if err != nil {
@@ -118,8 +138,8 @@ func upgradeGuard(e *env, p plan) (map[string]string, []string, error) {
 		desired[k] = v
 	}
 	desired[configmap.ConfigKey] = written
-	e.warn(fmt.Sprintf("%s: config.conf sets no mode, and kube-proxy 1.%d defaults to %s where 1.%d ran %s: mode: %s is written explicitly with the image, so the upgrade keeps the mode; change it later in a run of its own (a migration)",
-		obj, to, defaultMode(to), from, running, running))
+	e.warn(fmt.Sprintf("%s: config.conf sets no mode, and %s where 1.%d ran %s: mode: %s is written explicitly with the image, so the upgrade keeps the mode; change it later in a run of its own (a migration)",
+		obj, why, from, running, running))
 	keys := append(append([]string{}, p.keys...), configmap.ConfigKey+":mode")
 	return desired, keys, nil
 }
@@ -139,24 +159,22 @@ func ipvsStarts(minor int, gates map[string]bool) error {
 	return nil
 }
 
-// modeSettings reads config.conf's mode as written ("" when unset) and
-// its feature gates.
-func modeSettings(text string) (string, map[string]bool, error) {
-	var c struct {
-		Mode         string          `json:"mode"`
-		FeatureGates map[string]bool `json:"featureGates"`
-	}
-	if err := yaml.Unmarshal([]byte(text), &c); err != nil {
-		return "", nil, err
-	}
-	return c.Mode, c.FeatureGates, nil
+// modeSettings reads config.conf's mode as kube-proxy 1.minor decodes it
+// ("" when unset) and its feature gates (kpvalidate.ModeSettings, the one
+// decoder).
+func modeSettings(text string, minor int) (string, map[string]bool, error) {
+	return kpvalidate.ModeSettings(text, minor)
 }
 
 // modeAt is the mode kube-proxy of version v (unknown: "") runs text in:
 // its mode, else that minor's default; iptables, the default of every
 // minor the validation knows, when v is unknown.
 func modeAt(text, v string) string {
-	set, _, err := modeSettings(text)
+	minor := minorOf(v)
+	if minor < 0 {
+		minor = kpvalidate.Newest
+	}
+	set, _, err := modeSettings(text, minor)
 	switch pv, verr := version.ParseGeneric(v); {
 	case err == nil && set != "":
 		return set

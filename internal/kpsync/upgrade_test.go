@@ -96,7 +96,7 @@ func TestUpgradeAcrossTheDefaultModeWritesTheModeExplicitly(t *testing.T) {
 	_, mounted := configVolume(ds, "kube-proxy", "kube-proxy")
 	cm, err := f.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), mounted, metav1.GetOptions{})
 	require.NoError(t, err)
-	mode, _, err := modeSettings(cm.Data[configmap.ConfigKey])
+	mode, _, err := modeSettings(cm.Data[configmap.ConfigKey], 40)
 	require.NoError(t, err)
 	assert.Equal(t, "iptables", mode, "the ConfigMap the new template mounts (%s) sets the mode", mounted)
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.40.0", rollout.ContainerImage(ds, "kube-proxy"))

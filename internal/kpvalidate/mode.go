@@ -26,6 +26,19 @@ func ModeOf(text string) (string, error) {
 	return c.Mode, nil
 }
 
+// ModeSettings is config.conf's mode as kube-proxy 1.minor decodes it (""
+// when it sets none, whatever the version's default) and the feature gates
+// it sets: the one decoder the validation, the guards and the plan share,
+// so a field kube-proxy drops (a key in the wrong case, say) is dropped
+// here too. A minor past Newest is decoded as Newest.
+func ModeSettings(text string, minor int) (string, map[string]bool, error) {
+	c, _, err := decode(text, min(max(minor, Oldest), Newest))
+	if err != nil {
+		return "", nil, err
+	}
+	return c.Mode, c.FeatureGates, nil
+}
+
 // GateEnabled is the value kube-proxy 1.minor gives a feature gate with
 // config.conf: its own setting, else AllAlpha's or AllBeta's for a gate of
 // that stage, else the version's default.

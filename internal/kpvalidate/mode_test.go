@@ -111,3 +111,31 @@ func TestModeChangeNotes(t *testing.T) {
 		})
 	}
 }
+
+// ModeSettings decodes as kube-proxy does: a key in the wrong case is not
+// kube-proxy's mode, and an unset mode is "" whatever the default.
+func TestModeSettingsDecodesAsKubeProxy(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for _, tc := range []struct {
+		name, text, mode string
+		gates            map[string]bool
+	}{
+		{"set", head + "mode: nftables\n", "nftables", nil},
+		{"unset", head, "", nil},
+		{"wrong case is dropped", head + "Mode: nftables\n", "", nil},
+		{"gates", head + "mode: ipvs\nfeatureGates:\n  KubeProxyIPVS: true\n", "ipvs", map[string]bool{"KubeProxyIPVS": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mode, gates, err := ModeSettings(tc.text, 45)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode != tc.mode || len(gates) != len(tc.gates) || (tc.gates != nil && gates["KubeProxyIPVS"] != tc.gates["KubeProxyIPVS"]) {
+				t.Fatalf("ModeSettings = %q %v, want %q %v", mode, gates, tc.mode, tc.gates)
+			}
+		})
+	}
+	if _, _, err := ModeSettings("kind: Pod\n", 30); err == nil {
+		t.Fatal("a file that is not a KubeProxyConfiguration decoded")
+	}
+}
