@@ -70,7 +70,7 @@ func (rl *rolling) newCanary(ctx context.Context, ds *appsv1.DaemonSet) (*canary
 		e.d.Log.Infof("canary rollout: %d canary node(s) %v, then batches of at most %d over %d live node(s)", len(r.CanaryNodes), r.CanaryNodes, batch, len(live))
 		return c, nil
 	}
-	zoneOf, err := nodes.Labels(ctx, e.d.Kube.Nodes(), e.o.ZoneLabel)
+	zoneOf, err := nodes.Labels(ctx, e.nodes, e.o.ZoneLabel)
 	if err != nil {
 		return nil, err
 	}

@@ -127,6 +127,8 @@ type env struct {
 	// warns collects the run's warnings (logged once each)
 	warns   *warnings
 	auditID string
+	// nodes: the nodes as the plan observed them (see observed.go)
+	nodes *observedNodes
 }
 
 func newEnv(o Options, d Deps, id string) *env {
@@ -139,6 +141,7 @@ func newEnv(o Options, d Deps, id string) *env {
 			Namespace: o.Namespace, Name: o.DaemonSet, Clock: d.Clock, Log: d.Log},
 		warns:   &warnings{log: d.Log},
 		auditID: id,
+		nodes:   &observedNodes{api: d.Kube.Nodes()},
 	}
 }
 

@@ -367,13 +367,13 @@ func (pl planner) previewMigration(ctx context.Context, p plan) error {
 	if m == nil || o.Restart == RestartNever || p.roll.strategy != StrategyCanary {
 		return nil
 	}
-	skipped, _, err := nodes.Survey(ctx, e.d.Kube.Nodes(), e.d.Clock.Now(), o.Nodes, nil)
+	skipped, _, err := nodes.Survey(ctx, e.nodes, e.d.Clock.Now(), o.Nodes, nil)
 	if err != nil {
 		return err
 	}
 	var zoneOf map[string]string
 	if o.ZoneLabel != "" {
-		if zoneOf, err = nodes.Labels(ctx, e.d.Kube.Nodes(), o.ZoneLabel); err != nil {
+		if zoneOf, err = nodes.Labels(ctx, e.nodes, o.ZoneLabel); err != nil {
 			return err
 		}
 	}
@@ -450,7 +450,7 @@ func preflightNFTables(ctx context.Context, e *env, p plan, from string) error {
 			}
 		}
 	}
-	kernels, err := nodes.Kernels(ctx, e.d.Kube.Nodes(), &p.ds.Spec.Template.Spec)
+	kernels, err := nodes.Kernels(ctx, e.nodes, &p.ds.Spec.Template.Spec)
 	if err != nil {
 		return fmt.Errorf("proxy mode %s -> nftables, checking every node can run it: %w; nothing was written", from, err)
 	}

@@ -25,6 +25,7 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	e := pl.e
 	o := e.o
 	p := plan{roll: rollAsked(o)}
+	e.nodes.list = nil // each plan observes the nodes once (the one under the Lease again)
 	cm, err := e.cms.Get(ctx)
 	if err != nil {
 		return p, err

@@ -302,7 +302,7 @@ func (t transition) judge(ctx context.Context, e *env, p plan) error {
 	if !t.restarts || t.toText == "" || targetsWindows(p) {
 		return nil
 	}
-	if err := t.starts(e); err != nil {
+	if err := t.starts(e, p.image == ""); err != nil {
 		return err
 	}
 	if t.to == kpvalidate.ModeNFTables && t.needsKernel() {
@@ -314,7 +314,7 @@ func (t transition) judge(ctx context.Context, e *env, p plan) error {
 // starts refuses a mode the kube-proxy after the run does not start in:
 // ipvs past its end (KEP-5495), whatever put ipvs there or moved the
 // version.
-func (t transition) starts(e *env) error {
+func (t transition) starts(e *env, warn bool) error {
 	o := e.o
 	if t.to != kpvalidate.ModeIPVS {
 		return nil
@@ -330,6 +330,11 @@ func (t transition) starts(e *env) error {
 	if err := ipvsStarts(to, gates); err != nil {
 		return fmt.Errorf("configmap %s/%s: kube-proxy %s in ipvs mode refused: %w; move the fleet to nftables first (kube-proxy-sync --set mode=nftables; kubespray: kube_proxy_mode: nftables); nothing was written",
 			o.Namespace, o.ConfigMap, t.toVersion, err)
+	}
+	if warn && to >= IPVSDeprecatedMinor {
+		// with an image, the upgrade guard says it
+		e.warn(fmt.Sprintf("configmap %s/%s: kube-proxy 1.%d runs ipvs mode, deprecated since 1.%d: the KubeProxyIPVS feature gate is off by default from 1.%d and locked off from 1.%d, when kube-proxy in ipvs mode no longer starts; move to nftables before then (--set mode=nftables)",
+			o.Namespace, o.ConfigMap, to, IPVSDeprecatedMinor, IPVSOffMinor, IPVSLockedMinor))
 	}
 	return nil
 }

@@ -99,6 +99,9 @@ func TestTransitionIPVSIsJudgedAtTheVersionTheFleetRuns(t *testing.T) {
 				require.NoError(t, err)
 				require.NotNil(t, res.Facts.Migration, res.Msg)
 				assert.Equal(t, "ipvs", res.Facts.Migration.To)
+				// a move into ipvs from 1.35 on says it is deprecated, with
+				// or without an image
+				assert.True(t, hasWarning(res, "deprecated since 1.35"), "warnings: %v", res.Warnings)
 				return
 			}
 			require.Error(t, err)
@@ -219,4 +222,21 @@ func TestTransitionPodsNewerThanTheRecordRunItsData(t *testing.T) {
 	res, err := f.run(t, Options{Spec: setMode("nftables"), Check: true, Connectivity: noTraffic})
 	require.NoError(t, err)
 	assert.Nil(t, res.Facts.Migration, "no migration: the pods run nftables already (%s)", res.Msg)
+}
+
+// Observe once: a migration's plan reads the nodes once for its kernel
+// check and its preview of the canary and the batches, however many nodes
+// there are (the list is paged; each page is one request).
+func TestTransitionMigrationListsTheNodesOnce(t *testing.T) {
+	f := newRollingFixture(t, 4)
+	f.setKernel(t, "node-0", "6.8.0-49-generic")
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Check: true, Connectivity: noTraffic})
+	require.NoError(t, err)
+	lists := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+			lists++
+		}
+	}
+	assert.Equal(t, 1, lists, "node LISTs of a migration's --check")
 }

@@ -218,8 +218,12 @@ func (e *env) restore(t *testing.T) {
 		e.untaint(t, n.Name)
 	}
 	// A pod the test broke (crash loop, unready) is replaced, so the next
-	// test starts from Ready pods of the restored template.
+	// test starts from Ready pods of the restored template, which run what
+	// the restored record holds.
 	e.waitRolledOut(t, ctx)
+	if e.restartPodsOlderThanTheRecord(t, ctx) {
+		e.waitRolledOut(t, ctx)
+	}
 }
 
 // waitRolledOut waits until the DaemonSet's status shows every pod updated

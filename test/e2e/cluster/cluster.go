@@ -306,8 +306,12 @@ func (c *Cluster) Reset(t testing.TB) {
 	t.Helper()
 	ctx := c.ctx(t, c.rolloutTimeout(t)+2*time.Minute)
 	c.resetServiceAccount(ctx, t)
-	c.resetConfigMap(ctx, t)
-	c.resetDaemonSet(ctx, t)
+	// a record made again under the pods of a DaemonSet kept as it was
+	// would be newer than what they run, which kube-proxy-sync then cannot
+	// tell (kubeadm's layout): the DaemonSet is made again too, as a
+	// cluster set up from the manifests has it
+	remade := c.resetConfigMap(ctx, t)
+	c.resetDaemonSet(ctx, t, remade)
 	c.resetCopies(ctx, t)
 	c.WaitRolloutComplete(t, c.rolloutTimeout(t))
 	c.waitPodsSettled(ctx, t)
@@ -323,7 +327,9 @@ func (c *Cluster) resetServiceAccount(ctx context.Context, t testing.TB) {
 	}
 }
 
-func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
+// resetConfigMap makes the record the seed's again, and says whether it
+// wrote it.
+func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) bool {
 	t.Helper()
 	seed := c.SeedConfigMap(t)
 	cms := c.Client.CoreV1().ConfigMaps(c.Namespace)
@@ -334,7 +340,7 @@ func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
 		t.Fatalf("get configmap %s/%s: %v", c.Namespace, Name, err)
 	case equalMaps(cur.Data, seed.Data) && len(cur.BinaryData) == 0 &&
 		equalMaps(cur.Labels, seed.Labels) && equalMaps(cur.Annotations, seed.Annotations):
-		return
+		return false
 	default:
 		// Delete and create, so that no field manager or annotation of an
 		// earlier test survives.
@@ -353,6 +359,7 @@ func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) {
 	if err != nil {
 		t.Fatalf("create configmap %s/%s from test/manifests: %v", c.Namespace, Name, err)
 	}
+	return true
 }
 
 // copySelector selects the copies of the record kube-proxy-sync makes.
@@ -380,20 +387,22 @@ func (c *Cluster) resetCopies(ctx context.Context, t testing.TB) {
 	}
 }
 
-func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB) {
+// resetDaemonSet makes the DaemonSet the seed's again; remake: delete and
+// create it even when its spec is the seed's.
+func (c *Cluster) resetDaemonSet(ctx context.Context, t testing.TB, remake bool) {
 	t.Helper()
 	seed := c.SeedDaemonSet(t)
 	// The DaemonSet controller keeps writing the status, so an update based
 	// on what we read may conflict: read again and retry.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		return c.resetDaemonSetOnce(ctx, t, seed)
+		return c.resetDaemonSetOnce(ctx, t, seed, remake)
 	})
 	if err != nil {
 		t.Fatalf("reset daemonset %s/%s: %v", c.Namespace, Name, err)
 	}
 }
 
-func (c *Cluster) resetDaemonSetOnce(ctx context.Context, t testing.TB, seed *appsv1.DaemonSet) error {
+func (c *Cluster) resetDaemonSetOnce(ctx context.Context, t testing.TB, seed *appsv1.DaemonSet, remake bool) error {
 	t.Helper()
 	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
 	cur, err := dss.Get(ctx, Name, metav1.GetOptions{})
@@ -422,8 +431,8 @@ func (c *Cluster) resetDaemonSetOnce(ctx context.Context, t testing.TB, seed *ap
 		return fmt.Errorf("dry-run update: %w", err)
 	}
 	switch {
-	case dry.Generation != cur.Generation:
-		t.Logf("daemonset %s/%s spec differs from test/manifests: deleting and creating it", c.Namespace, Name)
+	case dry.Generation != cur.Generation || remake:
+		t.Logf("daemonset %s/%s spec differs from test/manifests, or its record was made again: deleting and creating it", c.Namespace, Name)
 		c.deleteDaemonSet(ctx, t, cur)
 		c.createDaemonSet(ctx, t, seed)
 	case !equalMaps(cur.Labels, want.Labels) || !equalMaps(cur.Annotations, want.Annotations):
