@@ -93,10 +93,13 @@ func TestTransitionImageUpgradeOfAnNFTablesFleetChecksTheKernels(t *testing.T) {
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
 	editRecordConfig(t, c, func(conf string) string {
-		return strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1) + "featureGates:\n  NFTablesProxyMode: true\n"
+		require.Contains(t, conf, "\nmode: iptables\n")
+		conf = strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1)
+		return strings.TrimRight(conf, "\n") + "\nfeatureGates:\n  NFTablesProxyMode: true\n"
 	})
 	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4") // its pods start on the nftables record
-	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code)
+	adopted := runSync(t, c, "--probe-path", "none")
+	require.Equal(t, 0, adopted.Code, adopted.Msg)
 	pods := c.PodUIDs(t)
 	var node string
 	for n := range pods {
@@ -151,6 +154,6 @@ func TestTransitionImageByDigestKeepsTheMode(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	assert.Nil(t, r.facts().Migration, "no mode change")
 	assert.Contains(t, r.ChangedKeys, "config.conf:mode")
-	assert.Contains(t, assertMountsCopy(t, c).Data[configmap.ConfigKey], "\nmode: iptables\n", "the mode the fleet ran, written with the image")
+	assert.Regexp(t, `(?m)^mode: iptables$`, assertMountsCopy(t, c).Data[configmap.ConfigKey], "the mode the fleet ran, written with the image")
 	assert.Empty(t, untouched(pods, c.PodUIDs(t)), "every pod replaced onto the image")
 }
