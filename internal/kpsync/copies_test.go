@@ -83,13 +83,13 @@ func TestChangeWritesNoConfigMapAPodMounts(t *testing.T) {
 	assert.Equal(t, cp.Data, f.configMap(t).Data, "the record holds what the pods run")
 	assert.True(t, res.Facts.RecordChanged)
 
-	// a rerun: three reads, nothing written
+	// a rerun: four reads, nothing written
 	f.client.ClearActions()
 	res, err = f.run(t, set("mode", "ipvs"))
 	require.NoError(t, err)
 	assert.False(t, res.Changed)
 	assert.Empty(t, f.writes())
-	assert.Len(t, f.client.Actions(), 3, "a no-change run reads the record, the DaemonSet and the record again")
+	assert.Len(t, f.client.Actions(), 4, "a no-change run reads the record, the DaemonSet, the copy the template mounts and the record again")
 	assert.Equal(t, name, res.Facts.ConfigMapName)
 }
 

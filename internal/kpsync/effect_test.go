@@ -322,7 +322,7 @@ func TestNoEffectRequests(t *testing.T) {
 		got[a.GetVerb()+" "+a.GetResource().Resource]++
 	}
 	assert.Equal(t, map[string]int{
-		"get configmaps":                  3,  // plan, plan under the lease, the record after its write
+		"get configmaps":                  5,  // plan and plan under the lease (each the record and the copy the template mounts), the record after its write
 		"update configmaps":               1,  // the record: no pod mounts it
 		"get daemonsets":                  2,  // plan, plan under the lease
 		"patch daemonsets":                1,  // the record of the no-effect change, before the write

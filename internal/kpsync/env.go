@@ -125,7 +125,11 @@ type env struct {
 	copies configmap.Copies
 	dss    rollout.Client
 	// warns collects the run's warnings (logged once each)
-	warns   *warnings
+	warns *warnings
+	// healed are the copies the template mounts that the run made anew
+	// (check mode: would), a write of the run kept, as the warnings are,
+	// across the plan made twice (see mounted.go)
+	healed  []string
 	auditID string
 	// nodes: the nodes as the plan observed them (see observed.go)
 	nodes *observedNodes

@@ -35,6 +35,9 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 		return p, err
 	}
 	p.volume, p.mounted = configVolume(p.ds, o.Container, o.ConfigMap)
+	if err := verifyMounted(ctx, e, cm, p.ds, p.mounted); err != nil {
+		return p, err
+	}
 	p.imageBefore = rollout.ContainerImage(p.ds, o.Container)
 	if p.image = imageChange(o, p.imageBefore); p.image != "" {
 		if _, err := findContainer(p.ds, o.Container); err != nil {

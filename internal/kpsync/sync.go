@@ -75,7 +75,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 func (s *Syncer) Partial() *Result {
 	f := s.res.Facts
 	s.res.Warnings = s.e.warns.list()
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || f.RecordChanged || s.res.restored != "" || s.res.wouldChange
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || f.RecordChanged || s.res.restored != "" || s.res.wouldChange || len(s.e.healed) > 0
 	return s.res
 }
 
