@@ -7,6 +7,9 @@
 # minute), so a count above 0 can say where they went.
 #
 #   hack/kind/egress.sh add NETWORK      install the rules (idempotent)
+#   hack/kind/egress.sh check NETWORK    exit 1, saying why, when the
+#                                        counting rule is not in place
+#                                        (count then prints 0 whatever left)
 #   hack/kind/egress.sh count NETWORK    print the packets counted so far
 #   hack/kind/egress.sh where NETWORK    print the ones logged: source,
 #                                        destination, protocol, port
@@ -16,7 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 action="${1:-}" network="${2:-}"
-[[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|count|where|remove NETWORK"
+[[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|check|count|where|remove NETWORK"
 docker_env
 
 bridge() {
@@ -45,6 +48,12 @@ case "${action}" in
     mapfile -t l < <(log_rule "${br}")
     iptables -C DOCKER-USER "${l[@]}" 2>/dev/null || iptables -I DOCKER-USER 1 "${l[@]}"
     ;;
+  check)
+    rules="$(iptables -L DOCKER-USER -n 2>&1)" ||
+      die "cannot list the host's DOCKER-USER chain (iptables -L DOCKER-USER: ${rules}): the packets that leave docker network '${network}' are not counted; make kind-up installs the rule, as root"
+    [[ "${rules}" == *"/* $(comment) */"* ]] ||
+      die "no rule in the host's DOCKER-USER chain counts the packets that leave docker network '${network}': make kind-up installs it (hack/kind/egress.sh add ${network}, as root)"
+    ;;
   count)
     iptables -L DOCKER-USER -v -x -n 2>/dev/null |
       awk -v c="$(comment)" 'index($0, "/* " c " */") {n += $1} END {print n + 0}'
@@ -67,5 +76,5 @@ case "${action}" in
     done < <(iptables -L DOCKER-USER -n --line-numbers 2>/dev/null |
       awk -v c="$(comment)" -v l="$(logged)" 'index($0, "/* " c " */") || index($0, "/* " l " */") {print $1}' | sort -rn)
     ;;
-  *) die "usage: hack/kind/egress.sh add|count|where|remove NETWORK" ;;
+  *) die "usage: hack/kind/egress.sh add|check|count|where|remove NETWORK" ;;
 esac

@@ -4,8 +4,10 @@
 #   hack/test/molecule.sh [default|kind|kubespray] [molecule test options...]
 # default: against the local control plane (hack/cluster/up.sh); keeps the
 #          cluster unless KUBE_PROXY_SYNC_MOLECULE_DESTROY=true.
-# kind:    against a throw-away kind cluster; skipped (exit 0, with a message)
-#          when kind or a Docker engine is not available.
+# kind:    against the kind cluster of make kind-up when it is up, else a
+#          throw-away one; when kind or a Docker engine is not available,
+#          skipped (exit 0, saying what is missing), or a failure under
+#          CI=true or E2E_REQUIRED=1 (make test sets it).
 # kubespray: against the local control plane, on kubespray's toolchain only;
 #          KUBESPRAY_DIR=<a kubespray checkout> checks kubespray's own defaults
 #          (without it, says so and runs kubeadm's default config).
@@ -37,12 +39,21 @@ if [[ "${scenario}" == kind ]]; then
       die "no control-plane container of the kind cluster ${KPS_KIND_CLUSTER}: run make kind-up"
     export KPS_KIND_CONTROL_PLANE_ADDRESS
   fi
-  if ! command -v kind >/dev/null 2>&1; then
-    log "SKIP molecule scenario kind: the kind CLI is not installed (https://kind.sigs.k8s.io); nothing was run"
-    exit 0
-  fi
-  if ! docker info >/dev/null 2>&1; then
-    log "SKIP molecule scenario kind: no Docker engine answers 'docker info'; nothing was run"
+  # Without kind or a Docker engine the scenario cannot run: a developer's
+  # machine skips it, saying so (exit 0); where it is required (CI=true, or
+  # E2E_REQUIRED=1, which make test sets) that is a failure.
+  missing=()
+  command -v kind >/dev/null 2>&1 ||
+    missing+=("no kind CLI on PATH (make kind-up builds one, and this scenario uses it while that cluster is up)")
+  docker info >/dev/null 2>&1 ||
+    missing+=("no Docker engine answers 'docker info'${DOCKER_HOST:+ at DOCKER_HOST=${DOCKER_HOST}} (make kind-up starts one of its own where the machine has none)")
+  if ((${#missing[@]} > 0)); then
+    why="$(printf '%s; ' "${missing[@]}")"
+    why="${why%; }"
+    if [[ "${CI:-}" == true || "${E2E_REQUIRED:-}" == 1 ]]; then
+      die "molecule scenario kind is required here (CI=true or E2E_REQUIRED=1) but cannot run: ${why}; run make kind-up first, then make molecule-kind; nothing was run"
+    fi
+    log "SKIP molecule scenario kind: ${why}; nothing was run (make kind-up, then make molecule-kind, runs it; CI=true or E2E_REQUIRED=1 makes this a failure)"
     exit 0
   fi
 fi

@@ -933,8 +933,11 @@ type Sharing struct {
 }
 
 // Sharing lists the other DaemonSets of the namespace (not ours) whose
-// pod template mounts a ConfigMap that uses accepts, with what their
-// pods and revisions mount: their config is ours to keep too.
+// pod template or pods mount a ConfigMap that uses accepts, with what
+// their revisions mount: their config is ours to keep too. Each one's pods
+// are read whatever its template mounts: pods of an older template (an
+// OnDelete DaemonSet, a rollout not finished) still mount what the
+// template has moved off.
 func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(name string) bool) ([]Sharing, error) {
 	list, err := c.DaemonSets.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -953,19 +956,19 @@ func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(n
 				mounted = append(mounted, name)
 			}
 		}
-		if len(mounted) == 0 {
-			continue
-		}
 		s := Sharing{DaemonSet: ds.Name, Template: mounted, Pods: map[string][]string{}}
 		pods, err := c.Mounts(ctx, ds)
 		if err != nil {
-			return nil, fmt.Errorf("daemonset %s/%s, which mounts %v: %w", c.Namespace, ds.Name, mounted, err)
+			return nil, fmt.Errorf("daemonset %s/%s, whose pods may mount the config of daemonset %s/%s: %w", c.Namespace, ds.Name, c.Namespace, c.Name, err)
 		}
 		for name := range pods.ConfigMaps() {
 			if uses(name) {
 				by, _ := pods.MountedBy(name)
 				s.Pods[name] = by
 			}
+		}
+		if len(mounted) == 0 && len(s.Pods) == 0 {
+			continue
 		}
 		if s.Revisions, err = c.RevisionConfigMaps(ctx, ds); err != nil {
 			return nil, err
@@ -977,7 +980,7 @@ func (c Client) Sharing(ctx context.Context, ours *appsv1.DaemonSet, uses func(n
 
 // Uses is what mounts a DaemonSet's config and its copies (the ConfigMaps
 // that of accepts): the DaemonSet's pods and the other DaemonSets of the
-// namespace whose template mounts one of them (with their pods and
+// namespace whose template or pods mount one of them (with their
 // revisions), each read when first asked for, and once; and, read by
 // InUse, the DaemonSet's own revisions. Whether a config may be written or
 // deleted is decided from what the cluster holds, whoever put it there.

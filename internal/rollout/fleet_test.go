@@ -654,3 +654,52 @@ func TestUsesReadsWhatMountsTheConfigOnce(t *testing.T) {
 	assert.Equal(t, map[string]int{"daemonsets": 1, "pods": 2, "controllerrevisions": 2}, lists,
 		"the daemonsets once; the pods and revisions of each DaemonSet once")
 }
+
+// Another DaemonSet whose template has moved off the config (an OnDelete
+// DaemonSet keeps its old pods until they are deleted) shares it while
+// any of its pods still mounts it: those pods run it, and read a write at
+// their next restart. One whose template and pods mount none of it does
+// not.
+func TestSharingCountsPodsOfATemplateMovedOff(t *testing.T) {
+	other := func(name string, volumes ...string) *appsv1.DaemonSet {
+		ds := &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID("7a3e-" + name)},
+			Spec: appsv1.DaemonSetSpec{
+				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": name}},
+				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
+				Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": name}}},
+			},
+		}
+		ds.Spec.Template.Spec.Volumes = mounting(&corev1.Pod{}, volumes...).Spec.Volumes
+		return ds
+	}
+	podOf := func(ds *appsv1.DaemonSet, uid, node string, volumes ...string) *corev1.Pod {
+		p := mounting(pod(uid, node, "1", true), volumes...)
+		p.Namespace, p.Labels["k8s-app"] = "kube-system", ds.Name
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}
+		return p
+	}
+	ours := ownedDS()
+	pool := other("kube-proxy-pool", "kube-proxy-pool-config") // its template moved off the record
+	cni := other("cni", "cni-config")
+	_, kc := kubefake.New(ours, pool, cni,
+		podOf(pool, "p1", "p", "kube-proxy"),             // an old pod: still the record
+		podOf(pool, "p2", "q", "kube-proxy-pool-config"), // a new one
+		podOf(cni, "c1", "p", "cni-config"))
+	c := Client{DaemonSets: kc.DaemonSets("kube-system"), Revisions: kc.ControllerRevisions("kube-system"), Pods: kc.Pods("kube-system"),
+		Namespace: "kube-system", Name: "kube-proxy", Log: logrus.NewEntry(logrus.New())}
+	ofConfig := func(name string) bool {
+		return name == "kube-proxy" || strings.HasPrefix(name, "kube-proxy-") && name != "kube-proxy-pool-config"
+	}
+
+	sharing, err := c.Sharing(context.Background(), ours, ofConfig)
+	require.NoError(t, err)
+	require.Len(t, sharing, 1, "the pool's old pod mounts the record; the cni DaemonSet mounts none of it")
+	assert.Equal(t, "kube-proxy-pool", sharing[0].DaemonSet)
+	assert.Empty(t, sharing[0].Template)
+	assert.Equal(t, map[string][]string{"kube-proxy": {"p/kube-proxy-p1"}}, sharing[0].Pods)
+
+	others, err := c.Uses(ours, nil, ofConfig).OthersMounting(context.Background(), "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pod p/kube-proxy-p1"}, others, "the record is not written while the pool's old pod mounts it")
+}
