@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 )
@@ -70,6 +73,45 @@ func TestCheckModeChangedIsTheRealRuns(t *testing.T) {
 			assert.Equal(t, tc.changed, run.Changed, "the real run: %s", run.Msg)
 			assert.Equal(t, run.Changed, check.Changed, "check mode: %s; the real run: %s", check.Msg, run.Msg)
 			assert.Equal(t, run.Facts.RestartReason, check.Facts.RestartReason)
+		})
+	}
+}
+
+// Check mode refuses what the real run refuses before its first write,
+// and creates nothing: a verb the run may use that RBAC denies, and a
+// Service of the name of the traffic check's own that is not the tool's.
+func TestCheckModeRefusesWhatTheRealRunRefuses(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, f *rollingFixture)
+		msg   string
+	}{
+		{"a verb RBAC denies", func(t *testing.T, f *rollingFixture) {
+			f.client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+				r.Status.Allowed = r.Spec.ResourceAttributes.Verb != "patch"
+				return true, r, nil
+			})
+		}, "forbidden: the kubeconfig user needs patch on daemonsets.apps"},
+		{"a Service of the traffic check's name that is not the tool's", func(t *testing.T, f *rollingFixture) {
+			theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ProbeServiceName, Namespace: "kube-system", UID: "theirs"}}
+			_, err := f.client.CoreV1().Services("kube-system").Create(context.Background(), theirs, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}, "is not kube-proxy-sync's"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, check := range []bool{true, false} {
+				f := newRollingFixture(t, 3)
+				tc.setup(t, f)
+				before := f.objects(t)
+				_, err := f.run(t, Options{Spec: setMode("nftables"), Check: check})
+				require.Error(t, err, "check mode %t", check)
+				assert.Contains(t, err.Error(), tc.msg)
+				assert.Contains(t, err.Error(), "nothing was")
+				assert.Empty(t, f.writes())
+				assert.Equal(t, before, f.objects(t))
+			}
 		})
 	}
 }
