@@ -123,8 +123,9 @@ Examples:
   kube-proxy-sync --server https://10.0.0.1:6443 --output json --detailed-exitcode
 
 Exit codes: 0 success (nothing changed with --detailed-exitcode), 1 failure,
-2 changed (only with --detailed-exitcode; a crash of the Go runtime exits 2
-too, but with no result on stdout and "panic:" or "fatal error:" on stderr).
+2 changed (only with --detailed-exitcode; with --check: the real run would
+write or restart something). A crash of the Go runtime exits 2 too, but with
+no result on stdout and "panic:" or "fatal error:" on stderr.
 
 Flags:
 `
@@ -261,7 +262,8 @@ func fail(streams Streams, o *Options, res *kpsync.Result, err error) int {
 // Each field's doc comment (and each of kpsync.Facts) is its row in the
 // README's result table (go run ./hack/gen-options writes it).
 type moduleResult struct {
-	// Changed: the run wrote something (or would, in check mode).
+	// Changed: the run wrote something or restarted kube-proxy (in check
+	// mode: the real run would, exactly when it would report changed).
 	Changed bool `json:"changed"`
 	// Failed: the run failed; this result is still printed, whole as far
 	// as the run got.

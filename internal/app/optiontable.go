@@ -344,7 +344,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "check", Since: "1.0.0",
-			Help:  "Dry run: compute and report, write nothing.",
+			Help:  "Dry run: the real run minus its writes, with its decisions and its refusals (the access it needs included); RV(changed) and C(--detailed-exitcode) say whether the real run would write or restart anything.",
 			field: func(o *Options) any { return &o.Check },
 		},
 		{
@@ -557,7 +557,7 @@ func OptionTable() []Option {
 		},
 		{
 			Flag: "detailed-exitcode", Since: "1.0.0",
-			Help:  "Exit 0 when nothing changed, 2 when something changed, 1 on error.",
+			Help:  "Exit 0 when nothing changed, 2 when something changed (with C(--check): the real run would write or restart), 1 on error.",
 			field: func(o *Options) any { return &o.DetailedExitCode },
 		},
 		{

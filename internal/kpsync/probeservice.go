@@ -106,17 +106,12 @@ type probeService struct{ e *env }
 func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, error) {
 	e, o := ps.e, ps.e.o
 	api := e.d.Kube.Services(o.Namespace)
-	// one a killed run left is deleted; a Service of that name that is
-	// not the tool's is never touched
-	old, err := api.Get(ctx, ProbeServiceName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return nil, time.Time{}, fmt.Errorf("get service %s/%s, the traffic check's own, before any write: %w", o.Namespace, ProbeServiceName, err)
-	case old.Labels[configmap.ManagedByLabel] != "kube-proxy-sync":
-		return nil, time.Time{}, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
-			o.Namespace, ProbeServiceName, configmap.ManagedByLabel)
-	default:
+	// one a killed run left is deleted
+	old, err := ps.leftover(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if old != nil {
 		// the killed run's probe pods first: a probe after the Service
 		// went would leave the node unrouted
 		if err := ps.removeProbePods(ctx); err != nil {
@@ -162,6 +157,25 @@ func (ps probeService) create(ctx context.Context, p plan) (func(), time.Time, e
 			e.warn(err.Error() + ": delete it by hand, or the next run that migrates does")
 		}
 	}, at, nil
+}
+
+// leftover is the Service of the run's own name that a killed run left
+// (nil: none), which create deletes; a Service of that name that is not
+// the tool's is never touched, and refused before any write (check mode
+// too, which creates nothing).
+func (ps probeService) leftover(ctx context.Context) (*corev1.Service, error) {
+	o := ps.e.o
+	old, err := ps.e.d.Kube.Services(o.Namespace).Get(ctx, ProbeServiceName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get service %s/%s, the traffic check's own, before any write: %w; nothing was written", o.Namespace, ProbeServiceName, err)
+	case old.Labels[configmap.ManagedByLabel] != "kube-proxy-sync":
+		return nil, fmt.Errorf("service %s/%s exists and is not kube-proxy-sync's (no label %s=kube-proxy-sync): the proxy-mode change's traffic check would use that name; name a Service to check through (--verify-traffic NAMESPACE/NAME), or rename that one; nothing was written",
+			o.Namespace, ProbeServiceName, configmap.ManagedByLabel)
+	}
+	return old, nil
 }
 
 // removeProbePods deletes the traffic check's probe pods and waits until

@@ -53,7 +53,7 @@ func (s *Syncer) summary() string {
 			msg += fmt.Sprintf(", %d node(s) going away skipped", n)
 		}
 		parts = append(parts, msg)
-	case f.RestartRequired && o.Check:
+	case f.RestartRequired && o.Check && o.Restart != RestartNever:
 		parts = append(parts, fmt.Sprintf("would restart daemonset %s/%s (%s)", o.Namespace, o.DaemonSet, f.RestartReason))
 	case f.RestartRequired:
 		parts = append(parts, fmt.Sprintf("restart of daemonset %s/%s owed (%s) but --restart=never; a later run with --restart=auto does it", o.Namespace, o.DaemonSet, f.RestartReason))

@@ -249,8 +249,6 @@ func (rs restarter) leftover(ctx context.Context, p plan) (*rolling, resumeOutco
 		// owed, and --restart never deletes no pod (check mode: would resume)
 		e.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: not resumed (--restart %s, check mode %t), the restart of its remaining old pods is owed", o.Namespace, o.DaemonSet, o.Restart, o.Check)
 		out.owed = true
-		// check mode says what a real run would do: resume, a change
-		out.wouldChange = o.Check && o.Restart != RestartNever
 		return nil, out, nil
 	}
 	// an earlier canary stopped half-way on this template: finish it
@@ -484,7 +482,6 @@ func (r *Result) mergeResume(o resumeOutcome) {
 			f.RestartReason = ReasonPending
 		}
 	}
-	r.wouldChange = r.wouldChange || o.wouldChange
 	if o.observed {
 		f.Rollout.SkippedNodes, f.Rollout.UnreadyBefore = o.skipped, o.unreadyBefore
 	}

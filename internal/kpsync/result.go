@@ -140,8 +140,9 @@ type Result struct {
 	// restored says what the run put back of an updateStrategy an earlier
 	// run left saved ("": nothing), a write of this run
 	restored string
-	// wouldChange: check mode found a write a real run would make that
-	// the facts do not show (a saved strategy to restore, a canary to resume)
+	// wouldChange: check mode's plan has the real run write the DaemonSet
+	// or restart pods, which the facts of a check-mode run do not show
+	// (see decided)
 	wouldChange bool
 	// audited: the plan record is in the audit log, so an outcome follows
 	// whatever the run then finds to do
@@ -207,7 +208,6 @@ type resumeOutcome struct {
 	// owed: a restart is owed (the leftover's old pods), reason pending
 	// unless another is already given; restarted: this run resumes it
 	owed, restarted bool
-	wouldChange     bool
 	observed        bool
 	skipped         []nodes.Skipped
 	unreadyBefore   []string
@@ -276,11 +276,21 @@ type Migration struct {
 // phases).
 
 // decided takes what the plan the run goes on with says it changes.
+//
+// In check mode this is where the run says whether the real run would
+// change anything: what the plan has it do to the DaemonSet, the one
+// PATCH that restarts (a config change, --restart always, a restart owed,
+// the image), stamps or sets the probe, none of which --restart never
+// sends; the updateStrategy an earlier run left saved, put back under the
+// lease; a canary left half-way, resumed. The ConfigMap's side is the
+// apply and settle phases' own, which run in check mode and say what they
+// would write (configmap_changed, record_changed).
 func (r *Result) decided(e *env, p plan) {
 	f := &r.Facts
-	if _, saved, _ := rollout.SavedStrategy(p.ds); e.o.Check && saved && !rollout.CanaryLeftover(p.ds) {
-		// what the real run's restoreStrategy would write
-		r.wouldChange = true
+	if e.o.Check {
+		_, saved, _ := rollout.SavedStrategy(p.ds)
+		patches := e.o.Restart != RestartNever && (p.reason != "" || p.adopt || p.probe.changes())
+		r.wouldChange = patches || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume
 	}
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
 	f.ChangedKeysEffect = p.effects

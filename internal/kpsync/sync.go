@@ -96,26 +96,41 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	// for another may find there is nothing left to do; a run that loses
 	// the lease is cancelled. What can fail before the first write is
 	// checked before it.
-	if !e.o.Check && p.writes() {
+	switch {
+	case !e.o.Check && p.writes():
 		var release func(*error)
 		if ctx, p, release, err = s.lock(ctx, p); err != nil {
 			return err
 		}
 		defer release(&err)
+	case p.writes():
+		// check mode refuses what the lock refuses, with no audit record
+		// and no Lease: a verb the run may use that RBAC denies
+		if err := checkAccess(ctx, e, p); err != nil {
+			return err
+		}
 	}
 	res.decided(e, p)
 	if err := pl.previewMigration(ctx, p); err != nil {
 		return err
 	}
 	// the traffic check's own Service, made before the first write and
-	// deleted when the run ends (see probeservice.go)
-	if p.roll.ownPort != 0 && !e.o.Check {
-		remove, at, err := probeService{e: e}.create(ctx, p)
-		if err != nil {
-			return err
+	// deleted when the run ends (see probeservice.go); check mode makes
+	// none, and refuses what making it would refuse without it
+	if p.roll.ownPort != 0 {
+		ps := probeService{e: e}
+		if e.o.Check {
+			if _, err := ps.leftover(ctx); err != nil {
+				return err
+			}
+		} else {
+			remove, at, err := ps.create(ctx, p)
+			if err != nil {
+				return err
+			}
+			defer remove()
+			p.roll.conn.serviceMade = at
 		}
-		defer remove()
-		p.roll.conn.serviceMade = at
 	}
 
 	// 3. the config the pods are to run, captured again; the copies the
