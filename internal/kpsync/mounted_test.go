@@ -113,7 +113,7 @@ func editRecord(cm *corev1.ConfigMap) {
 }
 
 // A copy the template mounts that no starting kube-proxy can mount (or
-// whose data nobody validated), and that the run cannot make anew, fails
+// whose data nobody validated), and that the run cannot recreate, fails
 // every run, check mode included, before any write, naming the DaemonSet,
 // the copy and what to do.
 func TestMountedCopyThatCannotBeHealedFailsEveryRun(t *testing.T) {
