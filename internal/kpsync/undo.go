@@ -33,6 +33,9 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 		return nil, nil, fmt.Errorf("--undo: the image of daemonset %s/%s changed since its last config change (revision %d moved it onto configmap %s with %s, it runs %s now), and --undo restores only the config before that change (configmap %s/%s), keeping the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image), or run with the values and --image you want",
 			o.Namespace, o.DaemonSet, first.Number, p.mounted, first.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace)
 	}
+	if err := undoImage(ctx, e, p, prev); err != nil {
+		return nil, nil, err
+	}
 	cp, err := e.copies.Get(ctx, prev)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--undo: the earlier config: %w; nothing was changed", err)
@@ -54,4 +57,35 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 	sort.Strings(keys)
 	e.d.Log.Infof("--undo: restoring configmap %s/%s (keys %v)", e.o.Namespace, prev, keys)
 	return cp.Data, keys, nil
+}
+
+// undoImage judges the move an undo makes, from the config and image the
+// fleet runs now to the config before the last change with the image the
+// template keeps (--undo moves only the config): refused where that
+// config ran with another image, or with one the history no longer shows
+// (revisions pruned), since that pair is no state the fleet ran. A
+// rollout that changed the image and the config together (an upgrade
+// with a settings change) is such a change: undoing its config alone
+// would keep the new image, and across kube-proxy 1.40 a config that
+// names no mode switches iptables to nftables instead of going back.
+//
+// The config before the first change the template made from kubeadm's
+// layout ran from the record, which the template mounted: where no
+// revision mounts the copy, the revisions mounting the record ran it.
+func undoImage(ctx context.Context, e *env, p plan, prev string) error {
+	o := e.o
+	ran, err := e.dss.LastMounting(ctx, p.ds, o.Container, p.volume, prev, o.ConfigMap)
+	if err != nil {
+		return fmt.Errorf("--undo: %w; nothing was changed", err)
+	}
+	forward := fmt.Sprintf("run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image together), or run with the values and --image you want", o.DaemonSet, o.Namespace)
+	if ran == nil {
+		return fmt.Errorf("--undo: no revision of daemonset %s/%s mounts configmap %s/%s (the config before its last change) any more: the image that config ran with is unknown, and --undo would run it with %s, the image the fleet runs now with configmap %s/%s: nothing was changed; %s",
+			o.Namespace, o.DaemonSet, o.Namespace, prev, p.imageBefore, o.Namespace, p.mounted, forward)
+	}
+	if ran.Image != p.imageBefore {
+		return fmt.Errorf("--undo: daemonset %s/%s ran configmap %s/%s (the config before its last change) with %s (revision %d) and runs configmap %s/%s with %s now: its last change moved the image as well, and --undo restores only the config, so it would run configmap %s with %s, which it never ran: nothing was changed; %s",
+			o.Namespace, o.DaemonSet, o.Namespace, prev, ran.Image, ran.Number, o.Namespace, p.mounted, p.imageBefore, prev, p.imageBefore, forward)
+	}
+	return nil
 }
