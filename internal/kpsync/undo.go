@@ -69,9 +69,11 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 // would keep the new image, and across kube-proxy 1.40 a config that
 // names no mode switches iptables to nftables instead of going back.
 //
-// The config before the first change the template made from kubeadm's
-// layout ran from the record, which the template mounted: where no
-// revision mounts the copy, the revisions mounting the record ran it.
+// The config before the first change from kubeadm's layout ran from the
+// record, which the template mounted then (the change made the copy): so
+// where no revision mounts the copy, those mounting the record ran it. A
+// pruned history drops the oldest revisions first, so where the copy's
+// are gone, the record's older ones are too: unknown.
 func undoImage(ctx context.Context, e *env, p plan, prev string) error {
 	o := e.o
 	ran, err := e.dss.LastMounting(ctx, p.ds, o.Container, p.volume, prev, o.ConfigMap)
@@ -84,7 +86,7 @@ func undoImage(ctx context.Context, e *env, p plan, prev string) error {
 			o.Namespace, o.DaemonSet, o.Namespace, prev, p.imageBefore, o.Namespace, p.mounted, forward)
 	}
 	if ran.Image != p.imageBefore {
-		return fmt.Errorf("--undo: daemonset %s/%s ran configmap %s/%s (the config before its last change) with %s (revision %d) and runs configmap %s/%s with %s now: its last change moved the image as well, and --undo restores only the config, so it would run configmap %s with %s, which it never ran: nothing was changed; %s",
+		return fmt.Errorf("--undo: daemonset %s/%s ran configmap %s/%s (the config before its last change) with %s (revision %d) and runs configmap %s/%s with %s now: its last change moved the image as well, and --undo restores only the config, so it would run configmap %s with %s, which is not what the fleet ran before that change: nothing was changed; %s",
 			o.Namespace, o.DaemonSet, o.Namespace, prev, ran.Image, ran.Number, o.Namespace, p.mounted, p.imageBefore, prev, p.imageBefore, forward)
 	}
 	return nil
