@@ -409,7 +409,10 @@ func OptionTable() []Option {
 			Flag: "undo", Arg: "undo", Role: "kpsync_undo", Since: "1.0.0",
 			Help: "Restore the config the fleet ran before the last change (named on the DaemonSet by " +
 				"C(kube-proxy-sync.io/previous-config)) through the same rollout as a change; strategy, crash-loop detection and " +
-				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore.\n\n" +
+				"rollback, and O(verify_health) apply. In check mode (with diff), shows what it would restore. It keeps the " +
+				"image, so it refuses, nothing written, where that config ran with another image than the one the template " +
+				"runs (a change that moved the image too, as an upgrade with new settings) or with one its " +
+				"ControllerRevisions no longer show: C(kubectl rollout undo) puts back config and image together.\n\n" +
 				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
 			RoleDefault: "false",
 			RoleNote:    "In the kubespray entry point an undo passes no server and no kubeadm config.",

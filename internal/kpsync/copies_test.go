@@ -266,6 +266,7 @@ func TestNoEffectChangeOnKubeadmsLayoutIsDeferred(t *testing.T) {
 // earlier config recorded it refuses, having written nothing.
 func TestUndoRestoresThePreviousConfig(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f.recordRevision(t, "kube-proxy-1", dsUID, 1) // the template kubeadm made, which ran the config an undo restores
 	_, err := f.run(t, Options{Undo: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "names no earlier config")
@@ -378,6 +379,7 @@ func TestRerunAfterKubectlRolloutUndoAppliesTheValuesAgain(t *testing.T) {
 // one, the first change on kubeadm's layout keeps the old data's copy.
 func TestHistoryKeepsWhatAnUndoRestores(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f.recordRevision(t, "kube-proxy-1", dsUID, 1) // the template kubeadm made, which ran the config an undo restores
 	o := set("mode", "ipvs")
 	o.History = 1
 	res, err := f.run(t, o)
@@ -526,6 +528,7 @@ func TestMountedCopyGoneOrBeingDeleted(t *testing.T) {
 // --undo refuses a copy being deleted, before any write.
 func TestUndoToACopyBeingDeletedIsRefused(t *testing.T) {
 	f := newFixture(t, seedConfigMap(), seedDaemonSet("registry.k8s.io/kube-proxy:v1.33.6"))
+	f.recordRevision(t, "kube-proxy-1", dsUID, 1) // the template kubeadm made, which ran the config an undo restores
 	_, err := f.run(t, set("mode", "ipvs"))
 	require.NoError(t, err)
 	prev := f.daemonSet(t).Annotations[rollout.PreviousConfigAnnotation]
@@ -633,6 +636,7 @@ func TestUndoRefusesWhatIsNotTheLastChange(t *testing.T) {
 	})
 	t.Run("after an image rollout", func(t *testing.T) {
 		f := newFixture(t, seedConfigMap(), seedDaemonSet(imageBefore))
+		f.recordRevision(t, "kube-proxy-1", dsUID, 1) // the template kubeadm made, which ran the config an undo restores
 		_, err := f.run(t, set("clusterCIDR", "10.60.0.0/16"))
 		require.NoError(t, err)
 		f.recordRevision(t, "kube-proxy-2", dsUID, 2) // the DaemonSet controller's revision of the change
@@ -699,6 +703,7 @@ func TestUndoAfterARolledBackChange(t *testing.T) {
 
 	// --undo on that state: back to A, the config before the last change that held
 	u := newFixture(t, f.configMap(t), f.getConfigMap(t, a.Name), f.getConfigMap(t, b.Name), ds)
+	u.ranBefore(t, 1, a.Name, rollout.ContainerImage(ds, "kube-proxy")) // the template before the change to B
 	res, err = u.run(t, Options{Undo: true})
 	require.NoError(t, err)
 	assert.True(t, res.Facts.Restarted)

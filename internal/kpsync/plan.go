@@ -230,53 +230,6 @@ func base(ctx context.Context, e *env, record *corev1.ConfigMap, ds *appsv1.Daem
 	return cp, false, err
 }
 
-// undoTo is the data an undo restores: the copy the DaemonSet names as the
-// config its fleet ran before the last change, with the keys that differ
-// from what it runs now.
-func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, error) {
-	o := e.o
-	prev := p.ds.Annotations[rollout.PreviousConfigAnnotation]
-	if !configmap.IsCopyName(o.ConfigMap, prev) {
-		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s names no earlier config (%s): nothing was changed; a restart by kube-proxy-sync records one", o.Namespace, o.DaemonSet, rollout.PreviousConfigAnnotation)
-	}
-	if prev == p.mounted {
-		return nil, nil, fmt.Errorf("--undo: daemonset %s/%s mounts configmap %s/%s, the config before its last change, already (`kubectl rollout undo` put it back): nothing to undo, nothing was changed; to go forward again, run with the values you want (or `kubectl rollout undo` once more)",
-			o.Namespace, o.DaemonSet, o.Namespace, prev)
-	}
-	// --undo reverts the config of the last change; an image rollout
-	// since that change (the template moved onto the copy it mounts with
-	// another image) is not undone by it, and is refused
-	first, err := e.dss.FirstMounting(ctx, p.ds, o.Container, p.volume, p.mounted)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--undo: %w; nothing was changed", err)
-	}
-	if first != nil && first.Image != p.imageBefore {
-		return nil, nil, fmt.Errorf("--undo: the image of daemonset %s/%s changed since its last config change (revision %d moved it onto configmap %s with %s, it runs %s now), and --undo restores only the config before that change (configmap %s/%s), keeping the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image), or run with the values and --image you want",
-			o.Namespace, o.DaemonSet, first.Number, p.mounted, first.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace)
-	}
-	cp, err := e.copies.Get(ctx, prev)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--undo: the earlier config: %w; nothing was changed", err)
-	}
-	if cp.DeletionTimestamp != nil {
-		return nil, nil, fmt.Errorf("--undo: the earlier config, configmap %s/%s, is being deleted (finalizers %v): a template pointed at it would mount nothing once it is gone; nothing was changed: run with that config's values instead", e.o.Namespace, prev, cp.Finalizers)
-	}
-	var keys []string
-	for k := range cp.Data {
-		if v, ok := p.base.Data[k]; !ok || v != cp.Data[k] {
-			keys = append(keys, k)
-		}
-	}
-	for k := range p.base.Data {
-		if _, ok := cp.Data[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	e.d.Log.Infof("--undo: restoring configmap %s/%s (keys %v)", e.o.Namespace, prev, keys)
-	return cp.Data, keys, nil
-}
-
 // mergePlan takes what the plan captured and decided.
 func (r *Result) mergePlan(p plan) {
 	f := &r.Facts
