@@ -112,8 +112,12 @@ func TestAuditNamesTheImageTheConfigMapAndTheKind(t *testing.T) {
 		assert.Equal(t, out.ConfigMapAfter, r.ConfigMapAfter, "the %s record", r.Phase)
 	}
 
+	// an image-only change records no earlier config to go back to: the
+	// undo is refused, and audited as an undo
 	f.clock.Step(time.Second)
 	_, err = f.run(t, Options{Undo: true, Strategy: StrategyCanary, CanaryNodes: 1, RollbackOnFailure: true, Timeout: 10 * time.Second})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "names no earlier config")
 	lines = readAudit(t, f.audit)
 	assert.Equal(t, "undo", lines[len(lines)-1].Kind, "%v", err)
 }
