@@ -2,11 +2,8 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -14,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -94,63 +90,6 @@ func TestFleetBookkeeping(t *testing.T) {
 	assert.Equal(t, int32(1), st.Available)
 	assert.Equal(t, []nodes.Skipped{{Name: "b", Reason: nodes.Unknown}, {Name: "c", Reason: nodes.ToBeDeleted}}, st.SkippedNodes)
 	assert.Contains(t, f.describe([]string{"c"}), "kube-proxy-c1 old template")
-}
-
-func TestTemplateGeneration(t *testing.T) {
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 7, Annotations: map[string]string{templateGenerationAnnotation: "3"}}}
-	assert.Equal(t, int64(3), TemplateGeneration(ds), "the annotation, which moves only with the template")
-	delete(ds.Annotations, templateGenerationAnnotation)
-	assert.Equal(t, int64(7), TemplateGeneration(ds))
-}
-
-func TestChangePatch(t *testing.T) {
-	onDelete := &appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
-	b, err := Change{ResourceVersion: "5", Hash: "h", Strategy: onDelete, SaveStrategy: `{"type":"RollingUpdate"}`}.Patch()
-	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"resourceVersion":"5","annotations":{"kube-proxy-sync.io/config-hash":"h","kube-proxy-sync.io/no-effect-hash":null,"kube-proxy-sync.io/template-generation":null,"kube-proxy-sync.io/original-update-strategy":"{\"type\":\"RollingUpdate\"}"}},
-		"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`, string(b))
-	b, err = Change{ClearStrategy: true, RemoveProbe: true, Container: "kube-proxy"}.Patch()
-	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"annotations":{"kube-proxy-sync.io/original-update-strategy":null}},
-		"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","readinessProbe":null}]}}}}`, string(b))
-}
-
-func TestNextRestartAt(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 400_000_000, time.UTC)
-	cases := []struct {
-		name, prev, want string
-	}{
-		{"none yet: kubectl's whole seconds", "", "2026-11-22T12:00:00Z"},
-		{"an earlier second", "2026-11-22T11:59:59Z", "2026-11-22T12:00:00Z"},
-		{"the same second: one past it", "2026-11-22T12:00:00Z", "2026-11-22T12:00:01Z"},
-		{"a third in that second", "2026-11-22T12:00:01Z", "2026-11-22T12:00:02Z"},
-		{"another clock ahead", "2026-11-22T13:00:00+01:00", "2026-11-22T12:00:01Z"},
-		{"not a time", "yesterday", "2026-11-22T12:00:00Z"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ds := &appsv1.DaemonSet{}
-			if tc.prev != "" {
-				ds.Spec.Template.Annotations = map[string]string{RestartedAtAnnotation: tc.prev}
-			}
-			at := NextRestartAt(ds, now)
-			assert.Equal(t, tc.want, Change{RestartAt: &at}.RestartedAt())
-		})
-	}
-}
-
-// A stamp holds only once the template generation its restart moved to is reached.
-func TestRunsNeedsTheRestartsTemplate(t *testing.T) {
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 4, Annotations: map[string]string{
-		HashAnnotation: "h", templateGenerationAnnotation: "2", RestartGenerationAnnotation: "3"}}}
-	assert.False(t, Runs(ds, "h"), "the restart did not move the template")
-	ds.Annotations[templateGenerationAnnotation] = "3"
-	assert.True(t, Runs(ds, "h"))
-	ds.Annotations[templateGenerationAnnotation] = "5"
-	assert.True(t, Runs(ds, "h"), "later template changes keep it")
-	delete(ds.Annotations, RestartGenerationAnnotation)
-	ds.Annotations[templateGenerationAnnotation] = "1"
-	assert.True(t, Runs(ds, "h"), "a stamp of an adoption or an earlier version holds alone")
 }
 
 func TestBrokenPods(t *testing.T) {
@@ -249,175 +188,6 @@ func TestExemptAndStuck(t *testing.T) {
 	assert.Equal(t, []string{"a", "d"}, f.Pending(), "b (unready before) and c (going away) hold no wait")
 	assert.Equal(t, 2, f.Stuck(), "b's and c's pods count against the controller's maxUnavailable")
 	assert.True(t, f.Exempted("b"))
-}
-
-func TestChangePatchRestoresRestartedAt(t *testing.T) {
-	prev := "2026-01-02T03:04:05Z"
-	b, err := Change{RestoreRestartedAt: &prev}.Patch()
-	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-01-02T03:04:05Z"}}}}}`, string(b))
-	none := ""
-	b, err = Change{RestoreRestartedAt: &none}.Patch()
-	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":null}}}}}`, string(b))
-	assert.True(t, Change{RestoreRestartedAt: &none}.Restarts())
-}
-
-// An image change is a template change (a restart), merged into the
-// container by name, and applied only once the template has the image.
-func TestChangePatchSetsTheImage(t *testing.T) {
-	ch := Change{Container: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.34.4"}
-	b, err := ch.Patch()
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"registry.k8s.io/kube-proxy:v1.34.4"}]}}}}`, string(b))
-	assert.True(t, ch.Restarts())
-	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
-		{Name: "sidecar", Image: "registry.k8s.io/kube-proxy:v1.34.4"}, {Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.33.6"},
-	}}}}}
-	assert.False(t, ch.AppliedTo(ds), "another container's image is not this one's")
-	ds.Spec.Template.Spec.Containers[1].Image = ch.Image
-	assert.True(t, ch.AppliedTo(ds))
-}
-
-// A rollback to an exec (or tcpSocket) probe must not leave the HTTP GET
-// next to it: the API server refuses a probe with two handlers.
-func TestChangePatchReplacesProbeHandler(t *testing.T) {
-	exec := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
-	b, err := Change{Container: "kube-proxy", Probe: exec, LivenessProbe: exec}.Patch()
-	assert.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{},"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy",
-		"readinessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null},
-		"livenessProbe":{"exec":{"command":["true"]},"httpGet":null,"tcpSocket":null,"grpc":null}}]}}}}`, string(b))
-}
-
-// mounting is p mounting the ConfigMaps names.
-func mounting(p *corev1.Pod, names ...string) *corev1.Pod {
-	for _, n := range names {
-		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: n, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}})
-	}
-	return p
-}
-
-// The fleet knows which ConfigMaps its pods mount, as it last saw them:
-// what the record write after a rollout needs, without listing the pods.
-func TestFleetMounts(t *testing.T) {
-	old := mounting(pod("c1", "c", "1", false), "kube-proxy")
-	f := newFleet(map[string]string{"c": nodes.ToBeDeleted},
-		mounting(pod("a2", "a", "2", true), "kube-proxy-0123456789"), mounting(pod("b2", "b", "2", true), "kube-proxy-0123456789", "extra"), old)
-	by, current := f.MountedBy("kube-proxy")
-	assert.Equal(t, []string{"c/kube-proxy-c1"}, by)
-	assert.True(t, current)
-	assert.Equal(t, map[string]bool{"kube-proxy": true, "kube-proxy-0123456789": true, "extra": true}, f.ConfigMaps())
-	assert.Equal(t, int64(2), f.Newest())
-
-	old.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)}
-	f.upsert(old)
-	by, current = f.MountedBy("kube-proxy")
-	assert.Equal(t, []string{"c/kube-proxy-c1"}, by)
-	assert.False(t, current, "a terminating pod may be gone by now")
-
-	f.remove(old.UID)
-	by, current = f.MountedBy("kube-proxy")
-	assert.Empty(t, by)
-	assert.True(t, current)
-	assert.Equal(t, map[string]bool{"kube-proxy-0123456789": true, "extra": true}, f.ConfigMaps())
-}
-
-// revisionOf is the ControllerRevision the DaemonSet controller records
-// for ds's template when it mounts configMap, as its snapshot does: named
-// <DaemonSet>-<hash>, labelled with the template's labels and
-// controller-revision-hash, the template stored as a replacing patch, and
-// controlled by owner (ds itself, for its own revisions).
-func revisionOf(t *testing.T, ds, owner *appsv1.DaemonSet, revision int64, configMap string) *appsv1.ControllerRevision {
-	t.Helper()
-	tmpl := ds.Spec.Template.DeepCopy()
-	tmpl.Spec.Volumes = []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tmpl)
-	require.NoError(t, err)
-	raw["$patch"] = "replace"
-	data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": raw}})
-	require.NoError(t, err)
-	hash := fmt.Sprintf("%x", 0x5c4f8d7b0+revision)
-	lbls := map[string]string{appsv1.DefaultDaemonSetUniqueLabelKey: hash}
-	for k, v := range tmpl.Labels {
-		lbls[k] = v
-	}
-	return &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{Name: owner.Name + "-" + hash, Namespace: owner.Namespace, Labels: lbls,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}},
-		Data:     runtime.RawExtension{Raw: data},
-		Revision: revision,
-	}
-}
-
-// RevisionConfigMaps keeps what `kubectl rollout undo --to-revision` can
-// restore, which it finds as kubectl does (controlledHistories): the
-// revisions the DaemonSet's selector matches that the DaemonSet controls.
-// Each layout has revisions as the DaemonSet controller labels them; those
-// of another DaemonSet carrying the same labels (an overlapping selector),
-// and those of an earlier DaemonSet of the same name (deleted, its
-// revisions not yet collected), are not its own. The DaemonSet's own
-// labels differ from its selector in the second layout, and neither is
-// kubeadm's k8s-app=kube-proxy: a list by anything but the selector finds
-// none of its revisions.
-func TestRevisionConfigMapsAreTheDaemonSetsOwn(t *testing.T) {
-	daemonSet := func(name string, uid types.UID, labels, selector, template map[string]string) *appsv1.DaemonSet {
-		return &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: uid, Labels: labels},
-			Spec: appsv1.DaemonSetSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: selector},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: template},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy"}}},
-				},
-			},
-		}
-	}
-	kubeadm := map[string]string{"k8s-app": "kube-proxy"}
-	pool := map[string]string{"app": "kubernetes", "role": "proxy", "pool": "pool-a"}
-	poolTemplate := map[string]string{"app": "kubernetes", "role": "proxy", "pool": "pool-a", "networking.gardener.cloud/to-apiserver": "allowed"}
-	for _, tc := range []struct {
-		name string
-		ds   *appsv1.DaemonSet
-	}{
-		{"kubeadm's", daemonSet("kube-proxy", dsUID, kubeadm, kubeadm, kubeadm)},
-		{"a DaemonSet per node pool", daemonSet("kube-proxy-pool-a", dsUID,
-			map[string]string{"app": "kubernetes", "role": "proxy", "origin": "gardener"}, pool, poolTemplate)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ds := tc.ds
-			// the same selector and template labels, another DaemonSet
-			other := ds.DeepCopy()
-			other.Name, other.UID = ds.Name+"-windows", "7a3e-other"
-			// the same name, an earlier incarnation
-			earlier := ds.DeepCopy()
-			earlier.UID = "2b9f-deleted"
-			objs := []runtime.Object{
-				revisionOf(t, ds, ds, 1, "kube-proxy"),
-				revisionOf(t, ds, ds, 2, "kube-proxy-1111111111"),
-				revisionOf(t, ds, ds, 3, "kube-proxy-2222222222"),
-				revisionOf(t, other, other, 1, "kube-proxy-3333333333"),
-				revisionOf(t, earlier, earlier, 4, "kube-proxy-4444444444"),
-			}
-			// the precondition: a list by the selector finds them all, so
-			// only the controller reference tells them apart
-			sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-			require.NoError(t, err)
-			for _, o := range objs {
-				cr := o.(*appsv1.ControllerRevision)
-				require.True(t, sel.Matches(labels.Set(cr.Labels)), "revision %s carries the labels the DaemonSet controller gives it", cr.Name)
-			}
-			_, kc := kubefake.New(objs...)
-			c := Client{Revisions: kc.ControllerRevisions("kube-system"), Namespace: "kube-system", Name: ds.Name}
-
-			got, err := c.RevisionConfigMaps(context.Background(), ds)
-			require.NoError(t, err)
-			assert.Equal(t, map[string]bool{"kube-proxy": true, "kube-proxy-1111111111": true, "kube-proxy-2222222222": true}, got,
-				"the configmaps its own revisions mount, and no other's")
-		})
-	}
 }
 
 // ownedDS is the DaemonSet dsUID, at template generation 1.
@@ -569,6 +339,7 @@ func TestFleetAttributesUnboundPodsByNodeAffinity(t *testing.T) {
 	assert.Empty(t, f.UnreadyLive())
 	assert.Empty(t, f.Pending())
 }
+
 func TestNodeOf(t *testing.T) {
 	terms := func(ts ...corev1.NodeSelectorTerm) *corev1.Pod {
 		p := pod("x", "", "1", false)
@@ -600,106 +371,4 @@ func TestNodeOf(t *testing.T) {
 			assert.Equal(t, tc.want, nodeOf(tc.pod))
 		})
 	}
-}
-
-// What mounts the config and its copies is read from the cluster, whoever
-// wrote it, and each source once: the DaemonSet's pods, another DaemonSet
-// on the same config (its template, pods and revisions) and the
-// DaemonSet's own revisions.
-func TestUsesReadsWhatMountsTheConfigOnce(t *testing.T) {
-	ours := ownedDS()
-	ours.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
-	windows := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-windows", Namespace: "kube-system", UID: "7a3e-windows"},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy-windows"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-proxy-windows"}},
-				Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "kube-proxy", VolumeSource: corev1.VolumeSource{
-					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-proxy"}}}}}},
-			},
-		},
-	}
-	windowsPod := mounting(pod("w1", "w", "1", true), "kube-proxy", "kube-proxy-bbbbbbbbbb", "unrelated")
-	windowsPod.Namespace, windowsPod.Labels["k8s-app"] = "kube-system", "kube-proxy-windows"
-	windowsPod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(windows, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}
-	cs, kc := kubefake.New(ours, windows, windowsPod,
-		listed(mounting(pod("a1", "a", "1", true), "kube-proxy-aaaaaaaaaa")),
-		revisionOf(t, ours, ours, 1, "kube-proxy-cccccccccc"),
-		revisionOf(t, windows, windows, 1, "kube-proxy-dddddddddd"))
-	c := Client{DaemonSets: kc.DaemonSets("kube-system"), Revisions: kc.ControllerRevisions("kube-system"), Pods: kc.Pods("kube-system"),
-		Namespace: "kube-system", Name: "kube-proxy", Log: logrus.NewEntry(logrus.New())}
-	ofConfig := func(name string) bool { return name == "kube-proxy" || strings.HasPrefix(name, "kube-proxy-") }
-	u := c.Uses(ours, nil, ofConfig)
-
-	others, err := u.OthersMounting(context.Background(), "kube-proxy")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"daemonset kube-proxy-windows", "pod w/kube-proxy-w1"}, others)
-	inUse, err := u.InUse(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, map[string]bool{
-		"kube-proxy-aaaaaaaaaa": true, // our pod
-		"kube-proxy":            true, // the other's template and pod
-		"kube-proxy-bbbbbbbbbb": true, // the other's pod
-		"kube-proxy-dddddddddd": true, // the other's revision
-		"kube-proxy-cccccccccc": true, // our revision
-	}, inUse, "not what the other's pod mounts besides the config")
-
-	lists := map[string]int{}
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "list" {
-			lists[a.GetResource().Resource]++
-		}
-	}
-	assert.Equal(t, map[string]int{"daemonsets": 1, "pods": 2, "controllerrevisions": 2}, lists,
-		"the daemonsets once; the pods and revisions of each DaemonSet once")
-}
-
-// Another DaemonSet whose template has moved off the config (an OnDelete
-// DaemonSet keeps its old pods until they are deleted) shares it while
-// any of its pods still mounts it: those pods run it, and read a write at
-// their next restart. One whose template and pods mount none of it does
-// not.
-func TestSharingCountsPodsOfATemplateMovedOff(t *testing.T) {
-	other := func(name string, volumes ...string) *appsv1.DaemonSet {
-		ds := &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID("7a3e-" + name)},
-			Spec: appsv1.DaemonSetSpec{
-				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": name}},
-				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
-				Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": name}}},
-			},
-		}
-		ds.Spec.Template.Spec.Volumes = mounting(&corev1.Pod{}, volumes...).Spec.Volumes
-		return ds
-	}
-	podOf := func(ds *appsv1.DaemonSet, uid, node string, volumes ...string) *corev1.Pod {
-		p := mounting(pod(uid, node, "1", true), volumes...)
-		p.Namespace, p.Labels["k8s-app"] = "kube-system", ds.Name
-		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}
-		return p
-	}
-	ours := ownedDS()
-	pool := other("kube-proxy-pool", "kube-proxy-pool-config") // its template moved off the record
-	cni := other("cni", "cni-config")
-	_, kc := kubefake.New(ours, pool, cni,
-		podOf(pool, "p1", "p", "kube-proxy"),             // an old pod: still the record
-		podOf(pool, "p2", "q", "kube-proxy-pool-config"), // a new one
-		podOf(cni, "c1", "p", "cni-config"))
-	c := Client{DaemonSets: kc.DaemonSets("kube-system"), Revisions: kc.ControllerRevisions("kube-system"), Pods: kc.Pods("kube-system"),
-		Namespace: "kube-system", Name: "kube-proxy", Log: logrus.NewEntry(logrus.New())}
-	ofConfig := func(name string) bool {
-		return name == "kube-proxy" || strings.HasPrefix(name, "kube-proxy-") && name != "kube-proxy-pool-config"
-	}
-
-	sharing, err := c.Sharing(context.Background(), ours, ofConfig)
-	require.NoError(t, err)
-	require.Len(t, sharing, 1, "the pool's old pod mounts the record; the cni DaemonSet mounts none of it")
-	assert.Equal(t, "kube-proxy-pool", sharing[0].DaemonSet)
-	assert.Empty(t, sharing[0].Template)
-	assert.Equal(t, map[string][]string{"kube-proxy": {"p/kube-proxy-p1"}}, sharing[0].Pods)
-
-	others, err := c.Uses(ours, nil, ofConfig).OthersMounting(context.Background(), "kube-proxy")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"pod p/kube-proxy-p1"}, others, "the record is not written while the pool's old pod mounts it")
 }
