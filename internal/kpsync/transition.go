@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -255,16 +256,37 @@ func stampedRecord(ctx context.Context, e *env, p plan, known func(string) (stri
 	return known(configmap.CopyName(e.o.ConfigMap, stamp))
 }
 
-// lastWriteOf is when the ConfigMap was last written, as the API server
-// records it: its creation or the latest time of a field manager.
+// lastWriteOf is when the ConfigMap's config.conf was last written, as
+// the API server records it: its creation, or the latest time of a field
+// manager that owns data.config.conf (or whose fields are not recorded). A
+// key is owned by the manager that last changed it, and that manager's
+// time is at least the change's, so no later time means no later change:
+// a write of another key (kubespray's server in kubeconfig.conf) leaves
+// the config the pods run known.
 func lastWriteOf(cm *corev1.ConfigMap) time.Time {
 	at := cm.CreationTimestamp.Time
 	for _, f := range cm.ManagedFields {
-		if f.Time != nil && f.Time.After(at) {
+		if f.Time == nil || !f.Time.After(at) {
+			continue
+		}
+		if f.FieldsV1 == nil || ownsConfig(f.FieldsV1.Raw) {
 			at = f.Time.Time
 		}
 	}
 	return at
+}
+
+// ownsConfig: a managedFields entry's fields include data.config.conf (or
+// cannot be read).
+func ownsConfig(raw []byte) bool {
+	var fields struct {
+		Data map[string]json.RawMessage `json:"f:data"`
+	}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return true
+	}
+	_, ok := fields.Data["f:"+configmap.ConfigKey]
+	return ok
 }
 
 // startedAfter: the pod's container read its mounted config after at. A

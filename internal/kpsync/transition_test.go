@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
@@ -239,4 +240,23 @@ func TestTransitionMigrationListsTheNodesOnce(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, lists, "node LISTs of a migration's --check")
+}
+
+// Only a write of config.conf makes what a pod on the record runs
+// unknown: a field manager that owns other keys only (kubespray's server
+// in kubeconfig.conf) changed nothing kube-proxy's mode depends on.
+func TestTransitionLastWriteIsTheConfigs(t *testing.T) {
+	made := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	at := func(h int) *metav1.Time { v := metav1.NewTime(made.Add(time.Duration(h) * time.Hour)); return &v }
+	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(made), ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "kubeadm", Time: at(1), FieldsV1: fields(`{"f:data":{".":{},"f:config.conf":{},"f:kubeconfig.conf":{}}}`)},
+		{Manager: "kubectl-replace", Time: at(5), FieldsV1: fields(`{"f:data":{"f:kubeconfig.conf":{}}}`)},
+		{Manager: "kubectl-label", Time: at(6), FieldsV1: fields(`{"f:metadata":{"f:labels":{"f:x":{}}}}`)},
+	}}}
+	assert.Equal(t, made.Add(time.Hour), lastWriteOf(cm), "the kubeconfig and the labels are not the config")
+	cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Time: at(3), FieldsV1: fields(`{"f:data":{"f:config.conf":{}}}`)})
+	assert.Equal(t, made.Add(3*time.Hour), lastWriteOf(cm))
+	cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: "old-client", Time: at(4)})
+	assert.Equal(t, made.Add(4*time.Hour), lastWriteOf(cm), "fields not recorded: taken as the config's")
 }

@@ -57,6 +57,11 @@ func TestTransitionEditedRecordOnKubeadmLayoutIsAMigration(t *testing.T) {
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
 	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code) // adopt
+	// the edit comes after the DaemonSet was made, in a later second than
+	// its creationTimestamp tells (a write in that same second is taken as
+	// kubeadm's, made with the DaemonSet)
+	made := c.DaemonSet(t).CreationTimestamp.Time
+	require.Eventually(t, func() bool { return time.Now().Truncate(time.Second).After(made) }, 5*time.Second, 20*time.Millisecond)
 	setRecordMode(t, c, "nftables")
 	pods := c.PodUIDs(t)
 	var node string
