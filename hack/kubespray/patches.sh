@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The tool-free kubespray patches (docs/kubespray/0*.patch), checked against a
+# kubespray checkout, never written into it (each check works on a copy of its
+# committed tree, from git archive):
+#   KUBESPRAY_DIR=<kubespray checkout> hack/kubespray/patches.sh
+# For each patch: git apply --check on the checkout alone, then the series in
+# order; on each copy (each patch alone, and the series), kubespray's own
+# yamllint config on the touched YAML files, ansible-lint (kubespray's
+# .ansible-lint, --offline) on the touched files when the toolchain has it,
+# and ansible-playbook --syntax-check of cluster.yml and upgrade-cluster.yml.
+# KUBESPRAY_PRS="13066 13392 13397" also checks each patch alone on those pull
+# requests' heads, when the checkout has their refs/pull/N/head.
+# Needs the kubespray toolchain (hack/build/venv.sh kubespray). Prints one line
+# per check and ends non-zero if a check of the checkout itself failed (a pull
+# request a patch does not apply on is reported, not failed).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+[[ -n "${KUBESPRAY_DIR:-}" ]] || die "set KUBESPRAY_DIR to a kubespray checkout"
+git -C "${KUBESPRAY_DIR}" rev-parse --verify -q HEAD >/dev/null \
+  || die "${KUBESPRAY_DIR} is not a git checkout: give KUBESPRAY_DIR a kubespray clone"
+ansible_env kubespray
+mapfile -t patches < <(ls "${REPO_ROOT}"/docs/kubespray/0*.patch)
+[[ ${#patches[@]} -gt 0 ]] || die "no docs/kubespray/0*.patch"
+
+work="$(mktemp -d "${CACHE_DIR}/kubespray-patches.XXXXXX")"
+trap 'rm -rf "${work}"' EXIT
+failed=0
+report() { printf '%-6s %s\n' "$1" "$2"; [[ "$1" != FAIL ]] || failed=1; }
+
+# tree REF DIR: the committed tree of REF in the checkout, copied to DIR, a
+# repository of its own so that git apply there patches it, not this checkout
+tree() { git init -q "$2" && git -C "${KUBESPRAY_DIR}" archive "$1" | tar -x -C "$2"; }
+# touched PATCH: the files a patch changes
+touched() { sed -n 's|^+++ b/||p' "$1"; }
+
+lint() { # DIR NAME PATCH...: the checks on a patched copy
+  local dir="$1" name="$2" files=() yaml=()
+  shift 2
+  mapfile -t files < <(for p in "$@"; do touched "${p}"; done | sort -u)
+  mapfile -t yaml < <(printf '%s\n' "${files[@]}" | grep -E '\.ya?ml$' || true)
+  if [[ ${#yaml[@]} -gt 0 ]]; then
+    if (cd "${dir}" && yamllint -c .yamllint --strict "${yaml[@]}") >"${work}/out" 2>&1; then
+      report ok "${name}: yamllint ${yaml[*]}"
+    else
+      report FAIL "${name}: yamllint"; sed 's/^/       /' "${work}/out"
+    fi
+  fi
+  if command -v ansible-lint >/dev/null; then
+    if (cd "${dir}" && ansible-lint --offline --nocolor -q -c .ansible-lint "${files[@]}") >"${work}/out" 2>&1; then
+      report ok "${name}: ansible-lint ${files[*]}"
+    else
+      report FAIL "${name}: ansible-lint"; sed 's/^/       /' "${work}/out"
+    fi
+  else
+    report skip "${name}: ansible-lint not in the toolchain"
+  fi
+  for playbook in cluster.yml upgrade-cluster.yml; do
+    if (cd "${dir}" && ansible-playbook -i inventory/sample/inventory.ini --syntax-check "${playbook}") \
+      >"${work}/out" 2>&1; then
+      report ok "${name}: --syntax-check ${playbook}"
+    else
+      report FAIL "${name}: --syntax-check ${playbook}"; sed 's/^/       /' "${work}/out"
+    fi
+  done
+}
+
+head="$(git -C "${KUBESPRAY_DIR}" rev-parse HEAD)"
+log "kubespray ${head} ($(git -C "${KUBESPRAY_DIR}" log -1 --format='%cs %s' HEAD)), $(ansible --version | sed -n 1p)"
+
+for p in "${patches[@]}"; do
+  name="$(basename "${p}")"
+  dir="${work}/alone-${name%%-*}"
+  tree HEAD "${dir}"
+  if git -C "${dir}" apply --check "${p}" 2>"${work}/out" && (cd "${dir}" && git apply "${p}"); then
+    report ok "${name}: applies alone ($(touched "${p}" | xargs))"
+    lint "${dir}" "${name%%-*} alone" "${p}"
+  else
+    report FAIL "${name}: does not apply alone"; sed 's/^/       /' "${work}/out"
+  fi
+done
+
+dir="${work}/series"
+tree HEAD "${dir}"
+ok=1
+for p in "${patches[@]}"; do
+  if ! (cd "${dir}" && git apply "${p}") 2>"${work}/out"; then
+    report FAIL "$(basename "${p}"): does not apply after the ones before it"
+    sed 's/^/       /' "${work}/out"; ok=0; break
+  fi
+done
+if [[ ${ok} == 1 ]]; then
+  report ok "series: ${#patches[@]} patches apply in order"
+  lint "${dir}" "series" "${patches[@]}"
+fi
+
+for pr in ${KUBESPRAY_PRS:-}; do
+  if ! git -C "${KUBESPRAY_DIR}" rev-parse --verify -q "refs/pull/${pr}/head" >/dev/null; then
+    report skip "#${pr}: no refs/pull/${pr}/head in the checkout (git fetch origin pull/${pr}/head:refs/pull/${pr}/head)"
+    continue
+  fi
+  dir="${work}/pr-${pr}"
+  tree "refs/pull/${pr}/head" "${dir}"
+  for p in "${patches[@]}"; do
+    if (cd "${dir}" && git apply --check "${p}") >"${work}/out" 2>&1; then
+      report ok "#${pr} ($(git -C "${KUBESPRAY_DIR}" rev-parse --short "refs/pull/${pr}/head")): $(basename "${p}") applies"
+    else
+      report no "#${pr} ($(git -C "${KUBESPRAY_DIR}" rev-parse --short "refs/pull/${pr}/head")): $(basename "${p}") does not apply: $(head -c 200 "${work}/out" | tr '\n' ' ')"
+    fi
+  done
+done
+
+[[ ${failed} == 0 ]] || die "a check failed (above)"
+log "every check passed"
