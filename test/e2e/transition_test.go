@@ -46,6 +46,32 @@ func setFleetImage(t *testing.T, c *cluster.Cluster, image string) {
 	c.WaitRolloutComplete(t, 2*time.Minute)
 }
 
+// someNode is one node of the fleet, and every node's pod UID.
+func someNode(t *testing.T, c *cluster.Cluster) (string, map[string]types.UID) {
+	t.Helper()
+	pods := c.PodUIDs(t)
+	for n := range pods {
+		return n, pods
+	}
+	t.Fatal("no kube-proxy pod")
+	return "", nil
+}
+
+// refused runs kube-proxy-sync with args and asserts it refused before any
+// write, saying each of says: exit 1, the cluster and every pod as they
+// were.
+func refused(t *testing.T, c *cluster.Cluster, says []string, args ...string) {
+	t.Helper()
+	before, pods := stateOf(t, c), c.PodUIDs(t)
+	r := runSync(t, c, append(args, "--probe-path", "none")...)
+	assert.Equal(t, 1, r.Code, r.Msg)
+	for _, s := range says {
+		assert.Contains(t, r.Msg, s)
+	}
+	assertUntouched(t, c, before)
+	assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced")
+}
+
 // The documented kubeadm way on an adopted fleet: edit the record to
 // mode: nftables, then run with that mode (kubespray: kube_proxy_mode).
 // The pods run what they started on, which the cluster no longer tells:
@@ -63,22 +89,12 @@ func TestTransitionEditedRecordOnKubeadmLayoutIsAMigration(t *testing.T) {
 	made := c.DaemonSet(t).CreationTimestamp.Time
 	require.Eventually(t, func() bool { return time.Now().Truncate(time.Second).After(made) }, 5*time.Second, 20*time.Millisecond)
 	setRecordMode(t, c, "nftables")
-	pods := c.PodUIDs(t)
-	var node string
-	for n := range pods {
-		node = n
-		break
-	}
+	node, pods := someNode(t, c)
 	setKernel(t, c, node, "4.18.0-553.el8_10.x86_64")
-	before := stateOf(t, c)
-	r := runSync(t, c, "--set", "mode=nftables", "--probe-path", "none", "--verify-health", "auto")
-	assert.Equal(t, 1, r.Code, r.Msg)
-	assert.Contains(t, r.Msg, node+" (kernel 4.18.0-553.el8_10.x86_64)")
-	assertUntouched(t, c, before)
-	assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced")
+	refused(t, c, []string{node + " (kernel 4.18.0-553.el8_10.x86_64)", "nothing was written"}, "--set", "mode=nftables", "--verify-health", "auto")
 
 	setKernel(t, c, node, "6.8.0-49-generic")
-	r = runSync(t, c, "--set", "mode=nftables", "--probe-path", "none", "--verify-health", "auto")
+	r := runSync(t, c, "--set", "mode=nftables", "--probe-path", "none", "--verify-health", "auto")
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	m := r.facts().Migration
 	require.NotNil(t, m, "a migration: %s", r.Msg)
@@ -105,20 +121,9 @@ func TestTransitionImageUpgradeOfAnNFTablesFleetChecksTheKernels(t *testing.T) {
 	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4") // its pods start on the nftables record
 	adopted := runSync(t, c, "--probe-path", "none")
 	require.Equal(t, 0, adopted.Code, adopted.Msg)
-	pods := c.PodUIDs(t)
-	var node string
-	for n := range pods {
-		node = n
-		break
-	}
+	node, _ := someNode(t, c)
 	setKernel(t, c, node, "5.10.0-32-amd64")
-	before := stateOf(t, c)
-	r := runSync(t, c, "--image", "registry.k8s.io/kube-proxy:v1.31.2", "--probe-path", "none")
-	assert.Equal(t, 1, r.Code, r.Msg)
-	assert.Contains(t, r.Msg, node+" (kernel 5.10.0-32-amd64)")
-	assert.Contains(t, r.Msg, "nothing was written")
-	assertUntouched(t, c, before)
-	assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced")
+	refused(t, c, []string{node + " (kernel 5.10.0-32-amd64)", "nothing was written"}, "--image", "registry.k8s.io/kube-proxy:v1.31.2")
 }
 
 // A fleet already on kube-proxy 1.40, where ipvs mode does not start
@@ -130,14 +135,7 @@ func TestTransitionIPVSOnAFleetPastItsEndIsRefused(t *testing.T) {
 	t.Cleanup(func() { c.Reset(t) })
 	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.40.0")
 	require.Equal(t, 0, runSync(t, c, "--probe-path", "none").Code)
-	before := stateOf(t, c)
-	pods := c.PodUIDs(t)
-	r := runSync(t, c, "--set", "mode=ipvs", "--probe-path", "none")
-	assert.Equal(t, 1, r.Code, r.Msg)
-	assert.Contains(t, r.Msg, "does not start from 1.40")
-	assert.Contains(t, r.Msg, "--set mode=nftables")
-	assertUntouched(t, c, before)
-	assert.Equal(t, pods, c.PodUIDs(t), "no pod replaced")
+	refused(t, c, []string{"does not start from 1.40", "--set mode=nftables", "nothing was written"}, "--set", "mode=ipvs")
 }
 
 // An image given by digest onto a config that sets no mode may be 1.40 or

@@ -350,7 +350,10 @@ func (c *Cluster) resetConfigMap(ctx context.Context, t testing.TB) bool {
 		}
 	}
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := cms.Create(ctx, seed, metav1.CreateOptions{})
+		// kubeadm's own field manager, as on a cluster kubeadm set up: a
+		// test's later edit of one key is then another manager's, which
+		// kube-proxy-sync tells from a write of config.conf
+		_, err := cms.Create(ctx, seed, metav1.CreateOptions{FieldManager: "kubeadm"})
 		if apierrors.IsAlreadyExists(err) {
 			return false, nil // the deletion is not through yet
 		}
