@@ -50,8 +50,9 @@ type transition struct {
 	// toVersion, to and toText: the kube-proxy version, mode and
 	// config.conf the fleet runs after the run
 	toVersion, to, toText string
-	// restarts: the run replaces kube-proxy's pods
-	restarts bool
+	// moves: the run restarts kube-proxy, or leaves a change its pods
+	// start on later (--restart never: an owed restart, a reboot)
+	moves bool
 }
 
 // minorOf is the minor of a version, -1 when unknown.
@@ -125,7 +126,7 @@ func (t transition) describe() string {
 }
 
 // observeTransition works out the run's transition from the plan and, when
-// the run restarts kube-proxy, from the DaemonSet's pods: one LIST of
+// the run moves kube-proxy, from the DaemonSet's pods: one LIST of
 // them, and one GET per copy they mount that the plan does not hold. A run
 // that restarts nothing reads nothing more.
 func observeTransition(ctx context.Context, e *env, p plan) (transition, error) {
@@ -134,7 +135,7 @@ func observeTransition(ctx context.Context, e *env, p plan) (transition, error) 
 		fromVersion: runningVersion(o, p),
 		toVersion:   validationVersion(o, p.next(o.Container)),
 		toText:      p.desired[configmap.ConfigKey],
-		restarts:    (p.reason != "" && o.Restart != RestartNever) || p.resume,
+		moves:       p.reason != "" || p.resume || len(p.keys) > 0,
 		fromModes:   map[string][]string{},
 	}
 	t.to = modeAt(t.toText, t.toVersion)
@@ -147,7 +148,7 @@ func observeTransition(ctx context.Context, e *env, p plan) (transition, error) 
 	// layout) and it was written since the DaemonSet was made: a copy is
 	// immutable, and a rollout in progress is a resumed canary's, judged
 	// from its older pods (planMigration)
-	if !t.restarts || p.volume == "" || p.mounted != o.ConfigMap || !lastWrite.After(p.ds.CreationTimestamp.Time) {
+	if !t.moves || p.volume == "" || p.mounted != o.ConfigMap || !lastWrite.After(p.ds.CreationTimestamp.Time) {
 		t.fromModes[modeAt(running, t.fromVersion)] = nil
 		return t, nil
 	}
@@ -321,7 +322,7 @@ func podImage(pod *corev1.Pod, container string) string {
 // migration's own checks (cleanup, canary, health) are planMigration's,
 // on the same transition.
 func (t transition) judge(ctx context.Context, e *env, p plan) error {
-	if !t.restarts || t.toText == "" || targetsWindows(p) {
+	if !t.moves || t.toText == "" || targetsWindows(p) {
 		return nil
 	}
 	if err := t.starts(e, p.image == ""); err != nil {

@@ -260,3 +260,15 @@ func TestTransitionLastWriteIsTheConfigs(t *testing.T) {
 	cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: "old-client", Time: at(4)})
 	assert.Equal(t, made.Add(4*time.Hour), lastWriteOf(cm), "fields not recorded: taken as the config's")
 }
+
+// --restart never writes the change and restarts nothing: the pods start
+// on it later (an owed restart, a reboot), so the move is judged all the
+// same: a move into nftables on an old kernel is refused.
+func TestTransitionRestartNeverIsJudgedAsTheMoveItLeaves(t *testing.T) {
+	f := newRollingFixture(t, 2)
+	f.setKernel(t, "node-1", "4.18.0-553.el8_10.x86_64")
+	_, err := f.run(t, Options{Spec: setMode("nftables"), Restart: RestartNever})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node-1 (kernel 4.18.0-553.el8_10.x86_64)")
+	assert.Empty(t, f.writes())
+}

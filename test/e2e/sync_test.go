@@ -64,7 +64,9 @@ func TestServerChangeRollsOnceThenRerunIsNoop(t *testing.T) {
 	assert.False(t, r.facts().Restarted)
 	assert.Equal(t, rv, c.ConfigMap(t).ResourceVersion, "a no-op run must not bump the resourceVersion")
 	assert.Equal(t, cp.Name, cluster.MountedConfigMapName(c.DaemonSet(t)))
-	assert.LessOrEqual(t, r.facts().APIRequests, int64(5), "no-change run API requests")
+	// GET the record, GET the DaemonSet, GET the copy the template mounts
+	// (every run checks it), GET the record again: flat with the fleet
+	assert.LessOrEqual(t, r.facts().APIRequests, int64(4), "no-change run API requests")
 	cluster.AssertNoneReplaced(t, after, c.PodUIDs(t))
 }
 
