@@ -25,14 +25,17 @@ import (
 // nftables (its own /configz).
 func TestTransitionEditedRecordOnKubeadmLayoutIsMigrated(t *testing.T) {
 	e := connect(t)
+	d := e.dockerOrSkip(t)
 	cp, workers := e.nodeNames(t)
 	all := append([]string{cp}, workers...)
 	ds, err := e.client.AppsV1().DaemonSets(namespace).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, name, cluster.MountedConfigMapName(ds), "this test starts on kubeadm's layout: the template mounts the record")
+	// the pods run the record's iptables config (kube-proxy's /configz is
+	// not reachable until the run opens its metrics address)
 	for _, n := range all {
-		mode, _ := runningValue(e.configz(t, n), "mode")
-		require.Equal(t, "iptables", mode, "node %s: this test starts from kube-proxy in iptables mode", n)
+		r := d.proxyRules(t, n)
+		require.Contains(t, r.kubeProxyChains(), "KUBE-SERVICES", "node %s: this test starts from kube-proxy in iptables mode", n)
 	}
 
 	// the operator's edit, behind the binary's back
