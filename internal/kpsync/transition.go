@@ -43,7 +43,7 @@ type transition struct {
 	fromVersion string
 	fromModes   map[string][]string
 	unknown     []string
-	// observed: the pods were read; false when the run restarts nothing,
+	// observed: the pods were read; false when the run moves nothing,
 	// or the DaemonSet has no pod yet (then fromModes holds the mode of
 	// what the template mounts, for no node)
 	observed bool
@@ -127,8 +127,9 @@ func (t transition) describe() string {
 
 // observeTransition works out the run's transition from the plan and, when
 // the run moves kube-proxy, from the DaemonSet's pods: one LIST of
-// them, and one GET per copy they mount that the plan does not hold. A run
-// that restarts nothing reads nothing more.
+// them, and one GET per copy they mount that the plan does not hold, and
+// only where a pod may run other data than it mounts. A run that moves
+// nothing reads nothing more.
 func observeTransition(ctx context.Context, e *env, p plan) (transition, error) {
 	o := e.o
 	t := transition{
