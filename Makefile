@@ -23,8 +23,9 @@ build: ## bin/kube-proxy-sync for this machine
 dist: venv ## static linux builds for amd64, arm64, arm and ppc64le (DIST_ARCHES for fewer), as the collection's binary modules, and the collection tarball
 	hack/build/dist.sh
 
-release: venv ## dist/release/: the collection tarball, the same static builds bare, SHA256SUMS, all named by galaxy.yml's version
+release: venv ## dist/release/: the collection tarball, the same static builds bare, SHA256SUMS and kubespray's checksums.yml lines (printed), all named by galaxy.yml's version, then checked
 	hack/build/release.sh
+	hack/verify/release.sh
 
 size: ## stripped and gzipped size per architecture, and the top 15 packages
 	hack/build/size.sh

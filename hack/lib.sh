@@ -69,14 +69,16 @@ ks_lb() {
 }
 
 # The architectures the collection carries as binary modules and `make
-# release` publishes, by GOARCH: every one kubespray supports, as its
-# checksums and image_arch name them: amd64, arm64, arm (armv7l hosts),
-# ppc64le. The module runs on the host the role delegates to (the first
-# control-plane host), so every architecture a kubespray control plane can
-# have is in the collection. hack/gen-options (arches) writes a module's
+# release` publishes, by GOARCH: every one a kubespray control plane can
+# have, as kubespray's kubeadm checksums and image_arch name them: amd64,
+# arm64, ppc64le (kubespray ships kubectl for arm, but no kubeadm or kubelet,
+# so no control plane is arm). The binary runs on the first control plane
+# (the role delegates its module there; kubespray's opt-in runs the command
+# there), so these are all it needs, and the collection stays under
+# galaxy.ansible.com's 20 MB. hack/gen-options (arches) writes a module's
 # docs for each, and its tests fail when a list of them here, in galaxy.yml,
 # in tests/sanity or in the role differs.
-RELEASE_ARCHES="amd64 arm64 arm ppc64le"
+RELEASE_ARCHES="amd64 arm64 ppc64le"
 
 # kps_version: the one version of what this repository ships, galaxy.yml's
 # (the collection's): the binary reports it (--version), make dist names the
@@ -97,13 +99,10 @@ kps_ldflags() {
 }
 
 # build_static ARCH OUT [nostrip]: the release build of the binary for
-# linux/ARCH (static, trimmed paths, stripped unless nostrip). arm is ARMv7
-# with hardware floating point (GOARM=7), what Kubernetes and kubespray ship
-# for their "arm" (armv7l hosts).
+# linux/ARCH (static, trimmed paths, stripped unless nostrip).
 build_static() {
-  local arch="$1" out="$2" goarm=""
-  [[ "${arch}" == arm ]] && goarm=7
-  CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" GOARM="${goarm}" go build -trimpath \
+  local arch="$1" out="$2"
+  CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
     -ldflags "$(kps_ldflags "${3:-}")" -o "${out}" ./cmd/kube-proxy-sync
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make dist: static linux builds in dist/ for every architecture the
-# collection carries (RELEASE_ARCHES in hack/lib.sh: amd64, arm64, arm,
-# ppc64le, every one kubespray supports), installed as the collection's
+# collection carries (RELEASE_ARCHES in hack/lib.sh: amd64, arm64,
+# ppc64le, every one a kubespray control plane can have), installed as the collection's
 # binary modules (plugins/modules/kube_proxy_sync_linux_<arch>), and the
 # collection tarball dist/kube_proxy_sync-kube_proxy_sync-<version>.tar.gz
 # (galaxy.yml's version) that `ansible-galaxy collection install` takes

@@ -4,19 +4,21 @@
 #
 #   kube_proxy_sync-kube_proxy_sync-V.tar.gz
 #                                 the collection (make dist): the role and a
-#                                 binary module for every architecture
-#                                 kubespray supports (RELEASE_ARCHES in
-#                                 hack/lib.sh), each with its sha256 in the
-#                                 tarball's FILES.json
-#   kube-proxy-sync-linux-<arch>  the same binaries, bare (the command, and the
-#                                 module for a collection installed from git)
+#                                 binary module for every architecture a
+#                                 kubespray control plane can have
+#                                 (RELEASE_ARCHES in hack/lib.sh), each with
+#                                 its sha256 in the tarball's FILES.json
+#   kube-proxy-sync-V-linux-<arch>
+#                                 the same binaries, bare: what kubespray's
+#                                 download role fetches (a downloads entry,
+#                                 docs/kubespray/README.md) and the command
 #   SHA256SUMS                    `sha256sum` lines for all of those
 #                                 (`sha256sum -c SHA256SUMS`)
-#
-# No kubespray `downloads` entry: the binary runs as a module, which Ansible
-# copies from the controller's collection to the host that runs it on each
-# run; no host downloads or keeps the file, so kubespray's download role has
-# nothing to fetch (docs/kubespray.md, "No download entry").
+#   checksums.yml                 the lines that go into kubespray's
+#                                 roles/kubespray_defaults/vars/main/checksums.yml
+#                                 (kube_proxy_sync_binary_checksums: per
+#                                 architecture, this version's sha256), also
+#                                 printed on stdout
 #
 # One version: hack/verify/version.sh checks galaxy.yml, the binary's
 # --version and CHANGELOG.md agree before anything is built; the tag is vV.
@@ -44,18 +46,24 @@ rm -rf "${out}"
 mkdir -p "${out}"
 files=("${tarball##*/}")
 manifest="$(tar -xzOf "${tarball}" FILES.json)"
+checksums="kube_proxy_sync_binary_checksums:"
 for arch in ${RELEASE_ARCHES}; do
-  cp "dist/kube-proxy-sync-linux-${arch}" "${out}/"
-  files+=("kube-proxy-sync-linux-${arch}")
-  sum="$(sha256sum "${out}/kube-proxy-sync-linux-${arch}" | cut -d' ' -f1)"
+  bin="kube-proxy-sync-${VERSION}-linux-${arch}"
+  cp "dist/kube-proxy-sync-linux-${arch}" "${out}/${bin}"
+  files+=("${bin}")
+  sum="$(sha256sum "${out}/${bin}" | cut -d' ' -f1)"
+  checksums+=$'\n'"  ${arch}:"$'\n'"    ${VERSION}: sha256:${sum}"
   grep -q "\"plugins/modules/kube_proxy_sync_linux_${arch}\".*\"${sum}\"" <<<"$(python3 -c '
 import json, sys
 for f in json.load(sys.stdin)["files"]:
     print(json.dumps(f["name"]), json.dumps(f["chksum_sha256"]))' <<<"${manifest}")" ||
-    die "${tarball} does not carry kube-proxy-sync-linux-${arch} (sha256 ${sum}) as plugins/modules/kube_proxy_sync_linux_${arch}"
+    die "${tarball} does not carry ${bin} (sha256 ${sum}) as plugins/modules/kube_proxy_sync_linux_${arch}"
 done
 cp "${tarball}" "${out}/"
 (cd "${out}" && sha256sum "${files[@]}" >SHA256SUMS)
+printf '%s\n' "${checksums}" >"${out}/checksums.yml"
 
 log "release ${VERSION} (tag v${VERSION}) in ${out}/:"
 (cd "${out}" && ls -l) >&2
+log "for kubespray's roles/kubespray_defaults/vars/main/checksums.yml (${out}/checksums.yml; a newer version goes above the older ones under each architecture):"
+cat "${out}/checksums.yml"

@@ -69,11 +69,10 @@ step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
 hack/build/venv.sh
 step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
 "$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
-step "build the binary, the collection's modules and its tarball"
+step "build the binary and the release (make release: the size budget, the collection's modules and tarball, the bare binaries, SHA256SUMS, kubespray's checksums.yml lines)"
 make --no-print-directory build
-hack/build/dist.sh
-step "binary size budget"
-hack/build/size.sh --check
+hack/build/release.sh
+hack/verify/release.sh
 step "ansible lint"
 hack/verify/lint-ansible.sh
 step "ansible-test sanity on the collection"

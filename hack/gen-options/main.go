@@ -1,7 +1,7 @@
 // Command gen-options writes what the option table (OptionTable in
 // internal/app/optiontable.go) documents:
 //
-//   - plugins/modules/kube_proxy_sync_linux_{amd64,arm64,arm,ppc64le}.yml, the binary
+//   - plugins/modules/kube_proxy_sync_linux_{amd64,arm64,ppc64le}.yml, the binary
 //     modules' docs: module-docs.yml.in (this directory) for each
 //     architecture, with the options from the table;
 //   - in the role roles/kpsync: the options of

@@ -17,11 +17,11 @@ import (
 var moduleTemplate string
 
 // arches are the architectures whose modules the collection ships, as
-// GOARCH and `uname -m`: every one kubespray supports (its image_arch, as
-// its checksums name them), the same as RELEASE_ARCHES in hack/lib.sh
+// GOARCH and `uname -m`: every one a kubespray control plane can have (its
+// image_arch, as its kubeadm checksums name them), the same as RELEASE_ARCHES in hack/lib.sh
 // (TestArchesAreTheReleaseArches).
 var arches = []struct{ arch, machine string }{
-	{"amd64", "x86_64"}, {"arm64", "aarch64"}, {"arm", "armv7l"}, {"ppc64le", "ppc64le"},
+	{"amd64", "x86_64"}, {"arm64", "aarch64"}, {"ppc64le", "ppc64le"},
 }
 
 // docsWidth is where the docs' lines wrap.

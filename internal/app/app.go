@@ -53,6 +53,8 @@ const (
 type Streams struct {
 	Out    io.Writer
 	ErrOut io.Writer
+	// In is what --kubeadm-config - reads; nil reads nothing.
+	In io.Reader
 }
 
 // SoftMemoryLimit is the Go runtime's soft memory limit for the process,
@@ -80,7 +82,7 @@ func Main() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, Streams{Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:], Deps{Clock: clock.RealClock{}})
+	return Run(ctx, Streams{Out: os.Stdout, ErrOut: os.Stderr, In: os.Stdin}, os.Args[1:], Deps{Clock: clock.RealClock{}})
 }
 
 // Deps lets tests inject the clock and a ready client.
@@ -156,6 +158,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return fail(streams, o, nil, err)
 		}
 	} else {
+		o.stdin = streams.In
 		fs := pflag.NewFlagSet("kube-proxy-sync", pflag.ContinueOnError)
 		fs.SetOutput(streams.ErrOut)
 		o.AddFlags(fs)

@@ -507,6 +507,51 @@ func TestKubeadmConfigRendersTheConfigMap(t *testing.T) {
 	assert.Zero(t, writes(r.client), "nothing written")
 }
 
+// --kubeadm-config - takes the kubeadm configuration on standard input and
+// hands it to kubeadm as /dev/stdin, so a configuration with a join token
+// and certificate key needs no file; empty input, and the module (which has
+// no standard input), are refused with nothing written.
+func TestKubeadmConfigFromStdin(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kubeadm")
+	rendered := "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\ndata:\n" +
+		"  config.conf: |-\n    apiVersion: kubeproxy.config.k8s.io/v1alpha1\n    kind: KubeProxyConfiguration\n    mode: ipvs\n"
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n[ \"$6\" = /dev/stdin ] || { echo \"config $6\" >&2; exit 1; }\n"+
+		"[ \"$(cat \"$6\")\" = 'kind: InitConfiguration' ] || { echo 'not the configuration piped in' >&2; exit 1; }\n"+
+		"cat <<'END'\n"+rendered+"END\n"), 0o755))
+	runIn := func(in io.Reader, args ...string) runResult {
+		cm, ds := seed()
+		client, api := kubefake.New(cm, ds)
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut, In: in}, args,
+			Deps{Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api})
+		return runResult{code, out.String(), errOut.String(), client}
+	}
+
+	r := runIn(strings.NewReader("kind: InitConfiguration\n"), "--output", "json", "--check", "--diff", "--kubeadm", fake, "--kubeadm-config", "-")
+	require.Equal(t, ExitOK, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.NotNil(t, res.Diff)
+	assert.Contains(t, res.Diff.After, "mode: ipvs", "kubeadm's rendering of what came in")
+
+	r = runIn(strings.NewReader("kind: ClusterConfiguration\n"), "--output", "json", "--kubeadm", fake, "--kubeadm-config", "-")
+	assert.Equal(t, ExitFailed, r.code)
+	assert.Contains(t, r.stdout, "not the configuration piped in")
+
+	r = runIn(strings.NewReader(" \n"), "--output", "json", "--kubeadm", fake, "--kubeadm-config", "-")
+	assert.Equal(t, ExitFailed, r.code)
+	assert.Contains(t, r.stdout, "standard input is empty")
+	assert.Zero(t, writes(r.client), "nothing written")
+
+	args := filepath.Join(dir, "args.json")
+	require.NoError(t, os.WriteFile(args, []byte(`{"kubeadm": "`+fake+`", "kubeadm_config": "-"}`), 0o600))
+	r = runIn(strings.NewReader("kind: InitConfiguration\n"), args)
+	assert.Equal(t, ExitFailed, r.code)
+	assert.Contains(t, r.stdout, "only the command reads")
+	assert.Zero(t, writes(r.client), "nothing written")
+}
+
 // --image kubeadm takes the image kubeadm renders (an upgrade's); without
 // --kubeadm-config, or when kubeadm renders no DaemonSet, it is refused
 // before anything is read.

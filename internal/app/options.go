@@ -1,8 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,7 +73,14 @@ func (o *Options) Validate(ctx context.Context) error {
 		if o.Manifest != "" {
 			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
 		}
-		r, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig)
+		var data []byte
+		if o.KubeadmConfig == kubeadm.Stdin {
+			var err error
+			if data, err = o.readStdin(); err != nil {
+				return err
+			}
+		}
+		r, err := kubeadm.Render(ctx, o.Kubeadm, o.KubeadmConfig, data)
 		if err != nil {
 			return err
 		}
@@ -218,4 +227,22 @@ func trafficPaths(v string) []string {
 		}
 	}
 	return out
+}
+
+// readStdin reads the kubeadm configuration --kubeadm-config - names, at
+// most configmap.MaxSize bytes, from the command's standard input.
+func (o *Options) readStdin() ([]byte, error) {
+	if o.stdin == nil {
+		return nil, fmt.Errorf("--kubeadm-config -: the configuration comes from standard input, which only the command reads; pass a file's path")
+	}
+	data, err := io.ReadAll(io.LimitReader(o.stdin, configmap.MaxSize+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--kubeadm-config -: read standard input: %w", err)
+	case len(data) > configmap.MaxSize:
+		return nil, fmt.Errorf("--kubeadm-config -: standard input holds more than %d bytes: not a kubeadm configuration", configmap.MaxSize)
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, fmt.Errorf("--kubeadm-config -: standard input is empty: pipe the kubeadm configuration in (ansible.builtin.command's stdin)")
+	}
+	return data, nil
 }

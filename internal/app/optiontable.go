@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -90,6 +91,9 @@ type Options struct {
 	// image is the image the container should run: Image, or kubeadm's
 	image  string
 	module bool
+	// stdin is the command's standard input, which --kubeadm-config - reads
+	// (nil for the module, which has none)
+	stdin io.Reader
 }
 
 // Option is one row of the option table: everything the flag, the Ansible
@@ -244,7 +248,10 @@ func OptionTable() []Option {
 				"from this file (with the host's O(kubeadm); it needs no cluster) is applied like O(manifest), so every " +
 				"KubeProxyConfiguration setting and default the file means reaches kube-proxy, with no mapping. kubeadm always " +
 				"renders C(kube-system/kube-proxy); its data goes to the ConfigMap O(namespace)/O(configmap) names.\n\n" +
-				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).",
+				"O(server) then sets the server (a key set back to what it was is no change). Not with O(manifest).\n\n" +
+				"On the command line, C(-) reads the configuration from standard input and hands it to kubeadm as " +
+				"C(/dev/stdin): a configuration that holds a join token or certificate key never touches a disk " +
+				"(kubespray's opt-in pipes its rendered template in). The module has no standard input.",
 			RoleDefault: `""`,
 			// the file the role rendered from kpsync_kubeadm_config_template, else this one (vars/main.yml)
 			RolePass: "{{ _kpsync_kubeadm_config | default(omit, true) }}",

@@ -50,16 +50,30 @@ type Rendered struct {
 	ImageErr error
 }
 
+// Stdin, as the config of Render, hands kubeadm the configuration given as
+// data on its standard input (/dev/stdin): the configuration, which holds
+// kubeadm's join token and certificate key, never touches a disk.
+const Stdin = "-"
+
 // Render runs binary (a path, or a name looked up in PATH) on the kubeadm
-// configuration file config and returns what kubeadm would write.
-func Render(ctx context.Context, binary, config string) (*Rendered, error) {
+// configuration file config, or on data when config is Stdin, and returns
+// what kubeadm would write.
+func Render(ctx context.Context, binary, config string, data []byte) (*Rendered, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm %q: %w: kube-proxy-sync runs the host's kubeadm to render kube-proxy's config from --kubeadm-config; install it or pass --kubeadm PATH", binary, err)
 	}
 	run, cancel := context.WithTimeoutCause(ctx, time.Minute, errors.New("kubeadm took longer than a minute"))
 	defer cancel()
-	cmd := exec.CommandContext(run, path, "init", "phase", "addon", "kube-proxy", "--config", config, "--print-manifest")
+	file := config
+	if config == Stdin {
+		file = "/dev/stdin"
+		config = "- (stdin)"
+	}
+	cmd := exec.CommandContext(run, path, "init", "phase", "addon", "kube-proxy", "--config", file, "--print-manifest")
+	if file == "/dev/stdin" {
+		cmd.Stdin = bytes.NewReader(data)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -81,16 +81,38 @@ func TestRenderRunsKubeadm(t *testing.T) {
 		"[ \"$*\" = \"init phase addon kube-proxy --config /etc/kubeadm.yaml --print-manifest\" ] || { echo \"unexpected arguments: $*\" >&2; exit 3; }\n" +
 		"cat <<'END'\n" + printed + "END\n"
 	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
-	r, err := Render(context.Background(), fake, "/etc/kubeadm.yaml")
+	r, err := Render(context.Background(), fake, "/etc/kubeadm.yaml", nil)
 	require.NoError(t, err)
 	assert.Contains(t, r.ConfigMap.Data["config.conf"], "mode: ipvs")
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
 
-	_, err = Render(context.Background(), fake, "/other.yaml")
+	_, err = Render(context.Background(), fake, "/other.yaml", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unexpected arguments")
 
-	_, err = Render(context.Background(), filepath.Join(dir, "missing"), "/etc/kubeadm.yaml")
+	_, err = Render(context.Background(), filepath.Join(dir, "missing"), "/etc/kubeadm.yaml", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pass --kubeadm PATH")
+}
+
+// With Stdin, kubeadm reads the configuration from /dev/stdin, fed the
+// data: nothing is written to a file.
+func TestRenderFeedsStdin(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kubeadm")
+	// prints the manifests only when its --config is /dev/stdin and what it
+	// reads there is the configuration given
+	script := "#!/bin/sh\n" +
+		"[ \"$*\" = \"init phase addon kube-proxy --config /dev/stdin --print-manifest\" ] || { echo \"unexpected arguments: $*\" >&2; exit 3; }\n" +
+		"[ \"$(cat /dev/stdin)\" = \"kind: InitConfiguration\" ] || { echo 'stdin is not the configuration' >&2; exit 4; }\n" +
+		"cat <<'END'\n" + printed + "END\n"
+	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
+	r, err := Render(context.Background(), fake, Stdin, []byte("kind: InitConfiguration"))
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
+
+	_, err = Render(context.Background(), fake, Stdin, []byte("kind: Other"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stdin is not the configuration")
+	assert.Contains(t, err.Error(), "--config - (stdin)")
 }
