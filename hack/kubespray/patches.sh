@@ -3,11 +3,15 @@
 # kubespray checkout, never written into it (each check works on a copy of its
 # committed tree, from git archive):
 #   KUBESPRAY_DIR=<kubespray checkout> hack/kubespray/patches.sh
-# For each patch: git apply --check on the checkout alone, then the series in
-# order; on each copy (each patch alone, and the series), kubespray's own
-# yamllint config on the touched YAML files, ansible-lint (kubespray's
-# .ansible-lint, --offline) on the touched files when the toolchain has it,
-# and ansible-playbook --syntax-check of cluster.yml and upgrade-cluster.yml.
+# For each patch: git apply --check on the checkout alone (a patch whose
+# description says "Applies on top of" the ones before it, the opt-in, on top
+# of them), then the series in order; on each copy (each patch alone, and the
+# series), kubespray's own yamllint config on the touched YAML files,
+# ansible-lint (kubespray's .ansible-lint, --offline) on the touched files
+# when the toolchain has it, ansible-playbook --syntax-check of cluster.yml
+# and upgrade-cluster.yml, and their --list-tasks --tags kube-proxy against
+# the unpatched checkout's: every task a patch adds or removes there must be
+# kube-proxy's (its name or file says so), so the tag pulls in nothing else.
 # KUBESPRAY_PRS="13066 13392 13397" also checks each patch alone on those pull
 # requests' heads, when the checkout has their refs/pull/N/head.
 # Needs the kubespray toolchain (hack/build/venv.sh kubespray). Prints one line
@@ -33,6 +37,12 @@ report() { printf '%-6s %s\n' "$1" "$2"; [[ "$1" != FAIL ]] || failed=1; }
 tree() { git init -q "$2" && git -C "${KUBESPRAY_DIR}" archive "$1" | tar -x -C "$2"; }
 # touched PATCH: the files a patch changes
 touched() { sed -n 's|^+++ b/||p' "$1"; }
+
+# tasks DIR PLAYBOOK: its --list-tasks --tags kube-proxy, one task per line
+tasks() {
+  (cd "$1" && ansible-playbook -i "${work}/inventory.ini" "$2" --list-tasks --tags kube-proxy) 2>"${work}/err" |
+    sed -n 's/^      //p' | sed 's/[[:space:]]*TAGS: .*//'
+}
 
 lint() { # DIR NAME PATCH...: the checks on a patched copy
   local dir="$1" name="$2" files=() yaml=()
@@ -62,22 +72,43 @@ lint() { # DIR NAME PATCH...: the checks on a patched copy
     else
       report FAIL "${name}: --syntax-check ${playbook}"; sed 's/^/       /' "${work}/out"
     fi
+    local added
+    added="$(diff <(tasks "${work}/base" "${playbook}") <(tasks "${dir}" "${playbook}") | sed -n 's/^[<>] //p' || true)"
+    if [[ -z "${added}" ]]; then
+      report ok "${name}: --list-tasks --tags kube-proxy ${playbook}: the same tasks as unpatched"
+    elif ! grep -viE 'kube[-_]proxy' <<<"${added}" >"${work}/out"; then
+      report ok "${name}: --list-tasks --tags kube-proxy ${playbook}: adds or removes only kube-proxy's: $(tr '\n' ';' <<<"${added}")"
+    else
+      report FAIL "${name}: --list-tasks --tags kube-proxy ${playbook} adds tasks that are not kube-proxy's"
+      sed 's/^/       /' "${work}/out"
+    fi
   done
 }
 
 head="$(git -C "${KUBESPRAY_DIR}" rev-parse HEAD)"
 log "kubespray ${head} ($(git -C "${KUBESPRAY_DIR}" log -1 --format='%cs %s' HEAD)), $(ansible --version | sed -n 1p)"
 
+# an inventory for --list-tasks: two control planes, a worker
+printf '%s\n' '[kube_control_plane]' 'cp1 ansible_host=192.0.2.1' 'cp2 ansible_host=192.0.2.2' \
+  '[etcd]' 'cp1' '[kube_node]' 'w1 ansible_host=192.0.2.3' >"${work}/inventory.ini"
+tree HEAD "${work}/base"
+
+before=()
 for p in "${patches[@]}"; do
   name="$(basename "${p}")"
   dir="${work}/alone-${name%%-*}"
   tree HEAD "${dir}"
-  if git -C "${dir}" apply --check "${p}" 2>"${work}/out" && (cd "${dir}" && git apply "${p}"); then
-    report ok "${name}: applies alone ($(touched "${p}" | xargs))"
-    lint "${dir}" "${name%%-*} alone" "${p}"
-  else
-    report FAIL "${name}: does not apply alone"; sed 's/^/       /' "${work}/out"
+  under=() how="alone"
+  if grep -q '^Applies on top of' "${p}"; then
+    under=("${before[@]}") how="on top of the ones before it"
   fi
+  if (cd "${dir}" && for q in "${under[@]}"; do git apply "${q}"; done && git apply --check "${p}" && git apply "${p}") 2>"${work}/out"; then
+    report ok "${name}: applies ${how} ($(touched "${p}" | xargs))"
+    lint "${dir}" "${name%%-*} ${how}" "${under[@]}" "${p}"
+  else
+    report FAIL "${name}: does not apply ${how}"; sed 's/^/       /' "${work}/out"
+  fi
+  before+=("${p}")
 done
 
 dir="${work}/series"
