@@ -344,9 +344,10 @@ func TestArchesEverywhere(t *testing.T) {
 
 // kubespray is removing `| default()` from variables its kubespray_defaults
 // role defines (every play loads it, so the default is dead code that hides
-// a rename). Neither the role nor the kubespray patches may put one on a
-// variable the stub of kubespray_defaults holds (the ones the role reads,
-// as kubespray defines them) or one the patches add to kubespray_defaults.
+// a rename). Neither the role nor the kubespray patch series
+// (docs/kubespray/0*.patch) may put one on a variable the stub of
+// kubespray_defaults holds (as kubespray defines them) or one the patches
+// add to kubespray_defaults.
 func TestNoDefaultOnKubesprayVariables(t *testing.T) {
 	stub := filepath.Join(checkoutDir, "molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles/kubespray_defaults")
 	defined := map[string]bool{}
@@ -359,7 +360,7 @@ func TestNoDefaultOnKubesprayVariables(t *testing.T) {
 			defined[name] = true
 		}
 	}
-	patches, err := filepath.Glob(filepath.Join(checkoutDir, "docs/kubespray*.patch"))
+	patches, err := filepath.Glob(filepath.Join(checkoutDir, "docs/kubespray/0*.patch"))
 	require.NoError(t, err)
 	require.NotEmpty(t, patches)
 	var sources []string
