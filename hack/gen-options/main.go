@@ -132,7 +132,6 @@ func generate(checkout fs.FS, table []app.Option) (map[string][]byte, error) {
 		return nil, err
 	}
 	blocks[readmePath] = map[string]string{"flags": flags, "result": result, "layout": layout, "docs": docs}
-	blocks[roleVarsPath] = map[string]string{"ipvs": ipvsMinorsBlock()}
 	for _, path := range sortedKeys(blocks) {
 		old, err := fs.ReadFile(checkout, path)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 )
 
 const roleDir = "roles/kpsync/"
@@ -15,15 +14,13 @@ const roleDir = "roles/kpsync/"
 var roleOnly = []app.Option{
 	{
 		Role: "kpsync_kubeadm_config_template", RoleType: "str",
-		RoleDefault: `"{{ _kpsync_kubespray_kubeadm_template if _kpsync_kubespray_derived | bool else '' }}"`,
+		RoleDefault: `""`,
 		Help: "A kubeadm configuration template (Jinja) that the role renders with the variables of this run into a " +
 			"temporary file on the host that runs the module, passes as O(kubeadm_config), and removes afterwards. " +
 			"Rendered in check mode and under any C(--tags) too, so kube-proxy's settings are never those an earlier run " +
 			"left in a file. Found as C(ansible.builtin.template) finds its C(src): a relative name in the templates of " +
 			"this role and of the role that includes it. Not with O(kubeadm_config).\n\n" +
-			"Empty by default; in the kubespray entry point, kubespray's C(kubeadm-config.v1beta4.yaml.j2), which Ansible " +
-			"finds in kubespray's control-plane role, the role that includes this one (C(docs/kubespray.patch)), with " +
-			"the C(kube_proxy_*) defaults of that role.",
+			"Empty by default: no template.",
 	},
 	{
 		Role: "kpsync_delegate_to", RoleType: "str",
@@ -240,15 +237,4 @@ func rolePass(opt app.Option) string {
 		return "{{ " + v + " | default(omit, true) }}"
 	}
 	return "{{ " + v + " }}"
-}
-
-// roleVarsPath is the role's vars file, whose generated block holds the
-// minors of kube-proxy's ipvs end as the binary's upgrade guard has them,
-// for the role's own check (tasks/proxy_mode.yml).
-const roleVarsPath = roleDir + "vars/main.yml"
-
-// ipvsMinorsBlock is that block.
-func ipvsMinorsBlock() string {
-	return fmt.Sprintf("_kpsync_ipvs_deprecated_minor: %d\n_kpsync_ipvs_off_minor: %d\n_kpsync_ipvs_locked_minor: %d\n",
-		kpsync.IPVSDeprecatedMinor, kpsync.IPVSOffMinor, kpsync.IPVSLockedMinor)
 }

@@ -137,7 +137,7 @@ type Option struct {
 	// "": omitted when empty; else as it is).
 	RolePass string
 	// RoleDefaultText says in the role's README what a templated
-	// RoleDefault is (in both entry points), in the markup of Help.
+	// RoleDefault is, in the markup of Help.
 	RoleDefaultText string
 	// RoleType is the type in argument_specs.yml, when not the module's.
 	RoleType string
@@ -155,11 +155,10 @@ func OptionTable() []Option {
 			Flag: "kubeconfig", Arg: "kubeconfig", Role: "kpsync_kubeconfig", Since: "1.0.0",
 			DefaultText: "C($KUBECONFIG), C(~/.kube/config), in-cluster",
 			Help:        "Path to the kubeconfig; empty uses C($KUBECONFIG), C(~/.kube/config), or the in-cluster config.",
-			RoleDefault: `"{{ kube_config_dir ~ '/admin.conf' if _kpsync_kubespray else '/etc/kubernetes/admin.conf' }}"`,
+			RoleDefault: "/etc/kubernetes/admin.conf",
 			RoleType:    "path",
-			RoleNote: "The role needs one: kubeadm's C(/etc/kubernetes/admin.conf) by default; in the kubespray entry point, " +
-				"C(admin.conf) in kubespray's C(kube_config_dir); on the host that runs the module.",
-			field: func(o *Options) any { return &o.Kubeconfig },
+			RoleNote:    "The role needs one: kubeadm's C(/etc/kubernetes/admin.conf) by default, on the host that runs the module.",
+			field:       func(o *Options) any { return &o.Kubeconfig },
 		},
 		{
 			Flag: "context", Arg: "context", Role: "kpsync_context", Since: "1.0.0",
@@ -203,11 +202,8 @@ func OptionTable() []Option {
 				"https only: V(http://) is refused unless O(allow_insecure_server) (kube-proxy would send its service-account token " +
 				"in clear text); user info (V(user:password@)) is always refused and never shown. A C(kubeconfig.conf) with " +
 				"C(insecure-skip-tls-verify: true) (live, or from O(manifest)) runs with a warning.",
-			RoleDefault:     `"{{ (_kpsync_kubespray_server | default('', true)) if _kpsync_kubespray_derived | bool else '' }}"`,
-			RolePass:        `{{ kpsync_server | default(omit, true) }}`,
-			RoleDefaultText: `V("") (left as it is); in the kubespray entry point, as kubespray decides it`,
-			RoleNote:        "Empty by default; in the kubespray entry point, decided as kubespray's kubeadm role decides it (docs/kubespray.md).",
-			field:           func(o *Options) any { return &o.Server },
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Server },
 		},
 		{
 			Flag: "allow-insecure-server", Arg: "allow_insecure_server", Role: "kpsync_allow_insecure_server", Since: "1.0.0",
@@ -227,11 +223,9 @@ func OptionTable() []Option {
 			See:         "Validation",
 			RoleDefault: "{}",
 			RolePass:    "{{ kpsync_settings | default(omit, true) }}",
-			RoleNote: "Empty changes no setting. In the kubespray entry point these are set over kubeadm's rendering of kubespray's " +
-				"kubeadm config, and every kubeadm upgrade drops them again (a rollout to put them back): keep kube-proxy's " +
-				"settings in kubespray's variables.",
-			field: func(o *Options) any { return &o.Set },
-			parse: setArg,
+			RoleNote:    "Empty changes no setting.",
+			field:       func(o *Options) any { return &o.Set },
+			parse:       setArg,
 		},
 		{
 			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kpsync_manifest", Since: "1.0.0",
@@ -255,20 +249,15 @@ func OptionTable() []Option {
 			RoleDefault: `""`,
 			// the file the role rendered from kpsync_kubeadm_config_template, else this one (vars/main.yml)
 			RolePass: "{{ _kpsync_kubeadm_config | default(omit, true) }}",
-			RoleNote: "Empty by default, in the kubespray entry point too, which renders kubespray's kubeadm config template " +
-				"instead (C(kpsync_kubeadm_config_template)) rather than read the file kubespray last wrote. Not with " +
-				"C(kpsync_kubeadm_config_template).",
-			field: func(o *Options) any { return &o.KubeadmConfig },
+			RoleNote: "Not with C(kpsync_kubeadm_config_template).",
+			field:    func(o *Options) any { return &o.KubeadmConfig },
 		},
 		{
 			Flag: "kubeadm", Arg: "kubeadm", Role: "kpsync_kubeadm", Since: "1.0.0",
-			Default:         "kubeadm",
-			Help:            "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
-			RoleDefault:     `"{{ bin_dir ~ '/kubeadm' if _kpsync_kubespray else '' }}"`,
-			RolePass:        "{{ kpsync_kubeadm | default(omit, true) }}",
-			RoleDefaultText: `V("") (C(kubeadm) in C(PATH)); in the kubespray entry point, C({{ bin_dir }}/kubeadm)`,
-			RoleNote:        "Empty by default (V(kubeadm) in C(PATH)); in the kubespray entry point, C(kubeadm) in kubespray's C(bin_dir).",
-			field:           func(o *Options) any { return &o.Kubeadm },
+			Default:     "kubeadm",
+			Help:        "The kubeadm binary O(kubeadm_config) runs, a path or a name looked up in C(PATH).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Kubeadm },
 		},
 		{
 			Flag: "probe-path", Arg: "probe_path", Role: "kpsync_probe_path", Since: "1.0.0",
@@ -276,11 +265,8 @@ func OptionTable() []Option {
 			Help: "Readiness probe path of the kube-proxy container. V(auto) picks V(/livez) for kube-proxy 1.28 and newer and " +
 				"V(/healthz) before; V(none) leaves the probe alone.\n\n" +
 				"A probe change rolls the DaemonSet, so it is a restart of its own.",
-			RoleDefault:     `"{{ 'none' if _kpsync_kubespray else 'auto' }}"`,
-			RoleDefaultText: "V(auto); in the kubespray entry point, V(none)",
-			RoleNote: "V(auto) by default; V(none) in the kubespray entry point, where kubeadm's DaemonSet has no probe and every " +
-				"kubeadm upgrade would remove it again.",
-			field: func(o *Options) any { return &o.ProbePath },
+			RoleDefault: "auto",
+			field:       func(o *Options) any { return &o.ProbePath },
 		},
 		{
 			Flag: "kube-proxy-version", Arg: "kube_proxy_version", Role: "kpsync_kube_proxy_version", Since: "1.0.0",
@@ -422,7 +408,6 @@ func OptionTable() []Option {
 				"ControllerRevisions no longer show: C(kubectl rollout undo) puts back config and image together.\n\n" +
 				"Not with O(set), O(server), O(manifest) or O(kubeadm_config).",
 			RoleDefault: "false",
-			RoleNote:    "In the kubespray entry point an undo passes no server and no kubeadm config.",
 			field:       func(o *Options) any { return &o.Undo },
 		},
 		{
@@ -474,12 +459,8 @@ func OptionTable() []Option {
 			Default: DefaultTrafficImage,
 			Help: "With O(verify_traffic), the image of the probe pod (it only sleeps: the kubelet's own TCP probe makes the " +
 				"connection); use one every node has, like the kubelet's pause image.",
-			RoleDefault:     `"{{ (pod_infra_image_repo ~ ':' ~ pod_infra_image_tag) if _kpsync_kubespray else '' }}"`,
-			RolePass:        "{{ kpsync_verify_traffic_image | default(omit, true) }}",
-			RoleDefaultText: `V("") (the binary's); in the kubespray entry point, kubespray's pause image (C(pod_infra_image_repo):C(pod_infra_image_tag))`,
-			RoleNote: "Empty by default (the binary's); in the kubespray entry point, the pause image kubespray gives the kubelet " +
-				"(C(pod_infra_image_repo):C(pod_infra_image_tag)), which every node has, in an air-gapped cluster too.",
-			field: func(o *Options) any { return &o.VerifyTrafficImg },
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.VerifyTrafficImg },
 		},
 		{
 			Flag: "verify-traffic-paths", Metavar: "PATH,...", Arg: "verify_traffic_paths", Role: "kpsync_verify_traffic_paths", Since: "1.0.0",

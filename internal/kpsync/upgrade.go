@@ -27,8 +27,6 @@ import (
 const (
 	// IPVSOffMinor is the first minor whose KubeProxyIPVS gate is off by
 	// default, IPVSLockedMinor the first where it cannot be turned on.
-	// The role's proxy_mode check has them too (generated, see
-	// hack/gen-options).
 	IPVSOffMinor    = 40
 	IPVSLockedMinor = 43
 	// IPVSDeprecatedMinor is the minor that deprecated ipvs mode.
