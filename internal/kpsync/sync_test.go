@@ -623,7 +623,9 @@ func TestRestartRequestsDoNotGrowWithNodes(t *testing.T) {
 		// moves to, so every pod counts as updated and Ready at once: the
 		// wait ends before its watch, which costs one request whatever the size
 		ds.Annotations["deprecated.daemonset.template.generation"] = "1"
-		ds.Status.DesiredNumberScheduled = int32(nodes)
+		// a DaemonSet at rest: its controller saw the template, every pod runs it
+		ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled = int32(nodes), int32(nodes)
+		ds.Status.ObservedGeneration = ds.Generation
 		objs := liveFleet(ds, nodes)
 		for _, o := range objs {
 			if p, ok := o.(*corev1.Pod); ok {

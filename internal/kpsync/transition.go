@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,6 +141,16 @@ func observeTransition(ctx context.Context, e *env, p plan) (transition, error) 
 		fromModes:   map[string][]string{},
 	}
 	t.to = modeAt(t.toText, t.toVersion)
+	if t.moves && rolloutBehind(p.ds) {
+		// another writer's image change (kubectl set image), or an earlier
+		// run's, that not every pod runs yet: the nodes still on an older
+		// image move from it
+		v, err := oldestPodVersion(ctx, e, p, t.fromVersion)
+		if err != nil {
+			return t, err
+		}
+		t.fromVersion = v
+	}
 	running, err := runningConfig(ctx, e, p)
 	if err != nil {
 		return t, err
@@ -241,6 +252,54 @@ func observeTransition(ctx context.Context, e *env, p plan) (transition, error) 
 		sort.Strings(t.fromModes[m])
 	}
 	return t, nil
+}
+
+// rolloutBehind: the DaemonSet's controller has not yet seen its
+// template, or some of its pods run an older one.
+func rolloutBehind(ds *appsv1.DaemonSet) bool {
+	st := ds.Status
+	return st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled < st.DesiredNumberScheduled
+}
+
+// oldestPodVersion is the oldest kube-proxy version a pod of the DaemonSet
+// runs, given the template's (""). "" when a pod runs an image whose
+// version its tag does not tell: unknown, judged as the riskiest.
+func oldestPodVersion(ctx context.Context, e *env, p plan, template string) (string, error) {
+	o := e.o
+	sel, err := metav1.LabelSelectorAsSelector(p.ds.Spec.Selector)
+	if err != nil || p.ds.Spec.Selector == nil {
+		return template, nil
+	}
+	oldest := template
+	err = kube.Pager(func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+		lo.LabelSelector = sel.String()
+		return e.d.Kube.Pods(o.Namespace).List(ctx, lo)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || oldest == "" {
+			return nil
+		}
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != p.ds.UID {
+			return nil
+		}
+		image := podImage(pod, o.Container)
+		if image == "" {
+			return nil
+		}
+		v, err := probe.ImageVersion(image)
+		if err != nil {
+			oldest = ""
+			return nil
+		}
+		if old, err := version.ParseGeneric(oldest); err == nil && v.LessThan(old) {
+			oldest = v.String()
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("list the pods of daemonset %s/%s, whose rollout is not finished, for the versions they run: %w (the kubeconfig user needs list on pods)", o.Namespace, o.DaemonSet, err)
+	}
+	return oldest, nil
 }
 
 // stampedRecord is the config a pod that mounts the record and started

@@ -2,6 +2,7 @@ package kpsync
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -178,7 +180,7 @@ func editedRecord(t *testing.T, n int, config string) *rollingFixture {
 	return f
 }
 
-func nodeName(i int) string { return "node-" + string(rune('0'+i)) }
+func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
 
 // The documented kubeadm way: edit the record to mode: nftables, then run
 // with that mode. The pods run what they started on, which the cluster no
@@ -271,4 +273,48 @@ func TestTransitionRestartNeverIsJudgedAsTheMoveItLeaves(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node-1 (kernel 4.18.0-553.el8_10.x86_64)")
 	assert.Empty(t, f.writes())
+}
+
+// Another writer's image change that not every pod runs yet (kubectl set
+// image on a DaemonSet whose rollout has not finished) is judged from the
+// pods: a settings change on an nftables fleet whose template already names
+// 1.31 while its pods still run 1.30 moves those nodes onto 1.31, so it
+// checks their kernels. Once every pod runs 1.31 it does not.
+func TestTransitionAnotherWritersImageIsJudgedFromThePods(t *testing.T) {
+	for _, behind := range []bool{true, false} {
+		f := fleetOn(t, 2, "registry.k8s.io/kube-proxy:v1.31.2", withMode("nftables", ""))
+		f.setKernel(t, "node-0", "6.8.0-49-generic")
+		f.setKernel(t, "node-1", "5.10.0-32-amd64")
+		ctx := context.Background()
+		ds := f.daemonSet(t)
+		if behind {
+			// the template moved, the controller replaced no pod yet
+			ds.Status.UpdatedNumberScheduled = 0
+			_, err := f.client.AppsV1().DaemonSets("kube-system").UpdateStatus(ctx, ds, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		for i := range 2 {
+			pods := f.client.CoreV1().Pods("kube-system")
+			pod, err := pods.Get(ctx, "kube-proxy-"+nodeName(i)+"-1", metav1.GetOptions{})
+			require.NoError(t, err)
+			image := "registry.k8s.io/kube-proxy:v1.31.2"
+			if behind {
+				image = "registry.k8s.io/kube-proxy:v1.30.4"
+			}
+			pod.Spec.Containers = []corev1.Container{{Name: "kube-proxy", Image: image}}
+			_, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		_, err := f.run(t, Options{Check: true, Spec: configmap.Spec{Settings: []kpconfig.Setting{{Path: "conntrack.maxPerCore", Value: "65536"}}}})
+		if !behind {
+			if err != nil {
+				assert.NotContains(t, err.Error(), "kernel")
+			}
+			continue
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "node-1 (kernel 5.10.0-32-amd64)")
+		assert.Contains(t, err.Error(), "nothing was written")
+		assert.Empty(t, f.writes())
+	}
 }
