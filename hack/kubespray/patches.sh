@@ -130,14 +130,25 @@ for pr in ${KUBESPRAY_PRS:-}; do
     report skip "#${pr}: no refs/pull/${pr}/head in the checkout (git fetch origin pull/${pr}/head:refs/pull/${pr}/head)"
     continue
   fi
-  dir="${work}/pr-${pr}"
-  tree "refs/pull/${pr}/head" "${dir}"
+  short="$(git -C "${KUBESPRAY_DIR}" rev-parse --short "refs/pull/${pr}/head")"
+  before=()
   for p in "${patches[@]}"; do
-    if (cd "${dir}" && git apply --check "${p}") >"${work}/out" 2>&1; then
-      report ok "#${pr} ($(git -C "${KUBESPRAY_DIR}" rev-parse --short "refs/pull/${pr}/head")): $(basename "${p}") applies"
-    else
-      report no "#${pr} ($(git -C "${KUBESPRAY_DIR}" rev-parse --short "refs/pull/${pr}/head")): $(basename "${p}") does not apply: $(head -c 200 "${work}/out" | tr '\n' ' ')"
+    # alone, or (the opt-in) on top of those before it that apply there
+    dir="${work}/pr-${pr}-$(basename "${p%%-*}")"
+    tree "refs/pull/${pr}/head" "${dir}"
+    how="" under=()
+    if grep -q '^Applies on top of' "${p}"; then
+      for q in "${before[@]}"; do
+        if (cd "${dir}" && git apply "${q}") 2>/dev/null; then under+=("${q##*/}"); fi
+      done
+      how=" on top of ${#under[@]} of the ${#before[@]} before it"
     fi
+    if (cd "${dir}" && git apply --check "${p}") >"${work}/out" 2>&1; then
+      report ok "#${pr} (${short}): $(basename "${p}") applies${how}"
+    else
+      report no "#${pr} (${short}): $(basename "${p}") does not apply${how}: $(head -c 200 "${work}/out" | tr '\n' ' ')"
+    fi
+    before+=("${p}")
   done
 done
 
