@@ -32,7 +32,7 @@ var roleOnly = []app.Option{
 	{
 		Role: "kpsync_module", RoleType: "str",
 		RoleDefault: "kube_proxy_sync.kube_proxy_sync.kube_proxy_sync_linux",
-		Help: "The binary module to run, without its C(_amd64), C(_arm64), C(_arm) or C(_ppc64le) suffix, " +
+		Help: "The binary module to run, without its C(_amd64), C(_arm64) or C(_ppc64le) suffix, " +
 			"which the role adds for the target.\n\n" +
 			"The collection's own by default; a module of that name in a C(library/) directory works too.",
 	},

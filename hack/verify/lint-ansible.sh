@@ -42,8 +42,7 @@ for toolchain in "${toolchains[@]}"; do
   (
     ansible_env "${toolchain}"
     export ANSIBLE_CONFIG="${REPO_ROOT}/ansible.cfg"
-    # playbooks/cluster.yml imports kubespray's collection, which is not
-    # installed here: lint it against a stub of that collection.
+    # the molecule kubespray scenario's stand-in for kubespray's collection
     export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}:${REPO_ROOT}/molecule/resources/collections"
     log "[${toolchain}] $(ansible --version | sed -n 1p)"
     log "[${toolchain}] yamllint"

@@ -39,9 +39,16 @@ type cliRun struct {
 // JSON result, which is what Ansible and --output json consumers parse.
 func runCLI(t *testing.T, args ...string) cliRun {
 	t.Helper()
+	return runCLIWithStdin(t, "", args...)
+}
+
+// runCLIWithStdin is runCLI with stdin on the command's standard input
+// (what --kubeadm-config - reads).
+func runCLIWithStdin(t *testing.T, stdin string, args ...string) cliRun {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	start := time.Now()
-	code := app.Run(context.Background(), app.Streams{Out: &out, ErrOut: &errOut}, args, app.Deps{Clock: clock.RealClock{}})
+	code := app.Run(context.Background(), app.Streams{Out: &out, ErrOut: &errOut, In: strings.NewReader(stdin)}, args, app.Deps{Clock: clock.RealClock{}})
 	r := cliRun{Stdout: out.String(), Elapsed: time.Since(start)}
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(out.String()), "\n")+1, "stdout must be one line of JSON: %q\nstderr: %s", out.String(), errOut.String())
 	require.NoError(t, json.Unmarshal(out.Bytes(), &r.result), "stdout must be valid JSON: %q\nstderr: %s", out.String(), errOut.String())

@@ -58,14 +58,14 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		installVersion, upgradeVersion   string
 		// the server kubespray mode decides ("": leave it alone)
 		server string
-		// kpsync_probe_path ("": the entry point's none)
+		// --probe-path ("": none)
 		probe        string
 		wantServer   string
 		wantRollouts int
 	}{
 		{
 			// kubeadm_config_api_fqdn (or loadbalancer_apiserver_localhost
-			// false): kubespray leaves kubeadm's server alone, so does the role
+			// false): kubespray leaves kubeadm's server alone, so does the tool
 			name:            "kubeadm_config_api_fqdn: kubeadm's rollout only",
 			installEndpoint: "api.kube-proxy-sync.test:7443", upgradeEndpoint: "api.kube-proxy-sync.test:7443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
@@ -74,7 +74,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		{
 			// an external load balancer: kubespray makes it kubeadm's
 			// endpoint (kubeadm-setup.yml, "Set kubeadm_config_api_fqdn
-			// define"), the same server its kube-proxy task and the role write
+			// define"), the same server its kube-proxy task and the tool write
 			name:            "external load balancer: kubeadm's rollout only",
 			installEndpoint: "lb.kube-proxy-sync.test:8443", upgradeEndpoint: "lb.kube-proxy-sync.test:8443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
@@ -82,12 +82,12 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		},
 		{
 			// kubespray's default (its localhost load balancer) with the
-			// earlier upgrade patch: the kube-proxy addon written once, by
-			// kubeadm, from a kubeadm config whose endpoint is the server
-			// kubespray wants, so kubeadm's rollout starts every pod on the
-			// right server and the role finds nothing to do (the current
-			// docs/kubespray-upgrade.patch has kubeadm write nothing:
-			// TestKubesprayUpgradePatchedRollsOnceThroughTheTool)
+			// kube-proxy addon written once, by kubeadm, from a kubeadm
+			// config whose endpoint is the server kubespray wants, so
+			// kubeadm's rollout starts every pod on the right server and
+			// the tool finds nothing to do (under the opt-in, patch 0004,
+			// kubeadm writes nothing:
+			// TestKubesprayUpgradeOptInRollsOnceThroughTheTool)
 			name:            "local load balancer, kubespray's upgrade patched: kubeadm's rollout only",
 			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
@@ -95,7 +95,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		},
 		{
 			// the same, upgrade_cluster.yml run again at the same version:
-			// kubeadm's DaemonSet drops the restartedAt of the role's
+			// kubeadm's DaemonSet drops the restartedAt of the tool's
 			// earlier restart, which is a rollout of its own
 			name:            "local load balancer, patched, same version again: one rollout",
 			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
@@ -105,7 +105,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 		{
 			// kubespray's upgrade as it is: kubeadm puts its
 			// controlPlaneEndpoint back into kube-proxy's kubeconfig, its
-			// rollout starts every pod on it, and the role must roll again
+			// rollout starts every pod on it, and the tool must roll again
 			// to put kubespray's server back (kubespray's own tasks
 			// force-delete every pod instead: two restarts as well)
 			name:            "local load balancer, kubespray's upgrade unpatched: two rollouts",
@@ -114,9 +114,10 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			server: "https://127.0.0.1:7443", wantServer: "https://127.0.0.1:7443", wantRollouts: 2,
 		},
 		{
-			// a probe opted into (kpsync_probe_path: auto): kubeadm's
-			// DaemonSet has none, so the role adds it back after every
-			// upgrade, a rollout of its own: why the entry point's default is none
+			// the probe (--probe-path auto, the binary's default): kubeadm's
+			// DaemonSet has none, so after every kubeadm write the tool
+			// adds it back, a rollout of its own (under patch 0004 kubeadm
+			// does not write kube-proxy in an upgrade)
 			name:            "local load balancer, patched, probe opted in: two rollouts",
 			installEndpoint: "10.0.0.1:7443", upgradeEndpoint: "127.0.0.1:7443",
 			installVersion: "v1.33.7", upgradeVersion: "v1.34.4",
@@ -135,8 +136,7 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			c.WaitRolloutComplete(t, 2*time.Minute)
 			// cluster.yml: kubespray mode after kubeadm init, on kubespray's
 			// kubeadm-config.yaml (its controlPlaneEndpoint is the install
-			// one; kubespray-upgrade.patch renders 127.0.0.1 into a file of
-			// its own for the addon)
+			// one)
 			r := runKubesprayMode(t, c, kubeadm, kubesprayKubeadmConfig(t, tc.installVersion, tc.installEndpoint), tc.server, probe)
 			require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 			assert.Equal(t, probe != "none", r.ProbeChanged, "probe changed (probe_path %s)", probe)
@@ -166,8 +166,8 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 			assert.Equal(t, tc.wantRollouts > 1, r.Restarted, "the run after the upgrade restarted kube-proxy: %s", r.Msg)
 			if tc.wantRollouts == 1 && probe == "none" {
 				// what docs/kubespray.md promises an operator sees then
-				assert.True(t, r.Changed, "changed: the role stamps the DaemonSet kubeadm replaced")
-				assert.True(t, r.Adopted, "adopted: kubeadm's rollout started on the data the role wants")
+				assert.True(t, r.Changed, "changed: the tool stamps the DaemonSet kubeadm replaced")
+				assert.True(t, r.Adopted, "adopted: kubeadm's rollout started on the data the tool wants")
 				assert.Empty(t, r.ChangedKeys, "no key changed after a one-rollout upgrade")
 			}
 
@@ -194,22 +194,22 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 	}
 }
 
-// kubespray's upgrade with docs/kubespray-upgrade.patch (and
-// kpsync_enabled): nothing of kubeadm writes kube-proxy during the
+// kubespray's upgrade with patch 0004 (docs/kubespray, kube_proxy_rollout_method:
+// kube-proxy-sync): nothing of kubeadm writes kube-proxy during the
 // upgrade (its addon phase is skipped in upgrade apply and upgrade node,
 // kubespray's "Update kube-proxy configmap after upgrade" is skipped), and
-// once every control plane is upgraded the entry point runs with
-// kpsync_image: kubeadm and kpsync_strategy: canary on
-// kubespray's kubeadm config for the new version (kube-proxy-upgrade.yml).
-// Install as kubeadm init leaves it, then cluster.yml's run of the entry
-// point, then that one run: kube-proxy takes kubeadm's image for the new
-// version and its config in one rollout, each pod replaced once, the
-// canary node first, on kubespray's server, and a rerun does nothing.
-func TestKubesprayUpgradePatchedRollsOnceThroughTheTool(t *testing.T) {
+// in the last control plane's turn the binary runs as 0004's task runs it:
+// kubespray's kubeadm config for the new version on its standard input,
+// --image kubeadm, the canary strategy with health checks.
+// Install as kubeadm init leaves it, then cluster.yml's run, then that one
+// run: kube-proxy takes kubeadm's image for the new version and its config
+// in one rollout, each pod replaced once, the canary node first, on
+// kubespray's server, and a rerun does nothing.
+func TestKubesprayUpgradeOptInRollsOnceThroughTheTool(t *testing.T) {
 	c, kubeadm := kubeadmCluster(t)
 	const endpoint, server = "10.0.0.1:7443", "https://127.0.0.1:7443"
 	c.Reset(t)
-	// kubeadm init's kube-proxy, then cluster.yml's run of the entry point
+	// kubeadm init's kube-proxy, then cluster.yml's run of the tool
 	runKubeadmProxyAddon(t, c, kubeadm, "v1.33.7", endpoint)
 	c.WaitRolloutComplete(t, 2*time.Minute)
 	r := runKubesprayMode(t, c, kubeadm, kubesprayKubeadmConfig(t, "v1.33.7", endpoint), server, "none")
@@ -217,7 +217,7 @@ func TestKubesprayUpgradePatchedRollsOnceThroughTheTool(t *testing.T) {
 	c.WaitRolloutComplete(t, 2*time.Minute)
 	require.Equal(t, "registry.k8s.io/kube-proxy:v1.33.7", c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image)
 
-	// the upgrade: no kubeadm write; the entry point as kube-proxy-upgrade.yml runs it
+	// the upgrade: no kubeadm write; the binary as 0004's task runs it
 	generation := rollout.TemplateGeneration(c.DaemonSet(t))
 	history := watchPods(t, c)
 	states := followPods(t, c, func(map[string]bool) {})
@@ -262,24 +262,22 @@ func TestKubesprayUpgradePatchedRollsOnceThroughTheTool(t *testing.T) {
 	cluster.AssertNoneReplaced(t, uids, c.PodUIDs(t))
 }
 
-// runKubesprayUpgrade runs the module as kubespray-upgrade.patch's
-// kube-proxy-upgrade.yml has the entry point run it: runKubesprayMode's
-// arguments with the image kubeadm renders and the canary strategy.
+// runKubesprayUpgrade runs the command as patch 0004's task does in an
+// upgrade (docs/kubespray/0004-*.patch, kube-proxy-sync.yml): the kubeadm
+// config on its standard input (--kubeadm-config -), the server, the image
+// kubeadm renders, and kube_proxy_sync_extra_args' default (canary, health
+// checks where the nodes answer); the probe left alone and a bound on the
+// run, as the test's other runs.
 func runKubesprayUpgrade(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server string) cliRun {
 	t.Helper()
-	args := map[string]any{
-		"kubeconfig":     c.KubeconfigPath,
-		"namespace":      c.Namespace,
-		"probe_path":     "none",
-		"restart":        "auto",
-		"kubeadm":        kubeadm,
-		"kubeadm_config": kubeadmConfig,
-		"image":          "kubeadm",
-		"strategy":       "canary",
-		"timeout":        "3m",
-		"server":         server,
-	}
-	return runModule(t, moduleArgsJSON(t, args))
+	config, err := os.ReadFile(kubeadmConfig)
+	require.NoError(t, err)
+	return runCLIWithStdin(t, string(config),
+		"--kubeconfig", c.KubeconfigPath, "--namespace", c.Namespace,
+		"--kubeadm", kubeadm, "--kubeadm-config", "-", "--server", server,
+		"--audit-log", filepath.Join(t.TempDir(), "audit.log"), "--output", "json",
+		"--image", "kubeadm", "--strategy", "canary", "--verify-health", "auto",
+		"--probe-path", "none", "--timeout", "3m")
 }
 
 // kubesprayProxyConfig is the KubeProxyConfiguration kubespray's
@@ -343,11 +341,9 @@ func kubesprayExpected(t *testing.T, c *cluster.Cluster) map[string]any {
 	return vars.Expected
 }
 
-// runKubesprayMode runs the module with the arguments the role's kubespray
-// entry point passes (tasks/main.yml with _kpsync_kubespray):
-// kubespray's kubeadm config and kubeadm (kpsync_kubeadm_config,
-// kpsync_kubeadm), its server decision, the probe path (none
-// there unless kpsync_probe_path is set).
+// runKubesprayMode runs the module with what patch 0004's task gives the
+// command: kubespray's kubeadm config and kubeadm, its server decision;
+// the probe path as the case says.
 func runKubesprayMode(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server, probe string) cliRun {
 	t.Helper()
 	args := map[string]any{
