@@ -40,21 +40,22 @@
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
-      `NAME MANAGER OPERATION TIME`. The upgrade step fails patched on a
-      kubeadm write of kube-proxy's DaemonSet or ConfigMap.
+      `NAME MANAGER OPERATION TIME`. The upgrade step fails in tool mode on
+      a kubeadm write of kube-proxy's DaemonSet or ConfigMap.
 
   measure.py audit SINCE AUDIT.log
       kube-proxy-sync's runs since SINCE, from its audit log (JSON lines, on
-      the first control plane): one line per outcome record, `outcome=...
-      restart=... reason=... image=BEFORE->AFTER strategy=... canary=NODES`.
+      the last control plane, where kubespray's 0004 runs it): one line per
+      outcome record, `outcome=... restart=... reason=...
+      image=BEFORE->AFTER strategy=... canary=NODES`.
 
   measure.py configz KUBEADM_CONFIG CONFIG_CONF FIELD=VALUE... -- NODE=CONFIGZ...
       Compares what kube-proxy runs on each node (CONFIGZ: its /configz) with
       the KubeProxyConfiguration kubespray rendered from its variables
       (KUBEADM_CONFIG: the kubeadm config on the first control plane) and with
-      the ConfigMap (CONFIG_CONF: its config.conf), for the fields mode,
-      clusterCIDR, iptables.minSyncPeriod and conntrack.maxPerCore. FIELD=VALUE: the value the
-      inventory set, which kubespray's rendering must carry. Prints one line a
+      the ConfigMap the DaemonSet mounts (CONFIG_CONF: its config.conf), for
+      the fields mode, clusterCIDR, iptables.minSyncPeriod and
+      conntrack.maxPerCore. FIELD=VALUE: the value the inventory set, which kubespray's rendering must carry. Prints one line a
       node and field; exit 1 when the ConfigMap or kubespray's rendering
       differs from what kube-proxy runs (stale=ok: only the ConfigMap must match;
       the drift from kubespray's variables is reported, not failed; stale=any:
