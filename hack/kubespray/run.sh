@@ -136,7 +136,7 @@ KUBESPRAY_DIR="$(cd "${KUBESPRAY_DIR}" && pwd)"
 for mode in ${KS_MODES}; do
   case "${mode}" in
     unpatched | toolfree | tool) ;;
-    patched) die "KS_MODES: patched (docs/kubespray.patch) is gone: tool runs docs/kubespray/0001..0004, toolfree 0001..0003" ;;
+    patched) die "KS_MODES: patched (the retired opt-in patches) is gone: tool runs docs/kubespray/0001..0004, toolfree 0001..0003" ;;
     *) die "KS_MODES: some of unpatched toolfree tool, got '${mode}'" ;;
   esac
 done
