@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes a kubespray inventory for the hosts of hack/kubespray/hosts.sh up:
 #
-#   hack/kubespray/inventory.sh DIR unpatched|patched
+#   hack/kubespray/inventory.sh DIR unpatched|toolfree|tool
 #
 #   DIR/hosts.yaml                    the first CONTROL_PLANES hosts
 #                                     (hosts.env) as control planes and etcd,
@@ -13,16 +13,69 @@
 #   DIR/kps-cni.yaml.j2               the project's pod network
 #                                     (hack/kind/cni) as custom_cni_manifests
 #
-# patched also sets kpsync_enabled (docs/kubespray*.patch).
+# tool (docs/kubespray/0001..0004) also writes
+#
+#   DIR/group_vars/all/kube-proxy-sync.yml
+#                                     kube_proxy_rollout_method:
+#                                     kube-proxy-sync, and
+#                                     kube_proxy_sync_download_url as 0004's
+#                                     offline.yml has it, under files_repo
+#   DIR/kube-proxy-sync-checksums.yml dist/release/checksums.yml (make
+#                                     release) as it is: the sha256 of this
+#                                     checkout's build, for hack/kubespray/run.sh
+#                                     to pass as extra vars (-e @FILE): 0004
+#                                     pins kube_proxy_sync_binary_checksums in
+#                                     kubespray's checksums.yml, role vars
+#                                     (roles/kubespray_defaults/vars), which
+#                                     no group_vars of an inventory override
+#
+# and checks that the file server has the amd64 binary where that URL points,
+# with that sha256 (hack/kubespray/run.sh's release step puts it there).
+#
+#   hack/kubespray/inventory.sh binary-path
+#
+# prints where under files_repo that URL points for the amd64 binary of this
+# checkout's version (galaxy.yml's).
 # KS_LB=haproxy: kubespray's local API server load balancer on every node.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-dir="${1:-}" mode="${2:-}"
-[[ -n "${dir}" && ("${mode}" == unpatched || "${mode}" == patched) ]] ||
-  die "usage: hack/kubespray/inventory.sh DIR unpatched|patched"
 KS_DIR="${CACHE_DIR}/kubespray"
+RELEASE="${REPO_ROOT}/dist/release"
+
+# offline_url: the offline kube_proxy_sync_download_url 0004 adds to
+# kubespray's inventory/sample offline.yml (the upstream release URL under
+# {{ files_repo }}), quoted as there.
+offline_url() {
+  local url
+  url="$(sed -n 's/^+# kube_proxy_sync_download_url: //p' "${REPO_ROOT}"/docs/kubespray/0*.patch)"
+  [[ "${url}" == '"{{ files_repo }}/'*'"' && "${url}" != *$'\n'* ]] ||
+    die "docs/kubespray/0*.patch: not one offline kube_proxy_sync_download_url under files_repo (0004's offline.yml), found: '${url}'"
+  printf '%s\n' "${url}"
+}
+
+# binary_path: where offline_url points under files_repo for the amd64
+# binary of this checkout's version.
+binary_path() {
+  local url path
+  url="$(offline_url)"
+  path="${url#'"{{ files_repo }}/'}"
+  path="${path%'"'}"
+  path="${path//"{{ kube_proxy_sync_version }}"/$(kps_version)}"
+  path="${path//"{{ image_arch }}"/amd64}"
+  [[ "${path}" != *"{{"* ]] ||
+    die "0004's offline kube_proxy_sync_download_url names more than files_repo, the version and image_arch: ${url}"
+  printf '%s\n' "${path}"
+}
+if [[ "${1:-}" == binary-path ]]; then
+  binary_path
+  exit 0
+fi
+
+dir="${1:-}" mode="${2:-}"
+[[ -n "${dir}" && ("${mode}" == unpatched || "${mode}" == toolfree || "${mode}" == tool) ]] ||
+  die "usage: hack/kubespray/inventory.sh DIR unpatched|toolfree|tool, or hack/kubespray/inventory.sh binary-path"
 [[ -f "${KS_DIR}/hosts.env" ]] || die "no ${KS_DIR#"${REPO_ROOT}/"}/hosts.env: run hack/kubespray/hosts.sh up first"
 
 files_repo="" registry_host="" ssh_key="" nofile="" control_planes=1 names=() ips=()
@@ -143,7 +196,29 @@ kube_network_plugin: custom_cni
 custom_cni_manifests:
   - "${dir}/kps-cni.yaml.j2"
 EOF
-if [[ "${mode}" == patched ]]; then
-  printf '\n# docs/kubespray*.patch, opted in.\nkpsync_enabled: true\n' >>"${dir}/group_vars/all/offline.yml"
+if [[ "${mode}" == tool ]]; then
+  version="$(kps_version)"
+  [[ -f "${RELEASE}/checksums.yml" ]] || die "no dist/release/checksums.yml: run make release first"
+  # checksums.yml: kube_proxy_sync_binary_checksums, ARCH:, VERSION: sha256:...
+  sum="$(awk -v v="${version}:" '/^  [^ ]/ {arch = ($1 == "amd64:")} arch && $1 == v {print $2}' "${RELEASE}/checksums.yml")"
+  [[ "${sum}" =~ ^sha256:[0-9a-f]{64}$ ]] ||
+    die "dist/release/checksums.yml has no amd64 sha256 of ${version} (galaxy.yml's version): run make release again"
+  binary="${KS_DIR}/files/$(binary_path)"
+  [[ -f "${binary}" && "sha256:$(sha256sum <"${binary}" | cut -d' ' -f1)" == "${sum}" ]] ||
+    die "the file server has no ${binary#"${REPO_ROOT}/"} with ${sum} (dist/release/checksums.yml): hack/kubespray/run.sh's release step puts it there"
+  cat >"${dir}/group_vars/all/kube-proxy-sync.yml" <<EOF
+# Generated by hack/kubespray/inventory.sh (tool): docs/kubespray/0004's
+# opt-in, the binary of this checkout (make release) from files_repo, where
+# the offline.yml 0004 adds has it. Its sha256: kube-proxy-sync-checksums.yml
+# next to hosts.yaml, passed as extra vars.
+kube_proxy_rollout_method: kube-proxy-sync
+kube_proxy_sync_download_url: $(offline_url)
+EOF
+  {
+    printf '# Generated by hack/kubespray/inventory.sh from dist/release/checksums.yml\n'
+    printf "# (make release), for ansible-playbook -e @FILE: kubespray's checksums.yml\n"
+    printf '# is role vars, above any group_vars.\n'
+    cat "${RELEASE}/checksums.yml"
+  } >"${dir}/kube-proxy-sync-checksums.yml"
 fi
 log "inventory ${dir#"${REPO_ROOT}/"} (${mode}): ${names[*]}"

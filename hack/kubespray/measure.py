@@ -40,26 +40,36 @@
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
-      `NAME MANAGER OPERATION TIME`. The upgrade step fails patched on a
-      kubeadm write of kube-proxy's DaemonSet or ConfigMap.
+      `NAME MANAGER OPERATION TIME`. The upgrade step fails in tool mode on
+      a kubeadm write of kube-proxy's DaemonSet or ConfigMap.
 
   measure.py audit SINCE AUDIT.log
       kube-proxy-sync's runs since SINCE, from its audit log (JSON lines, on
-      the first control plane): one line per outcome record, `outcome=...
-      restart=... reason=... image=BEFORE->AFTER strategy=... canary=NODES`.
+      the last control plane, where kubespray's 0004 runs it): one line per
+      outcome record, `outcome=... restart=... reason=...
+      image=BEFORE->AFTER strategy=... canary=NODES`.
 
   measure.py configz KUBEADM_CONFIG CONFIG_CONF FIELD=VALUE... -- NODE=CONFIGZ...
       Compares what kube-proxy runs on each node (CONFIGZ: its /configz) with
       the KubeProxyConfiguration kubespray rendered from its variables
       (KUBEADM_CONFIG: the kubeadm config on the first control plane) and with
-      the ConfigMap (CONFIG_CONF: its config.conf), for the fields mode,
-      clusterCIDR, iptables.minSyncPeriod and conntrack.maxPerCore. FIELD=VALUE: the value the
-      inventory set, which kubespray's rendering must carry. Prints one line a
+      the ConfigMap the DaemonSet mounts (CONFIG_CONF: its config.conf), for
+      the fields mode, clusterCIDR, iptables.minSyncPeriod and
+      conntrack.maxPerCore. FIELD=VALUE: the value the inventory set, which kubespray's rendering must carry. Prints one line a
       node and field; exit 1 when the ConfigMap or kubespray's rendering
       differs from what kube-proxy runs (stale=ok: only the ConfigMap must match;
       the drift from kubespray's variables is reported, not failed; stale=any:
       a drift from the ConfigMap too, a pod started before the ConfigMap's
       last write, is reported, not failed).
+  measure.py task LOG NAME
+      The results of the Ansible task named NAME (its TASK line ends in
+      `NAME]`, a role prefix before it allowed) in LOG, an ansible-playbook
+      log with the default callback: one line per host result, `STATUS HOST`
+      (ok, changed, fatal, failed, skipping), and for a result Ansible
+      printed (a failure), `rolled_back=BOOL msg=TEXT` from the task's
+      stdout when it is one JSON object (kube-proxy-sync's result), else
+      `msg=TEXT` from the result itself. Every time the task ran, in order;
+      nothing when it never ran on a host Ansible showed.
   measure.py traffic HOST=LOG...
       LOG: the traffic prober's lines on HOST during a step (run.sh's
       traffic_start), one per try: `EPOCH_MS TARGET HTTP_CODE`, where 000 is
@@ -72,6 +82,7 @@
 import codecs
 import json
 import os
+import re
 import sys
 import time
 from datetime import datetime
@@ -427,6 +438,57 @@ def configz(args):
     sys.exit(1 if bad else 0)
 
 
+# A task's banner, "TASK [ROLE : NAME] ****", and a host's result under the
+# default callback: "ok: [HOST]", "changed: [HOST -> DELEGATE]", "fatal:
+# [HOST]: FAILED! => {JSON}" (one line).
+BANNER = re.compile(r"^(TASK|RUNNING HANDLER) \[(.*)\]|^PLAY ")
+RESULT = re.compile(r"^(ok|changed|fatal|failed|skipping): \[([^\]\s]+)[^\]]*\](?:.*? => (\{.*\}))?\s*$")
+
+
+def task_results(lines, name):
+    """STATUS HOST [rolled_back=BOOL] [msg=TEXT] of each result of the task
+    NAME, in the order of the log."""
+    out, inside = [], False
+    for line in lines:
+        banner = BANNER.match(line)
+        if banner:
+            title = banner.group(2) or ""
+            inside = banner.group(1) == "TASK" and (title == name or title.endswith(" : " + name))
+            continue
+        result = RESULT.match(line) if inside else None
+        if not result:
+            continue
+        status, host, body = result.groups()
+        fields = [status, host]
+        if body:
+            fields += failure_fields(body)
+        out.append(" ".join(fields))
+    return out
+
+
+def failure_fields(body):
+    """rolled_back=BOOL msg=TEXT from a result whose stdout is kube-proxy-sync's
+    JSON result, else msg=TEXT of the result."""
+    try:
+        result = json.loads(body)
+    except ValueError:
+        return ["msg=(the result is not JSON)"]
+    tool = None
+    stdout = result.get("stdout")
+    if isinstance(stdout, str) and stdout.lstrip().startswith("{"):
+        try:
+            tool = json.loads(stdout)
+        except ValueError:
+            tool = None
+    if isinstance(tool, dict):
+        return [f"rolled_back={str(bool(tool.get('rolled_back'))).lower()}", "msg=" + one_line(tool.get("msg", ""))]
+    return ["msg=" + one_line(result.get("msg", ""))]
+
+
+def one_line(text):
+    return " ".join(str(text).split())
+
+
 def traffic_figures(lines):
     """{target: {tries, failed, longest_gap}} of one host's prober lines
     (see traffic); a line that is not three fields is skipped (a try cut
@@ -477,6 +539,9 @@ if __name__ == "__main__":
         print("\n".join(writers(sys.argv[2], sys.argv[3:])))
     elif len(sys.argv) > 4 and sys.argv[1] == "configz" and "--" in sys.argv:
         configz(sys.argv[2:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "task":
+        with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
+            print("\n".join(task_results(f.read().splitlines(), sys.argv[3])))
     elif len(sys.argv) > 2 and sys.argv[1] == "traffic":
         print("\n".join(traffic(sys.argv[2:])))
     else:

@@ -348,5 +348,48 @@ class Configz(unittest.TestCase):
         self.assertIn("n1 conntrack.maxPerCore: runs 32768, ConfigMap 0, kubespray 0: FAIL (not the ConfigMap's)", out)
 
 
+SYNC = "Kube-proxy-sync | Sync kube-proxy's config and restart kube-proxy only if it changed"
+
+
+def banner(title):
+    return f"TASK [{title}] " + "*" * 20
+
+
+class Task(unittest.TestCase):
+    """The results of one task in an ansible-playbook log (the default
+    callback, kubespray's profile_tasks timing lines in between)."""
+
+    def test_ok_and_changed_per_run_of_the_task(self):
+        log = [
+            banner("kubernetes/control-plane : " + SYNC),
+            "Sunday 29 November 2026  12:00:00 +0000 (0:00:01.000)       0:05:00.000 ****",
+            "ok: [kps-ks-cp1]",
+            banner("kubernetes/control-plane : Kube-proxy-sync | Show the result"),
+            "ok: [kps-ks-cp1] => {",
+            banner("kubernetes/control-plane : " + SYNC),
+            "changed: [kps-ks-cp3 -> kps-ks-cp1]",
+            "PLAY RECAP " + "*" * 20,
+            "ok: [kps-ks-w1]",
+        ]
+        self.assertEqual(measure.task_results(log, SYNC), ["ok kps-ks-cp1", "changed kps-ks-cp3"])
+
+    def test_a_failure_carries_the_tools_result_from_its_stdout(self):
+        tool = {"changed": True, "failed": True, "rolled_back": True, "msg": "kube-proxy on kps-ks-w2 cannot run\nthe new config: rolled back"}
+        result = {"changed": True, "cmd": ["/tmp/releases/kube-proxy-sync-1.0.0-amd64"], "rc": 1,
+                  "msg": "non-zero return code", "stdout": json.dumps(tool)}
+        log = [banner("kubernetes/control-plane : " + SYNC), "fatal: [kps-ks-cp1]: FAILED! => " + json.dumps(result)]
+        self.assertEqual(measure.task_results(log, SYNC),
+                         ["fatal kps-ks-cp1 rolled_back=true msg=kube-proxy on kps-ks-w2 cannot run the new config: rolled back"])
+
+    def test_a_failure_without_the_tools_result(self):
+        log = [banner(SYNC), 'fatal: [kps-ks-cp1]: FAILED! => {"msg": "The conditional check failed", "stdout": "panic"}']
+        self.assertEqual(measure.task_results(log, SYNC), ["fatal kps-ks-cp1 msg=The conditional check failed"])
+
+    def test_another_task_or_a_task_never_run_is_nothing(self):
+        log = [banner("kubernetes/kubeadm : Wait for kube-proxy's rollout"), "ok: [kps-ks-cp1]",
+               banner("x : Prefix " + SYNC), "ok: [kps-ks-cp2]"]
+        self.assertEqual(measure.task_results(log, SYNC), [])
+
+
 if __name__ == "__main__":
     unittest.main()

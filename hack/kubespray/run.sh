@@ -1,52 +1,83 @@
 #!/usr/bin/env bash
 # make test-kubespray KUBESPRAY_DIR=<kubespray checkout>: kubespray's own
-# cluster.yml, fully offline, on 3 container hosts (hack/kubespray/README.md).
+# cluster.yml, fully offline, on 3 container hosts (hack/kubespray/README.md),
+# in three modes (KS_MODES, default all three, in this order), each on a copy
+# of the checkout's HEAD (never written into):
+#   unpatched  kubespray as it is
+#   toolfree   docs/kubespray's tool-free series applied (0001 the addon after
+#              the last control plane, 0002 a data-only server patch and a
+#              rollout restart only when it changed, 0003 the ipvs warning)
+#   tool       the whole series, 0004's opt-in too, set in the inventory:
+#              kube_proxy_rollout_method: kube-proxy-sync, the binary of this
+#              checkout (make release) from the tier's file server through
+#              kubespray's downloads, with its sha256 from
+#              dist/release/checksums.yml
 #
 # Steps, each timed and named; the first that fails stops the run, and the
 # run says which step, which Ansible task and the error:
+#   trees      each mode's copy of the checkout's HEAD (git archive), its
+#              patches applied with git apply; KS_ONLY=patch runs only this
+#              (no root, no Docker) and exits
 #   engine     the static pause the engine check runs (hack/build/tools.sh kind)
 #              and the Docker engine (hack/kind/docker.sh up)
 #   build      every artifact and image (hack/kubespray/build.sh)
-#   venv       kubespray's pinned requirements in .venv/kubespray-run
-#   for each mode in KS_MODES (default: unpatched patched):
+#   release    tool only: make release, and its amd64 binary on the file
+#              server where 0004's offline kube_proxy_sync_download_url
+#              points (hack/kubespray/inventory.sh binary-path)
+#   venv       kubespray's pinned requirements (HEAD's) in .venv/kubespray-run
+#   for each mode in KS_MODES:
 #     hosts    fresh hosts, file server, registry (hack/kubespray/hosts.sh up)
-#     dist     patched only: the collection's amd64 module (hack/build/dist.sh)
-#     patch    patched only: a copy of the checkout, docs/kubespray*.patch applied
-#     cluster  ansible-playbook cluster.yml (patched: on that copy, with
-#              this checkout as the collection, kpsync_enabled: true)
+#     cluster  ansible-playbook cluster.yml on the mode's copy; tool: 0004's
+#              task ran once, on the last control plane, and the binary
+#              kubespray downloaded there is this checkout's build
 #     nodes    every node Ready, kube-proxy rolled out on every node
 #     rerun    cluster.yml again; counts the kube-proxy pods it replaced (by
-#              UID); patched, it must replace none
+#              UID); toolfree and tool must replace none (0002 restarts only
+#              when the server changed; tool: its task ok, not changed);
+#              unpatched recorded
 #     settings cluster.yml with kube_proxy_min_sync_period changed in the
 #              inventory; the pods it replaced and the most nodes without a
-#              Ready kube-proxy at once (from a watch); patched, one
-#              rollout, each pod replaced once, never more nodes down than
-#              maxUnavailable
+#              Ready kube-proxy at once (from a watch). unpatched, toolfree:
+#              kubespray does not apply kube_proxy_* to a running cluster:
+#              no pod replaced, no rollout, /configz as before the step.
+#              tool: its task changed, one rollout, each pod replaced once,
+#              never more nodes down than maxUnavailable, /configz the new
+#              value
 #     upgrade  KS_UPGRADE=1 only (cluster.yml then installs
 #              KUBESPRAY_UPGRADE_FROM): upgrade-cluster.yml with
 #              -e kube_version=KUBERNETES_VERSION, the settings change kept;
 #              every node and kube-proxy on the new version; the pods it
 #              replaced, the rollouts, the most nodes without a Ready
-#              kube-proxy; patched, one rollout, each pod replaced once,
-#              within maxUnavailable, no kubeadm write of kube-proxy's
-#              DaemonSet or ConfigMap, canary first, no kube-proxy pod
-#              newer than a kube-apiserver, one kube-proxy-sync run
+#              kube-proxy. unpatched: recorded. toolfree: no kube-proxy pod
+#              newer than a kube-apiserver (0001), within maxUnavailable
+#              (0002: no forced delete). tool: one rollout, each pod replaced
+#              once, within maxUnavailable, no kubeadm write of kube-proxy's
+#              DaemonSet or ConfigMap, canary first, no kube-proxy pod newer
+#              than a kube-apiserver, one kube-proxy-sync run
 #     breaking cluster.yml with kube_proxy_conntrack_max_per_core back at
 #              kubespray's default, which kube-proxy exits on here; the
 #              nodes whose kube-proxy it replaced or restarted, the most
-#              without a Ready one; patched, the playbook fails at
-#              kube-proxy-sync's task, rolled back, only the canary's pod
-#              replaced, every node runs the config before
-#     breaking-upgrade  unpatched with KS_UPGRADE=1 only: upgrade-cluster.yml
-#              again at the same version, the breaking setting kept; the
-#              nodes it touched, what the ConfigMap holds afterwards, and
-#              whether a kube-proxy pod started afterwards runs (recorded)
+#              without a Ready one. unpatched, toolfree: kubespray does not
+#              apply it to a running cluster, so nothing breaks (the summary
+#              says so): the playbook passes, no kube-proxy touched,
+#              /configz as before. tool: the playbook fails at 0004's task
+#              "Kube-proxy-sync | Sync kube-proxy's config and restart
+#              kube-proxy only if it changed", rolled back, only the canary's
+#              pod replaced, every node runs the config before
+#     breaking-upgrade  KS_UPGRADE=1 only: upgrade-cluster.yml again at the
+#              same version, the breaking setting kept; the nodes it touched,
+#              what the ConfigMap kubeadm reads holds afterwards, and whether
+#              a kube-proxy pod started afterwards runs. unpatched, toolfree:
+#              recorded (kubespray's "Update kube-proxy configmap after
+#              upgrade" writes the setting). tool: fails at 0004's task,
+#              rolled back, only the canary touched, the ConfigMap as before,
+#              and a pod started afterwards runs
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
 #   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
 #   /configz on every node against kubespray's variables (mode, clusterCIDR,
-#   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap
-#   (hack/kubespray/measure.py). rerun, settings, upgrade, breaking and
+#   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap the DaemonSet
+#   mounts (hack/kubespray/measure.py). rerun, settings, upgrade, breaking and
 #   breaking-upgrade count the DaemonSet's rollouts (the newest
 #   ControllerRevision's number, before and after), run the traffic prober,
 #   and make a Service once their rollout began (service_mid): per host, the
@@ -71,7 +102,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 KUBESPRAY_DIR="${KUBESPRAY_DIR:-}"
-KS_MODES="${KS_MODES:-unpatched patched}"
+KS_MODES="${KS_MODES:-unpatched toolfree tool}"
 KS_DIR="${CACHE_DIR}/kubespray"
 LOGS="${KS_DIR}/logs"
 SUMMARY="${KS_DIR}/summary.txt"
@@ -95,12 +126,80 @@ ks_upgrade
 # it); none (the default): nodes reach the control plane directly.
 ks_lb
 
-[[ -n "${KUBESPRAY_DIR}" && -f "${KUBESPRAY_DIR}/cluster.yml" && -f "${KUBESPRAY_DIR}/requirements.txt" ]] ||
-  die "KUBESPRAY_DIR must be a kubespray checkout (cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
+# Every mode runs a copy of the checkout's HEAD (git archive: a bare
+# repository does too), so all of them run the same commit.
+if [[ -z "${KUBESPRAY_DIR}" ]] || ! git -C "${KUBESPRAY_DIR}" cat-file -e HEAD:cluster.yml 2>/dev/null ||
+  ! git -C "${KUBESPRAY_DIR}" cat-file -e HEAD:requirements.txt 2>/dev/null; then
+  die "KUBESPRAY_DIR must be a kubespray git checkout (HEAD with cluster.yml, requirements.txt); got '${KUBESPRAY_DIR}'"
+fi
 KUBESPRAY_DIR="$(cd "${KUBESPRAY_DIR}" && pwd)"
 for mode in ${KS_MODES}; do
-  [[ "${mode}" == unpatched || "${mode}" == patched ]] || die "KS_MODES: unpatched and/or patched, got '${mode}'"
+  case "${mode}" in
+    unpatched | toolfree | tool) ;;
+    patched) die "KS_MODES: patched (the retired opt-in patches) is gone: tool runs docs/kubespray/0001..0004, toolfree 0001..0003" ;;
+    *) die "KS_MODES: some of unpatched toolfree tool, got '${mode}'" ;;
+  esac
 done
+case "${KS_ONLY:-}" in
+  "" | patch) ;;
+  *) die "KS_ONLY: patch (only each mode's copy of the checkout, then exit) or empty, got '${KS_ONLY}'" ;;
+esac
+commit="$(git -C "${KUBESPRAY_DIR}" rev-parse HEAD)"
+if [[ "$(git -C "${KUBESPRAY_DIR}" rev-parse --is-bare-repository)" == false ]] &&
+  [[ -n "$(git -C "${KUBESPRAY_DIR}" status --porcelain --untracked-files=no)" ]]; then
+  log "warning: ${KUBESPRAY_DIR} has uncommitted changes; the run has none of them (every mode runs a copy of HEAD, ${commit:0:12})"
+fi
+
+# The patches of each mode, in order: toolfree the tool-free series,
+# docs/kubespray/0*.patch but the opt-in (the one that adds
+# kube_proxy_rollout_method, 0004); tool all of them.
+mapfile -t SERIES < <(ls "${REPO_ROOT}"/docs/kubespray/0*.patch)
+mapfile -t OPT_IN < <(grep -l '^+kube_proxy_rollout_method: ' "${SERIES[@]}")
+((${#SERIES[@]} > ${#OPT_IN[@]} && ${#OPT_IN[@]} == 1)) ||
+  die "docs/kubespray/0*.patch: want tool-free patches and one opt-in (adds kube_proxy_rollout_method), got ${#SERIES[@]} patches, opt-in: ${OPT_IN[*]:-none}"
+# patches_of MODE: its patches, one a line.
+patches_of() {
+  local p
+  case "$1" in
+    toolfree) for p in "${SERIES[@]}"; do [[ "${p}" == "${OPT_IN[0]}" ]] || printf '%s\n' "${p}"; done ;;
+    tool) printf '%s\n' "${SERIES[@]}" ;;
+  esac
+}
+# tree_of MODE: the copy of the checkout MODE runs.
+tree_of() { printf '%s/kubespray-%s' "${KS_DIR}" "$1"; }
+
+# trees: for each mode, a copy of the checkout's HEAD (a repository of its
+# own, so that git apply patches it, not this checkout around .cache), with
+# the mode's patches applied in order; says which patch did not apply to
+# which mode's copy (removed), and goes on with the next mode (false at the
+# end).
+trees() {
+  local mode dir p applied failed=0
+  for mode in ${KS_MODES}; do
+    dir="$(tree_of "${mode}")"
+    rm -rf "${dir}"
+    mkdir -p "${dir}"
+    git init -q "${dir}"
+    git -C "${KUBESPRAY_DIR}" archive HEAD | tar -x -C "${dir}"
+    applied=()
+    while read -r p; do
+      [[ -n "${p}" ]] || continue
+      if ! git -C "${dir}" apply "${p}"; then
+        echo "${mode}: FAILED: docs/kubespray/${p##*/} does not apply to kubespray ${commit:0:12} after ${applied[*]:-no patch} (its errors above)"
+        failed=1
+        rm -rf "${dir}"
+        continue 2
+      fi
+      applied+=("${p##*/}")
+    done < <(patches_of "${mode}")
+    echo "${mode}: ${dir#"${REPO_ROOT}/"}: kubespray ${commit:0:12}${applied[*]:+ with }$(printf '%s\n' "${applied[@]}" | cut -c1-4 | paste -sd' ')"
+  done
+  ((!failed))
+}
+if [[ "${KS_ONLY:-}" == patch ]]; then
+  trees
+  exit 0
+fi
 # The steps KS_STEPS picks from, in the order they run.
 OPTIONAL_STEPS="rerun settings upgrade breaking breaking-upgrade"
 KS_STEPS="${KS_STEPS:-${OPTIONAL_STEPS}}"
@@ -112,9 +211,8 @@ done
 # wanted STEP: STEP is one of KS_STEPS.
 wanted() { [[ " ${KS_STEPS} " == *" $1 "* ]]; }
 [[ "$(id -u)" == 0 ]] || die "make test-kubespray needs root (debootstrap, iptables)"
-rm -rf "${FIGURES}"
+rm -rf "${FIGURES}" "${KS_DIR}/configz"
 mkdir -p "${LOGS}" "${FIGURES}"
-commit="$(git -C "${KUBESPRAY_DIR}" rev-parse HEAD 2>/dev/null || echo unknown)"
 [[ "${commit}" == "${KUBESPRAY_COMMIT}" ]] ||
   log "warning: ${KUBESPRAY_DIR} is at ${commit:0:12}, not KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT:0:12} (hack/versions.mk)"
 
@@ -135,8 +233,8 @@ trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
-printf 'kubespray %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
-  "${commit:0:12}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+printf 'kubespray %s, modes: %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
+  "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
@@ -177,39 +275,41 @@ ansible_failure() {
   grep -A4 '^PLAY RECAP' "$1" || true
 }
 
+# venv: kubespray's requirements.txt at HEAD, the commit every mode runs.
 venv() {
-  local stamp="${VENV}/.requirements.sha256" want
-  want="$({ sha256sum <"${KUBESPRAY_DIR}/requirements.txt"; python3 --version; } 2>&1 | sha256sum | cut -d' ' -f1)"
+  local stamp="${VENV}/.requirements.sha256" want requirements="${KS_DIR}/requirements.txt"
+  git -C "${KUBESPRAY_DIR}" show HEAD:requirements.txt >"${requirements}"
+  want="$({ sha256sum <"${requirements}"; python3 --version; } 2>&1 | sha256sum | cut -d' ' -f1)"
   if [[ -x "${VENV}/bin/ansible-playbook" && "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
     echo "up to date: ${VENV}"
     return
   fi
   [[ -x "${VENV}/bin/python" ]] || python3 -m venv "${VENV}"
-  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "${VENV}/bin/python" -m pip install --quiet -r "${KUBESPRAY_DIR}/requirements.txt"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "${VENV}/bin/python" -m pip install --quiet -r "${requirements}"
   printf '%s\n' "${want}" >"${stamp}"
   "${VENV}/bin/ansible" --version
 }
 
-# patch: a copy of the user's checkout with the project's patches (never
-# applied to the user's checkout).
-PATCHED="${KS_DIR}/kubespray-patched"
-patch() {
-  local p
-  rm -rf "${PATCHED}"
-  cp -a "${KUBESPRAY_DIR}" "${PATCHED}"
-  # kubespray.patch first, as docs/kubespray.md checks them.
-  for p in "${REPO_ROOT}/docs/kubespray.patch" "${REPO_ROOT}/docs/kubespray-upgrade.patch"; do
-    echo "applying docs/${p##*/}"
-    git -C "${PATCHED}" apply "${p}"
-  done
+# release: tool mode's binary. make release (dist/release: the binaries
+# named by galaxy.yml's version, checksums.yml in the shape of kubespray's),
+# then the amd64 one on the file server where 0004's offline
+# kube_proxy_sync_download_url points (hack/kubespray/inventory.sh
+# binary-path); inventory.sh checks it against checksums.yml.
+release() {
+  local file
+  make -C "${REPO_ROOT}" release
+  file="${KS_DIR}/files/$("${REPO_ROOT}/hack/kubespray/inventory.sh" binary-path)"
+  mkdir -p "$(dirname "${file}")"
+  install -m 0644 "${REPO_ROOT}/dist/release/kube-proxy-sync-$(kps_version)-linux-amd64" "${file}"
+  figure release "kube-proxy-sync $(kps_version) on the file server: ${file#"${KS_DIR}/files/"}, sha256 $(sha256sum <"${file}" | cut -c1-12)"
 }
 
 # cluster MODE TREE [settings|breaking] [PLAYBOOK [ARG...]]: PLAYBOOK
 # (default cluster.yml) from TREE against the mode's inventory (settings:
 # with SETTING_VAR at SETTING_VALUE; breaking: and BREAK_VAR at BREAK_VALUE),
-# with ARGs.
+# with ARGs. tool: with this build's checksums as extra vars (inventory.sh).
 cluster() {
-  local mode="$1" tree="$2" settings="${3:-}" playbook="${4:-cluster.yml}" inv="${KS_DIR}/inventory-$1"
+  local mode="$1" tree="$2" settings="${3:-}" playbook="${4:-cluster.yml}" inv="${KS_DIR}/inventory-$1" extra=()
   shift "$(($# < 4 ? $# : 4))"
   "${REPO_ROOT}/hack/kubespray/inventory.sh" "${inv}" "${mode}"
   if [[ "${settings}" == settings || "${settings}" == breaking ]]; then
@@ -221,9 +321,9 @@ cluster() {
       >>"${inv}/group_vars/all/settings.yml"
   fi
   ansible_env kubespray-run
-  # patched: the role comes from this checkout, as a collection
-  # (hack/build/dist.sh links it under .cache/collections).
-  if [[ "${mode}" == patched ]]; then export ANSIBLE_COLLECTIONS_PATH="${COLLECTIONS_DIR}"; fi
+  # tool: the sha256 of this checkout's build, over the one 0004 pins in
+  # kubespray's checksums.yml (role vars: only extra vars are above them)
+  if [[ "${mode}" == tool ]]; then extra=(-e "@${inv}/kube-proxy-sync-checksums.yml"); fi
   # kubespray's ansible.cfg (read from the checkout) keeps SSH masters for
   # 30 min; a short ControlPersist lets them go with the hosts.
   export ANSIBLE_HOST_KEY_CHECKING=False ANSIBLE_FORCE_COLOR=0
@@ -233,7 +333,7 @@ cluster() {
   # system-packages: no Debian mirror on the hosts; the host image carries
   # kubespray's package list (hack/kubespray/build.sh).
   local rc=0 limit="${KS_PLAYBOOK_TIMEOUT:-3600}"
-  timeout "${limit}" ansible-playbook -i "${inv}/hosts.yaml" "${playbook}" --skip-tags system-packages "$@" || rc=$?
+  timeout "${limit}" ansible-playbook -i "${inv}/hosts.yaml" "${playbook}" --skip-tags system-packages "${extra[@]}" "$@" || rc=$?
   ((rc != 124)) || echo "ansible-playbook ${playbook} did not end within ${limit}s (KS_PLAYBOOK_TIMEOUT): stopped"
   return "${rc}"
 }
@@ -256,6 +356,60 @@ cp_ssh() {
 # braces, and without double quotes).
 ds_field() {
   cp_ssh "kubectl -n kube-system get daemonset kube-proxy -o jsonpath='{$1}'"
+}
+
+# last_cp: the last control plane's host (hosts.env): where 0004 runs
+# kube-proxy-sync (the play's last control plane; every play here has all).
+last_cp() {
+  local n
+  n="$(sed -n 's/^CONTROL_PLANES=//p' "${KS_DIR}/hosts.env")"
+  sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | sed -n "${n:-1}p" | cut -d' ' -f1
+}
+
+# 0004's task that runs kube-proxy-sync (roles/kubernetes/control-plane/tasks/kube-proxy-sync.yml).
+SYNC_TASK="Kube-proxy-sync | Sync kube-proxy's config and restart kube-proxy only if it changed"
+
+# sync_task NAME STATUS...: tool mode, after step NAME's playbook (its log):
+# SYNC_TASK ran once, on the last control plane, and ended in one of STATUS
+# (ok: nothing written; changed; fatal); its result is a figure of NAME.
+# Prints the result line (measure.py task).
+sync_task() {
+  local name="$1" results status host cp
+  shift
+  results="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" task "${LOGS}/${name}.log" "${SYNC_TASK}")"
+  local shown="${results//"${KS_PREFIX:-kps-ks}-"/}"
+  figure "${name}" "kube-proxy-sync's task (0004): $(paste -sd';' <<<"${shown:-did not run}" | cut -c1-300)"
+  cp="$(last_cp)"
+  if [[ -z "${results}" || "$(wc -l <<<"${results}")" != 1 ]]; then
+    echo "0004's task \"${SYNC_TASK}\" must run once, on ${cp}; it ran ${results:+$(wc -l <<<"${results}") times: }${results:-never}" >&2
+    return 1
+  fi
+  read -r status host _ <<<"${results}"
+  if [[ "${host}" != "${cp}" || " $* " != *" ${status} "* ]]; then
+    echo "0004's task \"${SYNC_TASK}\" must end $(printf '%s' "$*" | sed 's/ / or /g') on ${cp}, the last control plane; it ended: ${results}" >&2
+    return 1
+  fi
+  printf '%s\n' "${results}"
+}
+
+# install_cluster MODE TREE: cluster.yml on fresh hosts. tool: 0004's task ran on the
+# last control plane (ok or changed: a first run stamps the DaemonSet), and
+# the binary kubespray's download role put there (downloads.kube_proxy_sync,
+# local_release_dir /tmp/releases) is the one on the file server, this
+# checkout's build.
+install_cluster() {
+  local dest want have
+  cluster "$1" "$2"
+  [[ "$1" == tool ]] || return 0
+  sync_task "cluster-$1" ok changed >/dev/null
+  dest="/tmp/releases/kube-proxy-sync-$(kps_version)-amd64"
+  want="$(sha256sum <"${KS_DIR}/files/$("${REPO_ROOT}/hack/kubespray/inventory.sh" binary-path)" | cut -d' ' -f1)"
+  have="$(docker exec "$(last_cp)" sha256sum "${dest}" | cut -d' ' -f1)" || have=""
+  figure "cluster-$1" "kube-proxy-sync on $(last_cp | sed "s/^${KS_PREFIX:-kps-ks}-//"): ${dest}, sha256 ${have:0:12}"
+  if [[ "${have}" != "${want}" ]]; then
+    echo "$(last_cp):${dest} has sha256 '${have:-none (no file)}', not this checkout's build (${want}): kubespray's download of kube_proxy_sync did not fetch it from files_repo"
+    return 1
+  fi
 }
 
 # nodes: every node Ready and kube-proxy's DaemonSet rolled out; kube-proxy
@@ -300,19 +454,24 @@ figure() {
 # configz MODE STEP [stale=ok] [FIELD=VALUE...]: kube-proxy's own /configz on
 # every host (read on the host: its metrics bind is loopback) against the
 # KubeProxyConfiguration kubespray rendered from its variables (the kubeadm
-# config on the first control plane) and the kube-proxy ConfigMap
+# config on the first control plane) and the ConfigMap kube-proxy's
+# DaemonSet mounts: kubeadm's kube-proxy, or under kube-proxy-sync the
+# immutable copy it points the template at, kube-proxy-HASH
 # (hack/kubespray/measure.py); fails on a difference. FIELD=VALUE: what the
 # inventory set, which kubespray's rendering must carry. stale=ok: kube-proxy
 # may run other settings than kubespray's variables (then reported);
 # stale=any: than its ConfigMap too (then reported).
 configz() {
-  local mode="$1" name="$2-$1" dir host files=() rc=0
+  local mode="$1" name="$2-$1" dir host files=() rc=0 cm
   shift 2
   dir="${KS_DIR}/configz/${name}"
   rm -rf "${dir}"
   mkdir -p "${dir}"
   cp_ssh 'cat /etc/kubernetes/kubeadm-config.yaml' >"${dir}/kubeadm-config.yaml"
-  cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' >"${dir}/config.conf"
+  cm="$(cp_ssh 'kubectl -n kube-system get daemonset kube-proxy -o jsonpath="{range .spec.template.spec.volumes[*]}{.configMap.name}{\"\\n\"}{end}"' |
+    grep -Ex 'kube-proxy(-[0-9a-f]{10})?' | head -n1 || true)"
+  echo "the ConfigMap kube-proxy's DaemonSet mounts: ${cm:-not found, reading kube-proxy}"
+  cp_ssh "kubectl -n kube-system get configmap ${cm:-kube-proxy} -o jsonpath='{.data.config\.conf}'" >"${dir}/config.conf"
   while read -r host; do
     docker exec "${host}" curl -fsS --max-time 10 http://127.0.0.1:10249/configz >"${dir}/${host}.json" ||
       { echo "${host}: kube-proxy's /configz did not answer within 10s"; return 1; }
@@ -334,6 +493,34 @@ configz() {
   else
     figure "${name}" "/configz: ${runs}"
   fi
+}
+
+# previous_configz MODE STEP: the step of MODE before STEP whose /configz
+# was read last (this run's; nodes at least).
+previous_configz() {
+  local s last=nodes
+  for s in nodes rerun settings upgrade breaking; do
+    [[ "${s}" != "$2" ]] || break
+    [[ ! -f "${KS_DIR}/configz/${s}-$1/result.txt" ]] || last="${s}"
+  done
+  printf '%s\n' "${last}"
+}
+
+# configz_unchanged MODE STEP: after configz MODE STEP, what kube-proxy runs
+# on every node (each field configz compares) is what it ran at the step
+# before (previous_configz): nothing reached a running kube-proxy.
+configz_unchanged() {
+  local before now was
+  before="$(previous_configz "$1" "$2")"
+  # "NODE FIELD VALUE" of what each node runs
+  now="$(sed -n 's/^\([^ ]* [^:]*\): runs \([^,]*\),.*/\1 \2/p' "${KS_DIR}/configz/$2-$1/result.txt")"
+  was="$(sed -n 's/^\([^ ]* [^:]*\): runs \([^,]*\),.*/\1 \2/p' "${KS_DIR}/configz/${before}-$1/result.txt")"
+  if [[ -z "${now}" || "${now}" != "${was}" ]]; then
+    echo "kube-proxy's /configz changed since ${before}-$1, though nothing of this mode applies kube_proxy_* to a running cluster:"
+    diff <(printf '%s\n' "${was}") <(printf '%s\n' "${now}") || true
+    return 1
+  fi
+  figure "$2-$1" "/configz on every node as at ${before}-$1"
 }
 
 # files_service NAME [TYPE]: a Service default/NAME (TYPE: ClusterIP, the
@@ -651,143 +838,218 @@ touched_nodes() {
 }
 
 # rerun MODE TREE: cluster.yml again, nothing changed in the inventory; counts
-# the kube-proxy pods it replaced (by UID). Patched, it must replace none.
+# the kube-proxy pods it replaced (by UID). toolfree and tool must replace
+# none, in no rollout: 0002 patches the server and restarts only when it
+# changed, and tool's kube-proxy-sync (its task ok: nothing written) only
+# when the config did. unpatched: recorded.
 rerun() {
   cluster_watched "$1" "$2" rerun
-  if [[ "$1" == patched ]] && ((REPLACED != 0 || NEW != 0)); then
-    echo "the patched rerun replaced ${REPLACED} kube-proxy pods (created ${NEW}); it must replace none"
+  if [[ "$1" == tool ]]; then sync_task "rerun-$1" ok >/dev/null; fi
+  if [[ "$1" != unpatched ]] && ((REPLACED != 0 || NEW != 0 || ROLLOUTS != 0)); then
+    echo "the $1 rerun replaced ${REPLACED} kube-proxy pods (created ${NEW}, rollouts ${ROLLOUTS}); it must replace none"
     return 1
   fi
   configz "$1" rerun
 }
 
-# rolled_once WHAT BUDGET: after cluster_watched, the patched checks of a
-# step that changes kube-proxy's settings or image: one rollout of the
-# DaemonSet (docs/kubespray.md), each pod replaced once, never more nodes
-# without a Ready kube-proxy than BUDGET, the DaemonSet's maxUnavailable (a
-# number, or a percentage of the nodes rounded up, as the DaemonSet
-# controller reads it; unset: 1).
-rolled_once() {
-  local what="$1" budget="${2:-1}" allowed
+# allowed BUDGET: the most nodes without a Ready kube-proxy that BUDGET, the
+# DaemonSet's maxUnavailable, allows (a number, or a percentage of TOTAL
+# nodes rounded up, as the DaemonSet controller reads it; unset: 1).
+allowed() {
+  local budget="${1:-1}"
   if [[ "${budget}" =~ ^[0-9]+$ ]]; then
-    allowed="${budget}"
+    echo "${budget}"
   elif [[ "${budget}" =~ ^([0-9]+)%$ ]]; then
-    allowed=$(((BASH_REMATCH[1] * TOTAL + 99) / 100))
+    echo $(((BASH_REMATCH[1] * TOTAL + 99) / 100))
   else
-    echo "the DaemonSet's maxUnavailable '${budget}' is neither a number nor a percentage"
-    return 1
-  fi
-  if ((ROLLOUTS != 1)); then
-    echo "${what} rolled kube-proxy's DaemonSet ${ROLLOUTS} times; it needs one (docs/kubespray.md)"
-    return 1
-  fi
-  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
-    echo "${what} replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
-    return 1
-  fi
-  if ((MAX_UNAVAILABLE > allowed)); then
-    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once; the DaemonSet's maxUnavailable is ${budget} (${allowed} of ${TOTAL} nodes)"
+    echo "the DaemonSet's maxUnavailable '${budget}' is neither a number nor a percentage" >&2
     return 1
   fi
 }
 
+# within_budget WHAT BUDGET: after cluster_watched, never more nodes without
+# a Ready kube-proxy at once than the DaemonSet's maxUnavailable allows.
+within_budget() {
+  local n
+  n="$(allowed "$2")" || return 1
+  if ((MAX_UNAVAILABLE > n)); then
+    echo "${MAX_UNAVAILABLE} nodes were without a Ready kube-proxy at once during $1; the DaemonSet's maxUnavailable is ${2:-1} (${n} of ${TOTAL} nodes)"
+    return 1
+  fi
+}
+
+# rolled_once WHAT BUDGET: after cluster_watched, tool's checks of a step
+# that changes kube-proxy's settings or image: one rollout of the DaemonSet
+# (docs/kubespray.md), each pod replaced once, within_budget.
+rolled_once() {
+  if ((ROLLOUTS != 1)); then
+    echo "$1 rolled kube-proxy's DaemonSet ${ROLLOUTS} times; it needs one (docs/kubespray.md)"
+    return 1
+  fi
+  if ((REPLACED != TOTAL || MAX_PER_NODE != 2)); then
+    echo "$1 replaced ${REPLACED} of ${TOTAL} kube-proxy pods, up to $((MAX_PER_NODE - 1)) times on one node; it must replace each once"
+    return 1
+  fi
+  within_budget "$1" "$2"
+}
+
+# untouched WHAT: after cluster_watched, no kube-proxy pod made, replaced or
+# restarted, no rollout.
+untouched() {
+  if ((REPLACED != 0 || NEW != 0 || ROLLOUTS != 0 || TOUCHED != 0)); then
+    echo "$1 replaced ${REPLACED} kube-proxy pods (created ${NEW}, rollouts ${ROLLOUTS}, nodes whose kube-proxy was replaced or restarted ${TOUCHED}); kubespray applies no kube_proxy_* to a running cluster, so it must touch none"
+    return 1
+  fi
+}
+
+# NOT_APPLIED: what unpatched and toolfree say of a kube_proxy_* change on a
+# running cluster.
+NOT_APPLIED="kubespray's cluster.yml does not apply kube_proxy_* to a running cluster (no patch of this mode changes that; kubeadm writes kube-proxy's ConfigMap only at init and at upgrade-cluster.yml)"
+
 # settings MODE TREE: cluster.yml with SETTING_VAR at SETTING_VALUE in the
-# inventory. Patched: kube-proxy runs it, one rollout, each pod replaced
-# once, never more nodes without a Ready kube-proxy than the DaemonSet's
-# maxUnavailable.
-# Unpatched: kubespray's cluster.yml writes the kubeadm config but leaves an
-# existing cluster's kube-proxy ConfigMap alone (only kubeadm init and
-# upgrade-cluster.yml's "kubeadm init phase addon kube-proxy" write it):
-# recorded, not failed.
+# inventory. tool: 0004's task changed, kube-proxy runs the new value, one
+# rollout, each pod replaced once, never more nodes without a Ready
+# kube-proxy than the DaemonSet's maxUnavailable. unpatched, toolfree:
+# kubespray writes the kubeadm config but leaves a running cluster's
+# kube-proxy ConfigMap alone: no pod replaced, no rollout, /configz as
+# before the step.
 settings() {
   local budget
   budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
   cluster_watched "$1" "$2" settings settings
   figure "settings-$1" "${SETTING_VAR}: ${SETTING_VALUE}, the DaemonSet's maxUnavailable: ${budget}"
-  if [[ "$1" == unpatched ]]; then
-    configz "$1" settings stale=ok "${SETTING_FIELD}=${SETTING_VALUE}"
+  if [[ "$1" == tool ]]; then
+    sync_task "settings-$1" changed >/dev/null
+    configz "$1" settings "${SETTING_FIELD}=${SETTING_VALUE}"
+    rolled_once "the tool's settings change" "${budget}"
     return
   fi
-  configz "$1" settings "${SETTING_FIELD}=${SETTING_VALUE}"
-  rolled_once "the patched settings change" "${budget}"
+  figure "settings-$1" "${NOT_APPLIED}"
+  untouched "the $1 settings change"
+  configz "$1" settings stale=ok "${SETTING_FIELD}=${SETTING_VALUE}"
+  configz_unchanged "$1" settings
 }
 
 # breaking MODE TREE: cluster.yml with BREAK_VAR at BREAK_VALUE added to the
 # settings step's inventory: a config kube-proxy accepts but exits on at
-# start on these hosts. Recorded in both modes: the kube-proxy pods made and
+# start on these hosts. Recorded in every mode: the kube-proxy pods made and
 # container restarts per node, the most nodes without a Ready kube-proxy at
-# once, and what kube-proxy runs afterwards. Patched: the playbook fails at
-# kube-proxy-sync's task, which rolled back; only one node's kube-proxy (the
-# canary) was replaced; never more than one node without a Ready kube-proxy;
-# every node runs BREAK_BEFORE again, as the ConfigMap says. Unpatched:
-# cluster.yml leaves an existing cluster's kube-proxy ConfigMap alone, so
-# nothing breaks until upgrade-cluster.yml writes it and restarts every pod.
+# once, and what kube-proxy runs afterwards. tool: the playbook fails at
+# 0004's SYNC_TASK, whose kube-proxy-sync rolled back; only one node's
+# kube-proxy (the canary) was replaced; never more than one node without a
+# Ready kube-proxy; every node runs BREAK_BEFORE again, as its ConfigMap
+# says. unpatched, toolfree: cluster.yml leaves a running cluster's
+# kube-proxy ConfigMap alone, so nothing breaks (said in the summary): the
+# playbook passes, no kube-proxy touched, /configz as before the step; the
+# setting reaches the ConfigMap at upgrade-cluster.yml (breaking-upgrade).
 breaking() {
-  local result broken
+  local broken stale=stale=ok
   MAY_FAIL=1 cluster_watched "$1" "$2" breaking breaking
   figure "breaking-$1" "${BREAK_VAR}: ${BREAK_VALUE} (kube-proxy exits on it here); cluster.yml exit code ${PLAYBOOK_RC}"
   # the nodes that lost kube-proxy: a pod made or a container restarted there
   broken="${TOUCHED}"
   figure "breaking-$1" "nodes whose kube-proxy was replaced or restarted: ${broken} of ${TOTAL}$(touched_nodes)"
-  if [[ "$1" == unpatched ]]; then
-    # kubespray's own tasks do not apply the setting: nothing fails
+  if [[ "$1" != tool ]]; then
+    figure "breaking-$1" "${NOT_APPLIED}: the setting reaches no kube-proxy, nothing to break"
     if ((PLAYBOOK_RC != 0)); then
       ansible_failure "${LOGS}/breaking-$1.log" || true
-      echo "the unpatched cluster.yml failed (exit ${PLAYBOOK_RC}, above)"
+      echo "the $1 cluster.yml failed (exit ${PLAYBOOK_RC}, above)"
       return 1
     fi
-    configz "$1" breaking stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}"
+    untouched "the $1 breaking setting"
+    # an upgrade before may have left pods on another config than their
+    # ConfigMap (kubespray writes it after kubeadm rolled the image)
+    if ((UPGRADE)) && wanted upgrade; then stale=stale=any; fi
+    configz "$1" breaking "${stale}" "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}"
+    configz_unchanged "$1" breaking
     return
   fi
   if ((PLAYBOOK_RC == 0)); then
-    echo "the patched cluster.yml passed with ${BREAK_VAR}: ${BREAK_VALUE}; kube-proxy-sync's task must fail, having rolled back"
+    echo "the tool's cluster.yml passed with ${BREAK_VAR}: ${BREAK_VALUE}; 0004's task must fail, having rolled back"
     return 1
   fi
-  # the module's result, one line of JSON after the task's fatal
-  if ! grep -Eq '^(fatal|failed): .*"rolled_back": true' "${LOGS}/breaking-$1.log"; then
-    ansible_failure "${LOGS}/breaking-$1.log" || true
-    echo "the patched cluster.yml failed, but not at a kube-proxy-sync task that rolled back (above)"
-    return 1
-  fi
-  figure "breaking-$1" "kube-proxy-sync: $(grep -Eo '"msg": "[^"]{0,300}' "${LOGS}/breaking-$1.log" | grep -m1 -i 'cannot run\|rolled back' | cut -c9- || true)"
+  rolled_back_at_sync "breaking-$1" || return 1
   if ((broken != 1 || MAX_UNAVAILABLE > 1)); then
-    echo "the breaking setting reached ${broken} nodes' kube-proxy, at most ${MAX_UNAVAILABLE} without a Ready one at once; patched, only the canary's (one node)"
+    echo "the breaking setting reached ${broken} nodes' kube-proxy, at most ${MAX_UNAVAILABLE} without a Ready one at once; with the tool, only the canary's (one node)"
     return 1
   fi
-  result="$(configz "$1" breaking stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}")" ||
+  ran_before "$1" breaking
+}
+
+# rolled_back_at_sync NAME: step NAME's playbook failed at 0004's SYNC_TASK,
+# on the last control plane, and kube-proxy-sync's result says it rolled
+# back; its message is a figure of NAME.
+rolled_back_at_sync() {
+  local sync status host
+  sync="$(sync_task "$1" fatal failed)" || { ansible_failure "${LOGS}/$1.log" || true; echo "the playbook failed, but not at 0004's task (above)"; return 1; }
+  read -r status host _ <<<"${sync}"
+  if [[ "${sync}" != *" rolled_back=true "* ]]; then
+    echo "0004's task failed on ${host}, but kube-proxy-sync did not roll back: ${sync}"
+    return 1
+  fi
+  figure "$1" "kube-proxy-sync: ${sync#* msg=}"
+}
+
+# ran_before MODE STEP: after a change the tool rolled back, every node runs
+# BREAK_BEFORE again (and SETTING_VALUE), from the ConfigMap the DaemonSet
+# mounts, which holds it too.
+ran_before() {
+  local result
+  result="$(configz "$1" "$2" stale=ok "${SETTING_FIELD}=${SETTING_VALUE}" "${BREAK_FIELD}=${BREAK_VALUE}")" ||
     { printf '%s\n' "${result}"; return 1; }
   printf '%s\n' "${result}"
   if (($(grep -c "${BREAK_FIELD}: runs ${BREAK_BEFORE}, ConfigMap ${BREAK_BEFORE}," <<<"${result}") != TOTAL)); then
-    echo "after the rollback not every node runs ${BREAK_FIELD} ${BREAK_BEFORE} from an unchanged ConfigMap (above)"
+    echo "after the rollback not every node runs ${BREAK_FIELD} ${BREAK_BEFORE} from its ConfigMap holding it (above)"
     return 1
   fi
 }
 
-# breaking_upgrade MODE TREE: unpatched, with KS_UPGRADE=1, after breaking:
-# the breaking setting still in the inventory, upgrade-cluster.yml again at
-# the version the upgrade step reached (kubespray's way to apply control
-# plane settings), whose "Update kube-proxy configmap after upgrade" writes
-# kube-proxy's ConfigMap from kubespray's variables. Recorded, not failed
-# (a figure says what could not be read): the exit code, the nodes whose
-# kube-proxy the step replaced or restarted, the value the ConfigMap holds
+# breaking_upgrade MODE TREE: with KS_UPGRADE=1, after breaking: the
+# breaking setting still in the inventory, upgrade-cluster.yml again at the
+# version the upgrade step reached (kubespray's way to apply control plane
+# settings). Recorded in every mode (a figure says what could not be read):
+# the exit code, the nodes whose kube-proxy the step replaced or restarted,
+# the value kube-system/kube-proxy, the ConfigMap kubeadm reads, holds
 # afterwards, and, as a node reboot or a drain would, a kube-proxy pod
 # deleted on the last host and whether its replacement exits (a container
 # restart within 90 s) or runs (Ready, and no restart in 90 s: kubeadm's
 # kube-proxy has no readiness probe, so Ready alone says only that it
-# started).
+# started). unpatched, toolfree: not failed; kubespray's "Update kube-proxy
+# configmap after upgrade" writes the setting into that ConfigMap (toolfree
+# with a load balancer: 0002 then restarts kube-proxy, whose rollout status
+# fails). tool: the playbook fails at 0004's SYNC_TASK, rolled back, only
+# the canary touched, every node runs BREAK_BEFORE, the ConfigMap still
+# holds it (kubeadm skips the addon), and the pod started afterwards runs.
 breaking_upgrade() {
-  local name="breaking-upgrade-$1" cm node short old deadline state="" restarts
+  local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
   MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
   figure "${name}" "upgrade-cluster.yml at ${KUBERNETES_VERSION} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
   figure "${name}" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}$(touched_nodes)"
   cm="$(cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' |
     "${VENV}/bin/python" -c 'import sys, yaml; print((yaml.safe_load(sys.stdin) or {}).get("conntrack", {}).get("maxPerCore"))')" || cm="not read"
   figure "${name}" "kube-proxy's ConfigMap afterwards: ${BREAK_FIELD} ${cm}"
+  if [[ "$1" == tool ]]; then
+    if ((PLAYBOOK_RC == 0)); then
+      echo "the tool's upgrade-cluster.yml passed with ${BREAK_VAR}: ${BREAK_VALUE}; 0004's task must fail, having rolled back"
+      return 1
+    fi
+    rolled_back_at_sync "${name}" || return 1
+    if ((TOUCHED != 1 || MAX_UNAVAILABLE > 1)); then
+      echo "the breaking setting reached ${TOUCHED} nodes' kube-proxy in upgrade-cluster.yml, at most ${MAX_UNAVAILABLE} without a Ready one at once; with the tool, only the canary's (one node)"
+      return 1
+    fi
+    if [[ "${cm}" != "${BREAK_BEFORE}" ]]; then
+      echo "kube-system/kube-proxy holds ${BREAK_FIELD} ${cm} after the tool's upgrade-cluster.yml rolled back; kubeadm skips the addon under 0004, so it must still hold ${BREAK_BEFORE}"
+      return 1
+    fi
+    ran_before "$1" breaking-upgrade || return 1
+  fi
   node="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | tail -n1 | cut -d' ' -f1)"
   short="${node#"${KS_PREFIX:-kps-ks}"-}"
   old="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=${node} -o jsonpath='{.items[*].metadata.name}'")" || old=""
   if [[ -z "${old}" ]] || ! cp_ssh "kubectl -n kube-system delete pod ${old} --wait=true --timeout=120s >/dev/null"; then
     figure "${name}" "a kube-proxy pod started afterwards on ${short}: not measured (no pod there, or it was not deleted within 120 s)"
+    [[ "$1" != tool ]] || { echo "tool: the kube-proxy pod on ${short} could not be deleted, so whether one started afterwards runs is unknown"; return 1; }
     return 0
   fi
   deadline=$((SECONDS + 90))
@@ -800,11 +1062,18 @@ breaking_upgrade() {
     sleep 2
   done
   if [[ "${restarts}" =~ ^[1-9][0-9]*$ ]]; then
+    outcome=exits
     figure "${name}" "a kube-proxy pod started afterwards on ${short} (as after a reboot or a drain): exits (restarted ${restarts} times within 90 s), no service proxy on that node"
   elif [[ "${state}" == "True 0" ]]; then
+    outcome=runs
     figure "${name}" "a kube-proxy pod started afterwards on ${short} (as after a reboot or a drain): runs (Ready, no restart in 90 s)"
   else
+    outcome=unknown
     figure "${name}" "a kube-proxy pod started afterwards on ${short}: neither Ready nor restarted in 90 s (${state:-no pod})"
+  fi
+  if [[ "$1" == tool && "${outcome}" != runs ]]; then
+    echo "tool: a kube-proxy pod started on ${short} after the rolled back upgrade-cluster.yml must run the config before (Ready, no restart in 90 s); it ${outcome}: ${state:-no pod}"
+    return 1
   fi
 }
 
@@ -826,19 +1095,21 @@ egress() {
 # KUBERNETES_VERSION (kubespray's documented -e kube_version=...), the
 # settings step's inventory kept, every pod of kube-system watched. Every
 # node's kubelet and every kube-proxy pod on the new version afterwards.
-# Recorded in both modes: who wrote kube-proxy's DaemonSet and ConfigMap
+# Recorded in every mode: who wrote kube-proxy's DaemonSet and ConfigMap
 # during the step (their managedFields), the first pod replaced and whether it
 # was Ready before a second one was made, the kube-proxy pods made while some
 # kube-apiserver ran an older version (hack/kubespray/measure.py), and
-# kube-proxy-sync's runs (its audit log). Patched
-# (docs/kubespray-upgrade.patch): one rollout, the new image's, each pod
-# replaced once, never more nodes without a Ready kube-proxy than
+# kube-proxy-sync's runs (its audit log, on the last control plane).
+# unpatched: recorded, and kube-proxy may run settings its ConfigMap got
+# after the pod started (kubespray writes the ConfigMap after kubeadm rolled
+# the new image). toolfree: the same may happen, but no kube-proxy pod newer
+# than a kube-apiserver (0001: the addon after the last control plane) and
+# never more nodes without a Ready kube-proxy than maxUnavailable (0002: a
+# rollout restart, not a forced delete of every pod). tool: 0004's task
+# changed, one rollout, the new image's, each pod replaced once, within
 # maxUnavailable; no kubeadm write of either object; canary first; no pod
 # newer than an API server; one run of kube-proxy-sync that restarted, with
 # the canary strategy, its canary the first pod replaced, to the new image.
-# Unpatched: recorded, and kube-proxy may run settings its ConfigMap got after
-# the pod started (kubespray writes the ConfigMap after kubeadm rolled the new
-# image).
 upgrade() {
   local budget image kubelets since writes runs
   image="$(ds_field ".spec.template.spec.containers[0].image")"
@@ -846,7 +1117,7 @@ upgrade() {
     { echo "kube-proxy runs ${image}, not ${KUBESPRAY_UPGRADE_FROM}: cluster.yml did not install KUBESPRAY_UPGRADE_FROM (is .cache/kubespray/files.yml from a build without KS_UPGRADE=1?)"; return 1; }
   budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
   # the API server's clock: managedFields and the audit log are stamped by it
-  # and by the first control plane
+  # and by the control planes (containers on this machine's clock)
   since="$(cp_ssh 'date -u +%Y-%m-%dT%H:%M:%SZ')"
   WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
   image="$(ds_field ".spec.template.spec.containers[0].image")"
@@ -866,30 +1137,37 @@ upgrade() {
   figure "upgrade-$1" "writes of kube-proxy's DaemonSet and ConfigMap since ${since}: ${writes//$'\n'/; }"
   figure "upgrade-$1" "first kube-proxy pod replaced on ${CANARY_NODE:-none}, Ready before a second one was made: ${CANARY_FIRST:-?}"
   figure "upgrade-$1" "kube-proxy pods made while some kube-apiserver ran an older version: ${SKEW:-?}${SKEW_DETAIL:+ (${SKEW_DETAIL})}"
-  cp_ssh 'cat /var/log/kube-proxy-sync/audit.log 2>/dev/null || true' >"${LOGS}/upgrade-$1.audit.log"
+  docker exec "$(last_cp)" sh -c 'cat /var/log/kube-proxy-sync/audit.log 2>/dev/null || true' >"${LOGS}/upgrade-$1.audit.log"
   runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" audit "${since}" "${LOGS}/upgrade-$1.audit.log")"
   figure "upgrade-$1" "kube-proxy-sync's runs: ${runs:-none}"
-  if [[ "$1" == unpatched ]]; then
+  if [[ "$1" != tool ]]; then
     configz "$1" upgrade stale=any "${SETTING_FIELD}=${SETTING_VALUE}"
+    [[ "$1" == toolfree ]] || return 0
+    if [[ "${SKEW:-}" != 0 ]]; then
+      echo "the toolfree upgrade made ${SKEW:-an unknown number of} kube-proxy pods newer than a kube-apiserver (0001 writes the addon after the last control plane): ${SKEW_DETAIL:-no kube-apiserver pod in the watch}"
+      return 1
+    fi
+    within_budget "the toolfree upgrade (0002 restarts by a rollout)" "${budget}"
     return
   fi
+  sync_task "upgrade-$1" changed >/dev/null
   configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
-  rolled_once "the patched upgrade" "${budget}"
+  rolled_once "the tool's upgrade" "${budget}"
   if grep -E '^(DaemonSet|ConfigMap)/kube-proxy kubeadm ' <<<"${writes}"; then
-    echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the patched upgrade; under kpsync_enabled only kube-proxy-sync may"
+    echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the tool's upgrade; under kube_proxy_rollout_method: kube-proxy-sync only kube-proxy-sync may (0004 skips kubeadm's addon/kube-proxy)"
     return 1
   fi
   if [[ "${CANARY_FIRST:-}" != yes ]]; then
-    echo "the patched upgrade did not replace one kube-proxy pod first (canary_first: ${CANARY_FIRST:-none seen}): a second pod was made before the first new one was Ready"
+    echo "the tool's upgrade did not replace one kube-proxy pod first (canary_first: ${CANARY_FIRST:-none seen}): a second pod was made before the first new one was Ready"
     return 1
   fi
   if [[ "${SKEW:-}" != 0 ]]; then
-    echo "the patched upgrade made ${SKEW:-an unknown number of} kube-proxy pods newer than a kube-apiserver: ${SKEW_DETAIL:-no kube-apiserver pod in the watch}"
+    echo "the tool's upgrade made ${SKEW:-an unknown number of} kube-proxy pods newer than a kube-apiserver: ${SKEW_DETAIL:-no kube-apiserver pod in the watch}"
     return 1
   fi
   if [[ "$(grep -c 'restart=yes' <<<"${runs}")" != 1 ]] ||
     ! grep -q "restart=yes .*image=.*->.*:${KUBERNETES_VERSION} strategy=canary canary=${CANARY_NODE:-?}\$" <<<"${runs}"; then
-    echo "the patched upgrade needs one run of kube-proxy-sync that restarts kube-proxy onto ${KUBERNETES_VERSION}, canary first on ${CANARY_NODE:-?}, the pod the watch saw replaced first; its runs: ${runs:-none}"
+    echo "the tool's upgrade needs one run of kube-proxy-sync that restarts kube-proxy onto ${KUBERNETES_VERSION}, canary first on ${CANARY_NODE:-?}, the pod the watch saw replaced first; its runs: ${runs:-none}"
     return 1
   fi
 }
@@ -921,29 +1199,23 @@ table() {
 engine() {
   "${REPO_ROOT}/hack/build/tools.sh" kind && "${REPO_ROOT}/hack/kind/docker.sh" up
 }
+step trees trees
 step engine engine
 docker_env
 step build "${REPO_ROOT}/hack/kubespray/build.sh"
+if [[ " ${KS_MODES} " == *" tool "* ]]; then step release release; fi
 step venv venv
 for mode in ${KS_MODES}; do
   "${REPO_ROOT}/hack/kubespray/hosts.sh" down >/dev/null 2>&1 || true
   step "hosts-${mode}" "${REPO_ROOT}/hack/kubespray/hosts.sh" up
-  tree="${KUBESPRAY_DIR}"
-  if [[ "${mode}" == patched ]]; then
-    # The collection's amd64 binary module, and the collection on a path.
-    DIST_ARCHES=amd64 step dist "${REPO_ROOT}/hack/build/dist.sh"
-    step patch patch
-    tree="${PATCHED}"
-  fi
-  step "cluster-${mode}" cluster "${mode}" "${tree}"
+  tree="$(tree_of "${mode}")"
+  step "cluster-${mode}" install_cluster "${mode}" "${tree}"
   step "nodes-${mode}" nodes "${mode}"
   if wanted rerun; then step "rerun-${mode}" rerun "${mode}" "${tree}"; fi
   if wanted settings; then step "settings-${mode}" settings "${mode}" "${tree}"; fi
   if ((UPGRADE)) && wanted upgrade; then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
   if wanted breaking; then step "breaking-${mode}" breaking "${mode}" "${tree}"; fi
-  if ((UPGRADE)) && [[ "${mode}" == unpatched ]] && wanted breaking-upgrade; then
-    step "breaking-upgrade-${mode}" breaking_upgrade "${mode}" "${tree}"
-  fi
+  if ((UPGRADE)) && wanted breaking-upgrade; then step "breaking-upgrade-${mode}" breaking_upgrade "${mode}" "${tree}"; fi
   step "egress-${mode}" egress "${mode}"
 done
 table >>"${SUMMARY}"
