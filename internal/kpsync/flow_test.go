@@ -17,7 +17,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
@@ -33,40 +32,9 @@ import (
 // the run goes no further.
 func TestFlowResumedCanaryWaitsForItsRules(t *testing.T) {
 	f := newRollingFixture(t, 3)
-	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-	// each pod mounts what the template mounted when it was made, as the
-	// DaemonSet controller's do
-	mounting := func(p *corev1.Pod) *corev1.Pod {
-		obj, err := f.client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("daemonsets"), "kube-system", "kube-proxy")
-		require.NoError(t, err)
-		p.Spec.Volumes = obj.(*appsv1.DaemonSet).Spec.Template.Spec.Volumes
-		return p
-	}
-	for i := range 3 {
-		obj, err := f.client.Tracker().Get(podsGVR, "kube-system", fmt.Sprintf("kube-proxy-node-%d-1", i))
-		require.NoError(t, err)
-		require.NoError(t, f.client.Tracker().Update(podsGVR, mounting(obj.(*corev1.Pod)), "kube-system"))
-	}
-	// the earlier run: a migration stopped after its canary (node-1's new
-	// pod never comes)
-	f.podController(t, func(node, gen string) *corev1.Pod {
-		if node == "node-1" {
-			return nil
-		}
-		return mounting(kubeProxyPod(node, gen, true))
-	})
-	f.probeKubelet(t, func(path string) corev1.PodStatus {
-		if path == verify.PathPod {
-			return corev1.PodStatus{Phase: corev1.PodSucceeded}
-		}
-		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	})
-	_, err := f.run(t, Options{Spec: setMode("nftables"), Timeout: 3 * time.Second})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "--timeout exceeded")
-	require.True(t, rollout.CanaryLeftover(f.daemonSet(t)), "stopped half-way, on OnDelete")
+	// the earlier run: a migration stopped after its canary
+	mounting := f.stoppedAfterCanary(t)
 	require.Equal(t, types.UID("node-0-2"), f.podUID(t, "kube-proxy-node-0-2"), "node-0 runs the canary's pod")
-	require.Equal(t, types.UID("node-2-1"), f.podUID(t, "kube-proxy-node-2-1"), "node-2 still runs its old pod")
 
 	// this run: node-0's kube-proxy last synced before the run began (and
 	// so before the run's own Service); the others sync as they are asked

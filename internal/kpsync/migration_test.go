@@ -372,17 +372,16 @@ func TestModeChangeFromIPVS(t *testing.T) {
 // that are not about its traffic check (probe pods need a kubelet).
 var noTraffic = ConnectivityOptions{Traffic: TrafficNone}
 
-// A migration stopped half-way (here by --timeout on a node whose new pod
-// never came; a SIGKILL leaves the same) is resumed by the next run as the
-// migration it is, decided from the pods: their older template's config
-// runs iptables, the template's nftables. So the next run checks every
-// node by health and traffic through the run's own Service (a leftover of
-// it deleted first), though it was asked nothing, and says so.
-func TestResumedMigrationKeepsItsChecks(t *testing.T) {
-	f := newRollingFixture(t, 3)
+// stoppedAfterCanary leaves a 3-node fixture as a migration to nftables
+// that stopped after its canary: --timeout on node-1, whose new pod the
+// controller cannot make (a webhook refuses it, say; a SIGKILL leaves the
+// same), node-2 still on its old pod, the DaemonSet on OnDelete. Every
+// node's kube-proxy answers its health check. It returns mounting, which
+// gives a pod the volumes the template has now, as the DaemonSet
+// controller's pods get.
+func (f *rollingFixture) stoppedAfterCanary(t *testing.T) func(*corev1.Pod) *corev1.Pod {
+	t.Helper()
 	f.prober = proberFunc(func(string) (verify.Health, error) { return verify.Health{Code: 200}, nil })
-	// each pod mounts what the template mounted when it was made, as the
-	// DaemonSet controller's do
 	mounting := func(p *corev1.Pod) *corev1.Pod {
 		obj, err := f.client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("daemonsets"), "kube-system", "kube-proxy")
 		require.NoError(t, err)
@@ -397,7 +396,7 @@ func TestResumedMigrationKeepsItsChecks(t *testing.T) {
 	}
 	f.podController(t, func(node, gen string) *corev1.Pod {
 		if node == "node-1" {
-			return nil // the controller cannot make it (a webhook refuses it, say): the run times out
+			return nil
 		}
 		return mounting(kubeProxyPod(node, gen, true))
 	})
@@ -412,8 +411,20 @@ func TestResumedMigrationKeepsItsChecks(t *testing.T) {
 	require.Contains(t, err.Error(), "--timeout exceeded")
 	require.True(t, rollout.CanaryLeftover(f.daemonSet(t)), "stopped half-way, on OnDelete")
 	require.Equal(t, types.UID("node-2-1"), f.podUID(t, "kube-proxy-node-2-1"), "node-2 still runs its old pod")
+	return mounting
+}
+
+// A migration stopped half-way (here by --timeout on a node whose new pod
+// never came; a SIGKILL leaves the same) is resumed by the next run as the
+// migration it is, decided from the pods: their older template's config
+// runs iptables, the template's nftables. So the next run checks every
+// node by health and traffic through the run's own Service (a leftover of
+// it deleted first), though it was asked nothing, and says so.
+func TestResumedMigrationKeepsItsChecks(t *testing.T) {
+	f := newRollingFixture(t, 3)
+	mounting := f.stoppedAfterCanary(t)
 	// what a SIGKILL would have left too: the run's own Service
-	_, err = f.client.CoreV1().Services("kube-system").Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+	_, err := f.client.CoreV1().Services("kube-system").Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Name: ProbeServiceName, Namespace: "kube-system", Labels: map[string]string{configmap.ManagedByLabel: "kube-proxy-sync"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
