@@ -25,15 +25,16 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 	// --undo reverts the config of the last change; an image rollout
 	// since that change (the template moved onto the copy it mounts with
 	// another image) is not undone by it, and is refused
-	first, err := e.dss.FirstMounting(ctx, p.ds, o.Container, p.volume, p.mounted)
+	history, err := e.dss.History(ctx, p.ds)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--undo: %w; nothing was changed", err)
 	}
+	first := history.FirstMounting(o.Container, p.volume, p.mounted)
 	if first != nil && first.Image != p.imageBefore {
 		return nil, nil, fmt.Errorf("--undo: the image of daemonset %s/%s changed since its last config change (revision %d moved it onto configmap %s with %s, it runs %s now), and --undo restores only the config before that change (configmap %s/%s), keeping the new image: nothing was changed; run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image), or run with the values and --image you want",
 			o.Namespace, o.DaemonSet, first.Number, p.mounted, first.Image, p.imageBefore, o.Namespace, prev, o.DaemonSet, o.Namespace)
 	}
-	if err := undoImage(ctx, e, p, prev); err != nil {
+	if err := undoImage(e, p, history, prev); err != nil {
 		return nil, nil, err
 	}
 	cp, err := e.copies.Get(ctx, prev)
@@ -74,12 +75,9 @@ func undoTo(ctx context.Context, e *env, p plan) (map[string]string, []string, e
 // where no revision mounts the copy, those mounting the record ran it. A
 // pruned history drops the oldest revisions first, so where the copy's
 // are gone, the record's older ones are too: unknown.
-func undoImage(ctx context.Context, e *env, p plan, prev string) error {
+func undoImage(e *env, p plan, history rollout.History, prev string) error {
 	o := e.o
-	ran, err := e.dss.LastMounting(ctx, p.ds, o.Container, p.volume, prev, o.ConfigMap)
-	if err != nil {
-		return fmt.Errorf("--undo: %w; nothing was changed", err)
-	}
+	ran := history.LastMounting(o.Container, p.volume, prev, o.ConfigMap)
 	forward := fmt.Sprintf("run `kubectl rollout undo daemonset/%s -n %s` to go back a revision (config and image together), or run with the values and --image you want", o.DaemonSet, o.Namespace)
 	if ran == nil {
 		return fmt.Errorf("--undo: no revision of daemonset %s/%s mounts configmap %s/%s (the config before its last change) any more: the image that config ran with is unknown, and --undo would run it with %s, the image the fleet runs now with configmap %s/%s: nothing was changed; %s",

@@ -134,9 +134,19 @@ func TestUndoOfAConfigChangeAlone(t *testing.T) {
 			require.NotEmpty(t, prev)
 			f.clock.Step(time.Second)
 
+			f.client.ClearActions()
 			res, err = f.run(t, Options{Undo: true})
 			require.NoError(t, err)
 			assert.True(t, res.Facts.Restarted)
+			lists := 0
+			for _, a := range f.client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "controllerrevisions" {
+					lists++
+				}
+			}
+			// the history once per decision (the plan, the plan under the
+			// Lease) and once for what the copies' pruning keeps
+			assert.Equal(t, 3, lists, "ControllerRevision lists of the undo")
 			now := f.daemonSet(t)
 			assert.Equal(t, prev, rollout.ConfigVolumeOf(now, "kube-proxy"), "the config before the change")
 			assert.Equal(t, runs, rollout.ContainerImage(now, "kube-proxy"), "with the image it ran")

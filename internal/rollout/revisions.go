@@ -123,19 +123,27 @@ type Revision struct {
 	Image  string
 }
 
-// FirstMounting is the oldest revision of the DaemonSet's history (by
-// creation: the DaemonSet controller renumbers a revision a rollback
-// goes back to) whose template mounts configmap cm in volume: the
-// template the change onto cm made, with the image it ran then. nil when
-// the history holds none (revisionHistoryLimit 0, a history pruned).
-func (c Client) FirstMounting(ctx context.Context, ds *appsv1.DaemonSet, container, volume, cm string) (*Revision, error) {
+// History is a DaemonSet's revisions (its ControllerRevisions), read
+// once: a run that asks several questions of the history lists it once.
+type History struct {
+	revs []ownRevision
+}
+
+// History lists the revisions of ds.
+func (c Client) History(ctx context.Context, ds *appsv1.DaemonSet) (History, error) {
 	revs, err := c.revisions(ctx, ds)
-	if err != nil {
-		return nil, err
-	}
+	return History{revs: revs}, err
+}
+
+// FirstMounting is the oldest revision of the history (by creation: the
+// DaemonSet controller renumbers a revision a rollback goes back to)
+// whose template mounts configmap cm in volume: the template the change
+// onto cm made, with the image it ran then. nil when the history holds
+// none (revisionHistoryLimit 0, a history pruned).
+func (h History) FirstMounting(container, volume, cm string) *Revision {
 	var first *ownRevision
-	for i := range revs {
-		r := &revs[i]
+	for i := range h.revs {
+		r := &h.revs[i]
 		old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *r.template}}
 		if ConfigVolumeOf(old, volume) != cm {
 			continue
@@ -145,28 +153,24 @@ func (c Client) FirstMounting(ctx context.Context, ds *appsv1.DaemonSet, contain
 		}
 	}
 	if first == nil {
-		return nil, nil
+		return nil
 	}
 	old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *first.template}}
-	return &Revision{Number: first.number, Image: ContainerImage(old, container)}, nil
+	return &Revision{Number: first.number, Image: ContainerImage(old, container)}
 }
 
-// LastMounting is the newest revision of the DaemonSet's history whose
-// template mounts, in volume, the first of cms that any revision mounts
-// there: the template the fleet ran that ConfigMap with last, with the
-// image it ran then. Newest by number: the DaemonSet controller gives a
-// revision a rollback goes back to the next number, so the highest is
-// the one the fleet ran last. nil when no revision mounts any of cms
+// LastMounting is the newest revision of the history whose template
+// mounts, in volume, the first of cms that any revision mounts there: the
+// template the fleet ran that ConfigMap with last, with the image it ran
+// then. Newest by number: the DaemonSet controller gives a revision a
+// rollback goes back to the next number, so the highest is the one the
+// fleet ran last. nil when no revision mounts any of cms
 // (revisionHistoryLimit, a history pruned).
-func (c Client) LastMounting(ctx context.Context, ds *appsv1.DaemonSet, container, volume string, cms ...string) (*Revision, error) {
-	revs, err := c.revisions(ctx, ds)
-	if err != nil {
-		return nil, err
-	}
+func (h History) LastMounting(container, volume string, cms ...string) *Revision {
 	for _, cm := range cms {
 		var last *ownRevision
-		for i := range revs {
-			r := &revs[i]
+		for i := range h.revs {
+			r := &h.revs[i]
 			old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *r.template}}
 			if ConfigVolumeOf(old, volume) != cm {
 				continue
@@ -177,8 +181,8 @@ func (c Client) LastMounting(ctx context.Context, ds *appsv1.DaemonSet, containe
 		}
 		if last != nil {
 			old := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: *last.template}}
-			return &Revision{Number: last.number, Image: ContainerImage(old, container)}, nil
+			return &Revision{Number: last.number, Image: ContainerImage(old, container)}
 		}
 	}
-	return nil, nil
+	return nil
 }

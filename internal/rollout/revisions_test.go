@@ -154,7 +154,8 @@ func TestLastMounting(t *testing.T) {
 		{"another daemonset's", []string{"kube-proxy-3333333333"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := c.LastMounting(context.Background(), ds, "kube-proxy", "kube-proxy", tc.cms...)
+			h, err := c.History(context.Background(), ds)
+			got := h.LastMounting("kube-proxy", "kube-proxy", tc.cms...)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
