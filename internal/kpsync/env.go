@@ -129,7 +129,10 @@ type env struct {
 	// healed are the copies the template mounts that the run made anew
 	// (check mode: would), a write of the run kept, as the warnings are,
 	// across the plan made twice (see mounted.go)
-	healed  []string
+	healed []string
+	// locked: the run holds the Lease (set before the plan under it); a
+	// heal writes only then
+	locked  bool
 	auditID string
 	// nodes: the nodes as the plan observed them (see observed.go)
 	nodes *observedNodes

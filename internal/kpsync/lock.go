@@ -179,6 +179,7 @@ func (s *Syncer) lock(ctx context.Context, p plan) (context.Context, plan, func(
 			*err = fmt.Errorf("%w; stopped so that two runs never write at once: %w", cause, *err)
 		}
 	}
+	e.locked = true
 	p, err = planner{e: e}.plan(held)
 	s.res.mergePlan(p)
 	if err == nil {

@@ -3,6 +3,7 @@ package kpsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -86,12 +87,19 @@ func verifyMounted(ctx context.Context, e *env, record *corev1.ConfigMap, ds *ap
 
 // heal makes the copy cp anew, as the run makes copies, after deleting
 // old, the copy there now (nil: none), with a warning saying why; in check
-// mode it only says so. Either is a write of the run (env.healed).
+// mode it only says so. Either is a write of the run (env.healed), so the
+// run takes the Lease for it: the plan before the Lease only records it,
+// the plan under the Lease makes it.
 func heal(ctx context.Context, e *env, cp, old *corev1.ConfigMap, why string) error {
 	o := e.o
-	e.healed = append(e.healed, cp.Name)
+	if !slices.Contains(e.healed, cp.Name) {
+		e.healed = append(e.healed, cp.Name)
+	}
 	if o.Check {
 		e.warn(fmt.Sprintf("%s: a real run makes it again from configmap %s/%s, which holds its data", why, o.Namespace, o.ConfigMap))
+		return nil
+	}
+	if !e.locked {
 		return nil
 	}
 	if old != nil {

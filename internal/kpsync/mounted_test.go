@@ -56,6 +56,18 @@ func TestMountedCopyGoneIsMadeAgainByAPlainRerun(t *testing.T) {
 	assert.False(t, res.Facts.Restarted)
 	assert.Contains(t, strings.Join(res.Warnings, "\n"), "was gone")
 	assert.Equal(t, []string{"create configmaps"}, f.writes(), "the copy, and nothing else")
+	// made under the Lease, as every write of a run
+	lease, made := -1, -1
+	for i, a := range f.client.Actions() {
+		switch r := a.GetResource().Resource; {
+		case r == "leases" && a.GetVerb() == "create" && lease < 0:
+			lease = i
+		case r == "configmaps" && a.GetVerb() == "create":
+			made = i
+		}
+	}
+	require.GreaterOrEqual(t, lease, 0, "the run took the Lease")
+	assert.Less(t, lease, made, "the copy is made after the Lease is taken")
 	cp := f.getConfigMap(t, name)
 	assert.Equal(t, seedConfigMap().Data, cp.Data)
 	assert.Equal(t, ptr.To(true), cp.Immutable)

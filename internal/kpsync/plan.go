@@ -38,6 +38,7 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	if err := verifyMounted(ctx, e, cm, p.ds, p.mounted); err != nil {
 		return p, err
 	}
+	p.heals = len(e.healed) > 0
 	p.imageBefore = rollout.ContainerImage(p.ds, o.Container)
 	if p.image = imageChange(o, p.imageBefore); p.image != "" {
 		if _, err := findContainer(p.ds, o.Container); err != nil {

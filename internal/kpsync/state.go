@@ -23,6 +23,8 @@ type plan struct {
 	volume, mounted, copy string
 	// recordLags: the record does not hold the data the fleet runs
 	recordLags bool
+	// heals: the copy the template mounts is to be made anew (mounted.go)
+	heals bool
 	// previous is the copy of the data the fleet runs before this run
 	// (see keepPrevious), recorded by the restart that moves the template
 	previous string
@@ -86,7 +88,7 @@ func (p plan) next(container string) *appsv1.DaemonSet {
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags
+	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags || p.heals
 }
 
 // decide says whether and why to restart, given what the DaemonSet holds
