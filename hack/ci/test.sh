@@ -108,8 +108,42 @@ hack/build/tools.sh kind
 # the refusals checked against the real kube-proxy binaries just built
 step "differential test against the real kube-proxy binaries"
 REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
+# The real tier: real kubelets and a real kube-proxy in a kind cluster,
+# built offline. Everything promised about kube-proxy itself is shown here.
+# It runs in the background, beside the kwok tier below: its suite mostly
+# waits (kubelets stopped until their nodes go NotReady, real rollouts), so
+# the two share the cores with little loss, and CI's time is the longer of
+# them rather than their sum. Its log follows once the kwok tier is done.
+step "kind cluster and the real-node e2e tests, in the background"
+if [[ -n "${bg_pid}" ]]; then
+  # the root filesystems, made since the start
+  if ! wait "${bg_pid}"; then
+    tail -n 30 "${bg_log}" >&2
+    die "preparing the kind tier in the background failed (log: ${bg_log#"${REPO_ROOT}/"})"
+  fi
+  bg_pid=""
+fi
+real_log="${CACHE_DIR}/kind/logs/real-node-tier.log"
+mkdir -p "$(dirname "${real_log}")"
+# in a session of its own, so that stopping it stops its tests and tools
+# shellcheck disable=SC2016
+setsid bash -c '
+  set -euo pipefail
+  printf "\n==== kind cluster\n" >&2
+  hack/kind/up.sh
+  printf "\n==== real-node e2e tests\n" >&2
+  KUBECONFIG="$1/kind/kubeconfig" hack/test/e2e-real.sh
+' kind-tier "${CACHE_DIR}" >"${real_log}" 2>&1 </dev/null &
+real_pid=$!
+real_stop() {
+  if [[ -n "${real_pid}" ]]; then
+    kill -- "-${real_pid}" 2>/dev/null || true
+    wait "${real_pid}" 2>/dev/null || true
+  fi
+}
+trap 'real_stop; step "cluster down"; hack/cluster/down.sh; step "kind down"; hack/kind/down.sh' EXIT
+
 step "local control plane"
-trap 'bg_stop; step "cluster down"; hack/cluster/down.sh' EXIT
 hack/cluster/up.sh
 step "e2e tests"
 hack/test/e2e.sh
@@ -127,23 +161,16 @@ kubespray_mode="kubespray's defaults not checked: no KUBESPRAY_DIR"
 [[ -z "${KUBESPRAY_DIR:-}" ]] || kubespray_mode="kubespray's defaults from KUBESPRAY_DIR=${KUBESPRAY_DIR}"
 step "molecule kubespray scenario (kubespray; ${kubespray_mode})"
 ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray
+step "cluster down"
 hack/cluster/down.sh
 
-# The real tier: real kubelets and a real kube-proxy in a kind cluster,
-# built offline. Everything promised about kube-proxy itself is shown here.
-step "kind cluster"
-if [[ -n "${bg_pid}" ]]; then
-  # the root filesystems, made since the start
-  if ! wait "${bg_pid}"; then
-    tail -n 30 "${bg_log}" >&2
-    die "preparing the kind tier in the background failed (log: ${bg_log#"${REPO_ROOT}/"})"
-  fi
-  bg_pid=""
-fi
+step "the kind tier, run in the background (${real_log#"${REPO_ROOT}/"}):"
+real_rc=0
+wait "${real_pid}" || real_rc=$?
+real_pid=""
+cat "${real_log}" >&2
+((real_rc == 0)) || die "the kind tier failed (exit ${real_rc}, its log above)"
 trap 'step "kind down"; hack/kind/down.sh' EXIT
-hack/kind/up.sh
-step "real-node e2e tests"
-KUBECONFIG="${CACHE_DIR}/kind/kubeconfig" hack/test/e2e-real.sh
 # On the newest toolchain only (the default scenario covers both): each kind
 # run rolls real kube-proxies, CI time is counted.
 step "molecule kind scenario (newest)"
