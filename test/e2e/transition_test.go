@@ -160,3 +160,39 @@ func TestTransitionImageByDigestKeepsTheMode(t *testing.T) {
 	assert.Regexp(t, `(?m)^mode: iptables$`, assertMountsCopy(t, c).Data[configmap.ConfigKey], "the mode the fleet ran, written with the image")
 	assert.Empty(t, untouched(pods, c.PodUIDs(t)), "every pod replaced onto the image")
 }
+
+// Another writer's image change its DaemonSet has not rolled out (kubectl
+// set image on a DaemonSet with the OnDelete strategy, so the controller
+// replaces no pod): the pods still run kube-proxy 1.30 in nftables mode,
+// and a settings change would restart them onto 1.31, the first that
+// refuses nftables below kernel 5.13. Judged from the pods, not the
+// template: refused before any write, naming the node, as --image v1.31
+// is.
+func TestTransitionAnotherWritersImageChecksTheKernels(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	editRecordConfig(t, c, func(conf string) string {
+		require.Contains(t, conf, "\nmode: iptables\n")
+		conf = strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1)
+		return strings.TrimRight(conf, "\n") + "\nfeatureGates:\n  NFTablesProxyMode: true\n"
+	})
+	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4")
+	adopted := runSync(t, c, "--probe-path", "none")
+	require.Equal(t, 0, adopted.Code, adopted.Msg)
+
+	ctx := context.Background()
+	patch := `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null},` +
+		`"template":{"spec":{"containers":[{"name":"kube-proxy","image":"registry.k8s.io/kube-proxy:v1.31.2"}]}}}}`
+	ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(ctx, cluster.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		now := c.DaemonSet(t)
+		return now.Status.ObservedGeneration >= ds.Generation && now.Status.UpdatedNumberScheduled == 0 && now.Status.DesiredNumberScheduled > 0
+	}, time.Minute, 100*time.Millisecond, "the DaemonSet controller saw the new template and replaced no pod")
+
+	node, _ := someNode(t, c)
+	setKernel(t, c, node, "5.10.0-32-amd64")
+	refused(t, c, []string{node + " (kernel 5.10.0-32-amd64)", "nothing was written"},
+		"--set", "conntrack.maxPerCore=65536", "--strategy", "canary")
+}
