@@ -8,7 +8,10 @@
 #          throw-away one; when kind or a Docker engine is not available,
 #          skipped (exit 0, saying what is missing), or a failure under
 #          CI=true or E2E_REQUIRED=1 (make test sets it).
-# kubespray: against the local control plane, on kubespray's toolchain only;
+# kubespray: kubespray's opt-in (docs/kubespray/0004-*.patch, or
+#          KPS_KUBESPRAY_PATCH) running this checkout's binary
+#          (dist/kube-proxy-sync-linux-<this machine's arch>, make dist), against
+#          the local control plane, on kubespray's toolchain only;
 #          KUBESPRAY_DIR=<a kubespray checkout> checks kubespray's own defaults
 #          (without it, says so and runs kubeadm's default config).
 # Set MOLECULE_COMMAND=converge|verify|... to run one step instead of `test`.
@@ -19,10 +22,13 @@ cd "${REPO_ROOT}"
 scenario="${1:-default}"
 shift || true
 [[ -f "molecule/${scenario}/molecule.yml" ]] || die "no molecule scenario '${scenario}' (molecule/*/molecule.yml)"
-for arch in ${RELEASE_ARCHES}; do
-  [[ -x "plugins/modules/kube_proxy_sync_linux_${arch}" ]] ||
-    die "plugins/modules/kube_proxy_sync_linux_${arch} is missing: run make dist"
-done
+# the kubespray scenario runs the bare binary through kubespray's tasks, the others the collection's modules
+if [[ "${scenario}" != kubespray ]]; then
+  for arch in ${RELEASE_ARCHES}; do
+    [[ -x "plugins/modules/kube_proxy_sync_linux_${arch}" ]] ||
+      die "plugins/modules/kube_proxy_sync_linux_${arch} is missing: run make dist"
+  done
+fi
 
 if [[ "${scenario}" == kind ]]; then
   # The project's own kind cluster (make kind-up), when it is up: its engine,
@@ -67,6 +73,21 @@ fi
 kubespray_mode=""
 if [[ "${scenario}" == kubespray ]]; then
   [[ -x "${TOOLS_BIN}/kubeadm" ]] || die "no kubeadm in ${TOOLS_BIN}: run hack/build/tools.sh kind, which builds it"
+  case "$(uname -m)" in
+    x86_64) arch=amd64 ;;
+    aarch64) arch=arm64 ;;
+    *) arch="$(uname -m)" ;;
+  esac
+  KPS_BINARY="${REPO_ROOT}/dist/kube-proxy-sync-linux-${arch}"
+  [[ -x "${KPS_BINARY}" ]] || die "${KPS_BINARY#"${REPO_ROOT}/"} is missing: run make dist (DIST_ARCHES=${arch} builds only it)"
+  # kubespray's opt-in, whose tasks and variables the scenario takes from the patch
+  if [[ -z "${KPS_KUBESPRAY_PATCH:-}" ]]; then
+    patches=(docs/kubespray/0004-*.patch)
+    [[ -f "${patches[0]}" ]] || die "no docs/kubespray/0004-*.patch: the kubespray scenario tests kubespray's opt-in from it"
+    KPS_KUBESPRAY_PATCH="${REPO_ROOT}/${patches[0]}"
+  fi
+  [[ -f "${KPS_KUBESPRAY_PATCH}" ]] || die "KPS_KUBESPRAY_PATCH=${KPS_KUBESPRAY_PATCH}: no such file"
+  export KPS_BINARY KPS_KUBESPRAY_PATCH
   # kubespray's templates need its full ansible package (ansible.utils) and netaddr
   [[ "${ANSIBLE_TOOLCHAINS}" == kubespray ]] ||
     die "the kubespray scenario runs on kubespray's toolchain only: ANSIBLE_TOOLCHAINS=kubespray hack/test/molecule.sh kubespray"

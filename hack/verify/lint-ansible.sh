@@ -30,12 +30,14 @@ for arch in ${RELEASE_ARCHES}; do
 done
 collections_link
 # molecule/kubespray/layout.yml names kubespray's roles in its plays, as
-# kubespray does: kubespray_defaults (its stub here) and the control-plane
-# role, which the scenario's prepare makes in its own directory. The syntax
-# check needs them to exist: an empty stand-in for the latter.
+# kubespray does: kubespray_defaults (its stub here) and the stand-ins with
+# docs/kubespray/0004 that the scenario's prepare makes in its own directory.
+# The syntax check needs them to exist: an empty stand-in for each of these.
 lint_roles="${CACHE_DIR}/lint/roles"
-mkdir -p "${lint_roles}/kubespray_control_plane/tasks"
-printf -- '---\n[]\n' >"${lint_roles}/kubespray_control_plane/tasks/main.yml"
+for role in kubespray_control_plane kubespray_defaults_0004 kubespray_validate_inventory kubespray_download; do
+  mkdir -p "${lint_roles}/${role}/tasks"
+  printf -- '---\n[]\n' >"${lint_roles}/${role}/tasks/main.yml"
+done
 export ANSIBLE_ROLES_PATH="${REPO_ROOT}/roles:${REPO_ROOT}/molecule/resources/collections/ansible_collections/kubernetes_sigs/kubespray/roles:${lint_roles}"
 
 for toolchain in "${toolchains[@]}"; do
