@@ -46,6 +46,20 @@ func setFleetImage(t *testing.T, c *cluster.Cluster, image string) {
 	c.WaitRolloutComplete(t, 2*time.Minute)
 }
 
+// nftablesFleetOn130 makes the fleet kube-proxy 1.30 in nftables mode (the
+// gate on, as 1.30 needs), its pods started on that record, adopted.
+func nftablesFleetOn130(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	editRecordConfig(t, c, func(conf string) string {
+		require.Contains(t, conf, "\nmode: iptables\n")
+		conf = strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1)
+		return strings.TrimRight(conf, "\n") + "\nfeatureGates:\n  NFTablesProxyMode: true\n"
+	})
+	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4") // its pods start on the nftables record
+	adopted := runSync(t, c, "--probe-path", "none")
+	require.Equal(t, 0, adopted.Code, adopted.Msg)
+}
+
 // someNode is one node of the fleet, and every node's pod UID.
 func someNode(t *testing.T, c *cluster.Cluster) (string, map[string]types.UID) {
 	t.Helper()
@@ -113,14 +127,7 @@ func TestTransitionImageUpgradeOfAnNFTablesFleetChecksTheKernels(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
-	editRecordConfig(t, c, func(conf string) string {
-		require.Contains(t, conf, "\nmode: iptables\n")
-		conf = strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1)
-		return strings.TrimRight(conf, "\n") + "\nfeatureGates:\n  NFTablesProxyMode: true\n"
-	})
-	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4") // its pods start on the nftables record
-	adopted := runSync(t, c, "--probe-path", "none")
-	require.Equal(t, 0, adopted.Code, adopted.Msg)
+	nftablesFleetOn130(t, c)
 	node, _ := someNode(t, c)
 	setKernel(t, c, node, "5.10.0-32-amd64")
 	refused(t, c, []string{node + " (kernel 5.10.0-32-amd64)", "nothing was written"}, "--image", "registry.k8s.io/kube-proxy:v1.31.2")
@@ -172,14 +179,7 @@ func TestTransitionAnotherWritersImageChecksTheKernels(t *testing.T) {
 	c := cluster.Connect(t)
 	c.Reset(t)
 	t.Cleanup(func() { c.Reset(t) })
-	editRecordConfig(t, c, func(conf string) string {
-		require.Contains(t, conf, "\nmode: iptables\n")
-		conf = strings.Replace(conf, "\nmode: iptables\n", "\nmode: nftables\n", 1)
-		return strings.TrimRight(conf, "\n") + "\nfeatureGates:\n  NFTablesProxyMode: true\n"
-	})
-	setFleetImage(t, c, "registry.k8s.io/kube-proxy:v1.30.4")
-	adopted := runSync(t, c, "--probe-path", "none")
-	require.Equal(t, 0, adopted.Code, adopted.Msg)
+	nftablesFleetOn130(t, c)
 
 	ctx := context.Background()
 	patch := `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null},` +
