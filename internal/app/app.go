@@ -333,6 +333,12 @@ func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 	if f.ImageChanged {
 		fmt.Fprintf(w, "  image %s -> %s\n", f.ImageBefore, o.image)
 	}
+	if f.TemplateChanged {
+		fmt.Fprintf(w, "  pod template: kubeadm's (--template %s)\n", TemplateFromKubeadm)
+	}
+	if len(f.AccessChanged) > 0 {
+		fmt.Fprintf(w, "  %s as kubeadm renders them: %s\n", map[bool]string{true: "would apply", false: "applied"}[f.CheckMode], strings.Join(f.AccessChanged, ", "))
+	}
 	fmt.Fprintf(w, "  rollout: %d desired, %d updated, %d available, %.1fs\n", f.Rollout.Desired, f.Rollout.Updated, f.Rollout.Available, f.Rollout.Duration)
 	if m := f.Migration; m != nil {
 		fmt.Fprintf(w, "  proxy mode %s -> %s (kube-proxy %s): %s rollout (--strategy %s asked)", m.From, m.To, m.KubeProxyVersion, m.Strategy, m.StrategyAsked)

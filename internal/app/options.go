@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -69,6 +70,14 @@ func (o *Options) Validate(ctx context.Context) error {
 		}
 		o.image = o.Image
 	}
+	switch {
+	case o.Template != "" && o.Template != TemplateFromKubeadm:
+		return fmt.Errorf("--template %q: want %s (the pod template --kubeadm-config renders) or empty", o.Template, TemplateFromKubeadm)
+	case o.Template == TemplateFromKubeadm && o.KubeadmConfig == "":
+		return fmt.Errorf("--template %s takes the pod template --kubeadm-config renders: pass --kubeadm-config", TemplateFromKubeadm)
+	case o.Template != "" && o.Restart == kpsync.RestartNever:
+		return fmt.Errorf("--template %s with --restart never: a template change restarts every pod; run it with --restart auto", TemplateFromKubeadm)
+	}
 	if o.KubeadmConfig != "" {
 		if o.Manifest != "" {
 			return fmt.Errorf("--kubeadm-config and --manifest both give the ConfigMap's data: pass one")
@@ -91,6 +100,19 @@ func (o *Options) Validate(ctx context.Context) error {
 			}
 			o.image = r.Image
 		}
+		if o.Template == TemplateFromKubeadm {
+			if err := errors.Join(r.TemplateErr, r.AccessErr); err != nil {
+				return fmt.Errorf("--template %s: %s on --kubeadm-config %s: %w; nothing was changed", TemplateFromKubeadm, o.Kubeadm, o.KubeadmConfig, err)
+			}
+			o.template, o.access = r.Template, r.Access
+			if o.Image == "" {
+				// the template's image is kubeadm's
+				if r.ImageErr != nil {
+					return fmt.Errorf("--template %s: %s on --kubeadm-config %s: %w; nothing was changed: pass --image", TemplateFromKubeadm, o.Kubeadm, o.KubeadmConfig, r.ImageErr)
+				}
+				o.image = r.Image
+			}
+		}
 	}
 	if o.Manifest != "" {
 		m, err := configmap.LoadManifest(o.Manifest, o.Namespace, o.ConfigMap)
@@ -99,8 +121,8 @@ func (o *Options) Validate(ctx context.Context) error {
 		}
 		o.spec.Manifest = m
 	}
-	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "" || o.Image != "") {
-		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest, --kubeadm-config or --image (run those after it)")
+	if o.Undo && (o.Server != "" || len(o.settings) > 0 || o.Manifest != "" || o.KubeadmConfig != "" || o.Image != "" || o.Template != "") {
+		return fmt.Errorf("--undo restores the previous config as it was: it takes no --set, --server, --manifest, --kubeadm-config, --image or --template (run those after it)")
 	}
 	if o.Undo && o.Restart == kpsync.RestartNever {
 		return fmt.Errorf("--undo with --restart never: an undo is a rollout of the previous config; run it with --restart auto")
@@ -160,7 +182,7 @@ func (o *Options) syncOptions() kpsync.Options {
 	}
 	return kpsync.Options{ZoneLabel: zoneLabel,
 		Namespace: o.Namespace, ConfigMap: o.ConfigMap, DaemonSet: o.DaemonSet, Container: o.Container,
-		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion, Image: o.image,
+		Spec: o.spec, ProbePath: o.ProbePath, KubeProxyVersion: o.KubeProxyVersion, Image: o.image, Template: o.template, Access: o.access,
 		Restart: o.Restart, Timeout: o.Timeout, ProgressDeadline: o.ProgressDeadline, Check: o.Check, Diff: o.Diff,
 		LockTimeout: o.LockTimeout, Strategy: strategy, CanaryNodes: o.CanaryNodes, BatchSize: o.BatchSize, History: o.ConfigHistory, Undo: o.Undo,
 		Verify: o.Verify, VerifyEndpoints: o.VerifyEndpoints, RollbackOnFailure: o.RollbackOnFailure && !o.NoRollback,

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kubeadm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -28,6 +30,10 @@ import (
 // ImageFromKubeadm is the --image value that takes the image kubeadm
 // renders from --kubeadm-config.
 const ImageFromKubeadm = "kubeadm"
+
+// TemplateFromKubeadm is the --template value that takes the pod template
+// kubeadm renders from --kubeadm-config.
+const TemplateFromKubeadm = "kubeadm"
 
 // DefaultTrafficImage is kubeadm 1.34's pause image, which the kubelet
 // keeps on every node.
@@ -51,6 +57,7 @@ type Options struct {
 	ProbePath           string
 	KubeProxyVersion    string
 	Image               string
+	Template            string
 	Restart             string
 	Timeout             time.Duration
 	RequestTimeout      time.Duration
@@ -89,7 +96,11 @@ type Options struct {
 	settings []kpconfig.Setting
 	spec     configmap.Spec
 	// image is the image the container should run: Image, or kubeadm's
-	image  string
+	image string
+	// template is the pod template kubeadm renders (--template kubeadm)
+	template *corev1.PodTemplateSpec
+	// access is kube-proxy's ServiceAccount and RBAC kubeadm renders with it
+	access kubeadm.Access
 	module bool
 	// stdin is the command's standard input, which --kubeadm-config - reads
 	// (nil for the module, which has none)
@@ -287,6 +298,22 @@ func OptionTable() []Option {
 				"An image change restarts every pod: refused with O(restart=never), and not with O(undo).",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Image },
+		},
+		{
+			Flag: "template", Metavar: "SOURCE", Arg: "template", Role: "kpsync_template", Since: "1.0.0",
+			Help: "V(" + TemplateFromKubeadm + ") takes the DaemonSet's whole pod template as O(kubeadm_config) renders it " +
+				"(C(kubeadm init phase addon kube-proxy --print-manifest)): what a new kubeadm changes in it across minors " +
+				"(arguments, volumes, security context) reaches the DaemonSet, as kubeadm's own addon phase would write it, " +
+				"in the same rollout as the image and the config, with the canary, checks and rollback of any change. " +
+				"kube-proxy-sync keeps its own fields: the probes, the ConfigMap the config volume mounts (the copy), " +
+				"C(restartedAt); the image is kubeadm's unless O(image) names another. Other writers' changes to the " +
+				"template are replaced, as kubeadm replaces them. The API server judges whether the template changes " +
+				"(a dry run), so fields it fills in are no change. kube-proxy's ServiceAccount and RBAC (the rest of kubeadm's " +
+				"addon) come with it: each missing or different one is server-side applied as kubeadm renders it, in " +
+				"kubeadm's namespace, before the restart (RV(access_changed)). Empty leaves the template alone.\n\n" +
+				"Needs O(kubeadm_config); not with O(undo); a template change restarts every pod, refused with O(restart=never).",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Template },
 		},
 		{
 			Flag: "restart", Arg: "restart", Role: "kpsync_restart", Since: "1.0.0",

@@ -40,8 +40,9 @@ type Record struct {
 	RolledBack     bool   `json:"rolled_back,omitempty"`
 	RollbackReason string `json:"rollback_reason,omitempty"`
 	// Kind is what the run does, its parts joined by "+": undo, migration
-	// (a proxy-mode change), image, change (the config), restart (owed,
-	// forced or for the probe), none
+	// (a proxy-mode change), image, template (kubeadm's pod template),
+	// access (kubeadm's ServiceAccount and RBAC for kube-proxy), change
+	// (the config), restart (owed, forced or for the probe), none
 	Kind string `json:"kind,omitempty"`
 	// ImageBefore and ImageAfter: kube-proxy's image before the run and
 	// after it (would be, in the plan and the intent)

@@ -13,6 +13,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kubeadm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
@@ -43,7 +44,16 @@ type Options struct {
 	// Image, when set, is the image the container should run (kubeadm's
 	// rendering of an upgrade): a different one is a template change,
 	// rolled like a config change, and rolled back with it.
-	Image            string
+	Image string
+	// Template, when set, is the pod template kubeadm renders (--template
+	// kubeadm): a DaemonSet whose template differs from it (the API server
+	// judges, see rollout.Client.TemplateDiffers) takes it whole, with
+	// kube-proxy-sync's own fields (rollout.OwnTemplate), in the restart.
+	Template *corev1.PodTemplateSpec
+	// Access, with Template, is kube-proxy's ServiceAccount and RBAC as
+	// kubeadm renders them: those missing or different are applied
+	// before the restart (access.go).
+	Access           kubeadm.Access
 	Spec             configmap.Spec
 	ProbePath        string
 	KubeProxyVersion string

@@ -62,6 +62,16 @@ func neededAccess(o Options, p plan) []access {
 		// the other DaemonSets on the same config, before the record is
 		// written or a copy deleted
 		ns("list", "apps", "daemonsets", ""))
+	// kubeadm's ServiceAccount and RBAC (--template kubeadm): server-side
+	// applied, a create where missing
+	for _, w := range p.access {
+		a := access{verb: "patch", group: w.group, resource: w.resource, name: w.name, namespace: w.namespace}
+		out = append(out, a)
+		if w.missing {
+			a.verb, a.name = "create", ""
+			out = append(out, a)
+		}
+	}
 	_, leftover := p.ds.Annotations[rollout.StrategyAnnotation]
 	// a change with no effect on the running kube-proxies restarts nothing
 	// (were the DaemonSet to move before it is recorded, the run would

@@ -49,6 +49,17 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 				o.Namespace, o.DaemonSet, o.Container, p.imageBefore, p.image)
 		}
 	}
+	if o.Template != nil && !o.Undo {
+		if p.template, err = rollout.OwnTemplate(o.Template, p.ds, o.Container, p.volume); err != nil {
+			return p, fmt.Errorf("--template: %w; nothing was changed", err)
+		}
+		if p.templateChanged, err = e.dss.TemplateDiffers(ctx, p.ds, p.template); err != nil {
+			return p, err
+		}
+		if p.access, err = planAccess(ctx, e); err != nil {
+			return p, err
+		}
+	}
 	var edited bool
 	if p.base, edited, err = base(ctx, e, cm, p.ds, p.mounted); err != nil {
 		return p, err
@@ -113,6 +124,9 @@ func (pl planner) plan(ctx context.Context) (plan, error) {
 	p.reason, p.adopt = decide(o.Restart, len(p.keys) > 0, rollout.RunsMounted(p.ds, p.volume, o.ConfigMap, p.target), stamped, p.noEffect, mountsTarget)
 	if p.reason == "" && p.image != "" {
 		p.reason = ReasonImageChanged
+	}
+	if p.reason == "" && p.templateChanged {
+		p.reason = ReasonTemplateChanged
 	}
 	p.resume = rollout.CanaryLeftover(p.ds) && o.Restart != RestartNever
 	if err := validateConfig(e, p.next(o.Container), p); err != nil {

@@ -62,6 +62,9 @@ func (s *Syncer) summary() string {
 	default:
 		parts = append(parts, "no restart needed")
 	}
+	if f.TemplateChanged && (f.Restarted || o.Check) && !f.RolledBack {
+		parts = append(parts, fmt.Sprintf("pod template %s kubeadm's (--template)", map[bool]string{true: "would be", false: "is now"}[o.Check]))
+	}
 	if s.res.restored != "" {
 		parts = append(parts, s.res.restored)
 	}
@@ -75,7 +78,7 @@ func (s *Syncer) planRecord(p plan) audit.Record {
 	r.ChangedKeys, r.ChangedKeysEffect, r.ProbePath = p.keys, p.effects, p.probe.path
 	r.Restart, r.RestartReason = p.reason != "", p.reason
 	// what the plan means to do, not yet in the facts
-	r.Kind = runKind(s.e.o.Undo, p.migration != nil, p.image != "", len(p.keys) > 0, p.reason != "" || p.probe.changes())
+	r.Kind = runKind(s.e.o.Undo, p.migration != nil, p.image != "", p.templateChanged, len(p.access) > 0, len(p.keys) > 0, p.reason != "" || p.probe.changes())
 	r.ImageAfter, r.ConfigMapAfter = p.imageBefore, p.mounted
 	if p.image != "" {
 		r.ImageAfter = p.image
@@ -118,12 +121,13 @@ func (s *Syncer) record(phase string, runErr error) audit.Record {
 // kind says what the run does, for the audit log (see audit.Record.Kind).
 func (s *Syncer) kind() string {
 	f := s.res.Facts
-	return runKind(s.e.o.Undo, f.Migration != nil, f.ImageChanged, len(f.ChangedKeys) > 0, f.RestartRequired || f.Restarted)
+	return runKind(s.e.o.Undo, f.Migration != nil, f.ImageChanged, f.TemplateChanged, len(f.AccessChanged) > 0, len(f.ChangedKeys) > 0, f.RestartRequired || f.Restarted)
 }
 
 // runKind joins the parts of what a run does with "+": undo, migration,
-// image, change; restart when it does none of these; none.
-func runKind(undo, migration, image, changed, restart bool) string {
+// image, template (kubeadm's), access (kubeadm's RBAC), change; restart
+// when it does none of these; none.
+func runKind(undo, migration, image, template, access, changed, restart bool) string {
 	var parts []string
 	if undo {
 		parts = append(parts, "undo")
@@ -134,10 +138,16 @@ func runKind(undo, migration, image, changed, restart bool) string {
 	if image {
 		parts = append(parts, "image")
 	}
+	if template {
+		parts = append(parts, "template")
+	}
+	if access {
+		parts = append(parts, "access")
+	}
 	if changed && !undo {
 		parts = append(parts, "change")
 	}
-	if len(parts) == 0 && restart {
+	if (len(parts) == 0 || (len(parts) == 1 && access)) && restart {
 		parts = append(parts, "restart")
 	}
 	if len(parts) == 0 {

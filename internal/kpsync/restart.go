@@ -69,6 +69,7 @@ func (rs restarter) patch(ctx context.Context, p plan, configChanged bool) (*rol
 	rl := &rolling{e: e, strategy: p.roll.strategy, canaryNodes: p.roll.canaryNodes}
 	var sent *rollout.Change       // the restart PATCH last sent
 	var observed *appsv1.DaemonSet // the DaemonSet the fleet was listed for
+	decidedOn := p.ds              // the DaemonSet kubeadm's template was judged on
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -91,6 +92,18 @@ func (rs restarter) patch(ctx context.Context, p plan, configChanged bool) (*rol
 			}
 			if p.probe, err = probeFor(e, withImage(latest, o.Container, imageChange(o, rollout.ContainerImage(latest, o.Container))), p.probe.port, p.probe.host); err != nil {
 				return err
+			}
+			if p.template != nil && rollout.TemplateGeneration(latest) != rollout.TemplateGeneration(decidedOn) {
+				// another writer moved the template: kubeadm's is judged
+				// again against it, with its fields (an image it set, a
+				// probe), never put back as the plan read them
+				if p.template, err = rollout.OwnTemplate(o.Template, latest, o.Container, p.volume); err != nil {
+					return fmt.Errorf("--template: %w; nothing was restarted", err)
+				}
+				if p.templateChanged, err = e.dss.TemplateDiffers(ctx, latest, p.template); err != nil {
+					return err
+				}
+				decidedOn = latest
 			}
 		}
 		first = false
@@ -147,6 +160,10 @@ func (rs restarter) patch(ctx context.Context, p plan, configChanged bool) (*rol
 	rl.fleet.SetGeneration(gen)
 	rl.ds = out.ds
 	rl.restarted = true
+	if out.templateChanged {
+		// what a rollback puts back whole: the template this PATCH replaced
+		rl.templateBefore = decidedOn.Spec.Template.DeepCopy()
+	}
 	return rl, out, nil
 }
 
@@ -204,6 +221,9 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 	if reason == "" && image != "" {
 		reason = ReasonImageChanged
 	}
+	if reason == "" && p.templateChanged {
+		reason = ReasonTemplateChanged
+	}
 	out.decided = true
 	out.required, out.reason = reason != "", reason
 	ch = rollout.Change{ResourceVersion: ds.ResourceVersion, Container: p.probe.container}
@@ -219,7 +239,12 @@ func (rs restarter) patchFor(p plan, ds *appsv1.DaemonSet, hash string, configCh
 		if (reason != "" || ch.Probe != nil || ch.LivenessProbe != nil) && p.copy != "" && mounted != p.copy {
 			ch.ConfigVolume, ch.ConfigMap, ch.Previous = p.volume, p.copy, p.previous
 		}
+		if reason != "" && p.templateChanged {
+			// kubeadm's template, in the same template change
+			ch.Template = p.template
+		}
 	}
+	out.templateChanged = ch.Template != nil
 	out.probeChanged = ch.Probe != nil || ch.LivenessProbe != nil
 	out.imageBefore, out.imageChanged = current, image != ""
 	out.image = out.imageBefore
@@ -458,6 +483,7 @@ func (r *Result) mergeRestart(o restartOutcome) {
 		f.RestartRequired, f.RestartReason = o.required, o.reason
 		f.Restarted, f.Adopted, f.ProbeChanged = o.restarted, o.adopted, o.probeChanged
 		f.Image, f.ImageBefore, f.ImageChanged = o.image, o.imageBefore, o.imageChanged
+		f.TemplateChanged = o.templateChanged
 	}
 	if o.configMapName != "" {
 		f.ConfigMapName, f.PreviousConfigMap = o.configMapName, o.previousConfigMap

@@ -22,7 +22,10 @@ const (
 	// ReasonImageChanged: the container's image changes (--image, or the
 	// image kubeadm renders), the config does not
 	ReasonImageChanged = "image-changed"
-	ReasonForced       = "forced"
+	// ReasonTemplateChanged: kubeadm's pod template differs from the
+	// DaemonSet's (--template kubeadm), the config and image do not
+	ReasonTemplateChanged = "template-changed"
+	ReasonForced          = "forced"
 	// ReasonNoEffect: the config changed, but no changed key has an effect
 	// on the running kube-proxies; not restarted (restart_required false).
 	ReasonNoEffect = "no-effect"
@@ -56,7 +59,7 @@ type Facts struct {
 	// Restarted: this run restarted kube-proxy (rolled the DaemonSet).
 	Restarted bool `json:"restarted"`
 	// RestartReason is why: `config-changed`, `pending`, `probe-changed`,
-	// `image-changed`, `forced`, or empty; `no-effect` when the data
+	// `image-changed`, `template-changed`, `forced`, or empty; `no-effect` when the data
 	// changed but no changed key has an effect (no restart).
 	RestartReason string `json:"restart_reason"`
 	// Adopted: the first run stamped the data hash on the DaemonSet, no
@@ -77,6 +80,15 @@ type Facts struct {
 	// `--kubeadm-config`); `restart_reason` is `image-changed` when the
 	// config did not change.
 	ImageChanged bool `json:"image_changed"`
+	// TemplateChanged: the run takes kubeadm's pod template
+	// (`--template kubeadm`), which differs from the DaemonSet's beyond the
+	// fields kube-proxy-sync sets; `restart_reason` is `template-changed`
+	// when the config and image did not change.
+	TemplateChanged bool `json:"template_changed"`
+	// AccessChanged are kube-proxy's ServiceAccount and RBAC objects the
+	// run applied as kubeadm renders them (`--template kubeadm`; in check
+	// mode: would), e.g. `["role kube-system/kube-proxy"]`.
+	AccessChanged []string `json:"access_changed"`
 	// KubeProxyVersion is the kube-proxy version the run found or was
 	// told: the new image's, when `--image` changes it.
 	KubeProxyVersion string `json:"kube_proxy_version"`
@@ -185,7 +197,7 @@ type restartOutcome struct {
 	reason                           string
 	restarted, adopted, probeChanged bool
 	image, imageBefore               string
-	imageChanged                     bool
+	imageChanged, templateChanged    bool
 	// configMapName and previousConfigMap: the PATCH moved the template
 	// from the one to the other
 	configMapName, previousConfigMap string
@@ -290,7 +302,7 @@ func (r *Result) decided(e *env, p plan) {
 	if e.o.Check {
 		_, saved, _ := rollout.SavedStrategy(p.ds)
 		patches := e.o.Restart != RestartNever && (p.reason != "" || p.adopt || p.probe.changes())
-		r.wouldChange = patches || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume
+		r.wouldChange = patches || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || len(p.access) > 0
 	}
 	f.ChangedKeys, f.ProbePath, f.KubeProxyVersion = p.keys, p.probe.path, p.probe.version
 	f.ChangedKeysEffect = p.effects

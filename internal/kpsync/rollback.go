@@ -96,6 +96,12 @@ func (rl *rolling) rollback(ctx context.Context, p plan, cause error) error {
 		if p.image != "" {
 			ch.Image = rollout.ContainerImage(p.ds, e.o.Container)
 		}
+		if rl.templateBefore != nil {
+			// kubeadm's template went in whole: the one it replaced goes
+			// back whole, as it was (none of the fields above on top)
+			ch.Template = rl.templateBefore
+			ch.RestoreRestartedAt, ch.Probe, ch.RemoveProbe, ch.LivenessProbe, ch.Image, ch.ConfigMap = nil, nil, false, nil, "", ""
+		}
 		if restore, saved, err := rollout.Restore(ds); err == nil && saved {
 			ch.Strategy, ch.ClearStrategy = restore.Strategy, true
 		}

@@ -50,6 +50,14 @@ type plan struct {
 	// image is the container image the restart sets ("" : unchanged),
 	// imageBefore the one the template runs
 	image, imageBefore string
+	// template is kubeadm's pod template with the live one's own fields
+	// (rollout.OwnTemplate), templateChanged whether taking it changes the
+	// DaemonSet's (--template kubeadm; false without it)
+	template        *corev1.PodTemplateSpec
+	templateChanged bool
+	// access is kubeadm's ServiceAccount and RBAC objects to write
+	// (--template kubeadm), see access.go
+	access []accessWrite
 	// migration is the plan of a proxy-mode change (nil: none), decided
 	// once modeDecided
 	migration   *Migration
@@ -78,17 +86,23 @@ func rollAsked(o Options) rollSettings {
 	return rollSettings{strategy: o.Strategy, canaryNodes: o.CanaryNodes, conn: o.Connectivity}
 }
 
-// next is the DaemonSet as the restart leaves its template's image: the
+// next is the DaemonSet as the restart leaves its template: kubeadm's
+// (--template kubeadm) when that changes it, and its image: the
 // kube-proxy version the new pods run, whose rules validate the config
 // and choose the probe.
 func (p plan) next(container string) *appsv1.DaemonSet {
-	return withImage(p.ds, container, p.image)
+	ds := p.ds
+	if p.templateChanged {
+		ds = ds.DeepCopy()
+		ds.Spec.Template = *p.template.DeepCopy()
+	}
+	return withImage(ds, container, p.image)
 }
 
 // writes reports whether the run has anything to write.
 func (p plan) writes() bool {
 	_, saved := p.ds.Annotations[rollout.StrategyAnnotation]
-	return len(p.keys) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags || p.heals
+	return len(p.keys) > 0 || len(p.access) > 0 || p.reason != "" || p.adopt || p.probe.changes() || (saved && !rollout.CanaryLeftover(p.ds)) || p.resume || p.recordLags || p.heals
 }
 
 // decide says whether and why to restart, given what the DaemonSet holds
@@ -155,6 +169,9 @@ type rolling struct {
 	strategy string
 	// canaryNodes: how many nodes a canary restarts first
 	canaryNodes int
+	// templateBefore, when the restart PATCH took kubeadm's pod template
+	// whole, is the template it replaced, which a rollback puts back whole
+	templateBefore *corev1.PodTemplateSpec
 	// ds is the DaemonSet as the restart PATCH left it (nil: a canary an
 	// earlier run left, resumed): a rolling update is followed through
 	// its status from there

@@ -75,7 +75,7 @@ func (s *Syncer) Run(ctx context.Context) (*Result, error) {
 func (s *Syncer) Partial() *Result {
 	f := s.res.Facts
 	s.res.Warnings = s.e.warns.list()
-	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || f.RecordChanged || s.res.restored != "" || s.res.wouldChange || len(s.e.healed) > 0
+	s.res.Changed = f.ConfigMapChanged || f.Restarted || f.ProbeChanged || f.RolledBack || f.Adopted || f.RecordChanged || len(f.AccessChanged) > 0 || s.res.restored != "" || s.res.wouldChange || len(s.e.healed) > 0
 	return s.res
 }
 
@@ -138,6 +138,12 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	rvBefore := p.record.ResourceVersion // the record as the plan captured it
 	p, a, err := ap.apply(ctx, p)
 	res.mergeApply(e, p, a)
+	if err != nil {
+		return err
+	}
+	// kubeadm's ServiceAccount and RBAC for kube-proxy (--template
+	// kubeadm), in place before any pod of the new template starts
+	res.Facts.AccessChanged, err = writeAccess(ctx, e, p)
 	if err != nil {
 		return err
 	}

@@ -218,7 +218,7 @@ func (f *fixture) run(t *testing.T, o Options) (*Result, error) {
 }
 
 // writes returns the mutating actions, as "verb resource", leaving out the
-// Lease (internal/lock has its own tests).
+// Lease (internal/lock has its own tests) and dry runs.
 func (f *fixture) writes() []string {
 	var out []string
 	for _, a := range f.client.Actions() {
@@ -228,6 +228,9 @@ func (f *fixture) writes() []string {
 		}
 		if r := a.GetResource().Resource; r == "leases" || r == "selfsubjectaccessreviews" {
 			continue
+		}
+		if p, ok := a.(k8stesting.PatchActionImpl); ok && len(p.PatchOptions.DryRun) > 0 {
+			continue // writes nothing
 		}
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
 	}

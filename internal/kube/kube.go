@@ -21,6 +21,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,10 +57,11 @@ type Client struct {
 
 var _ Interface = (*Client)(nil)
 
-// scheme knows only the API groups the tool talks to.
+// scheme knows only the API groups the tool talks to (rbac: kube-proxy's
+// own RBAC as kubeadm renders it, --template kubeadm).
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, rbacv1.AddToScheme} {
 		utilruntime.Must(add(s))
 	}
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
@@ -133,6 +135,7 @@ func NewForConfig(cfg *rest.Config, o Options) (*Client, error) {
 		{appsv1.SchemeGroupVersion, &g.apps},
 		{coordinationv1.SchemeGroupVersion, &g.coordination},
 		{authorizationv1.SchemeGroupVersion, &g.authorization},
+		{rbacv1.SchemeGroupVersion, &g.rbac},
 	} {
 		if *r.out, err = forGroup(r.gv); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,6 +99,30 @@ type AccessReviews interface {
 	Create(ctx context.Context, review *authorizationv1.SelfSubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SelfSubjectAccessReview, error)
 }
 
+// ServiceAccounts, Roles, RoleBindings and ClusterRoleBindings read and
+// server-side apply kube-proxy's ServiceAccount and RBAC as kubeadm renders
+// them (--template kubeadm: kubeadm's whole addon, whose phase an upgrade
+// skips).
+type ServiceAccounts interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ServiceAccount, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.ServiceAccount, error)
+}
+
+type Roles interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*rbacv1.Role, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*rbacv1.Role, error)
+}
+
+type RoleBindings interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*rbacv1.RoleBinding, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*rbacv1.RoleBinding, error)
+}
+
+type ClusterRoleBindings interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*rbacv1.ClusterRoleBinding, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*rbacv1.ClusterRoleBinding, error)
+}
+
 // Interface is every part of the API kube-proxy-sync uses.
 type Interface interface {
 	ConfigMaps(namespace string) ConfigMaps
@@ -109,6 +134,10 @@ type Interface interface {
 	Leases(namespace string) Leases
 	Events(namespace string) Events
 	SelfSubjectAccessReviews() AccessReviews
+	ServiceAccounts(namespace string) ServiceAccounts
+	Roles(namespace string) Roles
+	RoleBindings(namespace string) RoleBindings
+	ClusterRoleBindings() ClusterRoleBindings
 	// ServerVersion is the API server's /version.
 	ServerVersion(ctx context.Context) (*version.Info, error)
 	// GetRaw GETs an API path, e.g. a node proxy URL.
@@ -117,7 +146,7 @@ type Interface interface {
 
 // groups is the API groups the client knows, each with its types.
 type groups struct {
-	core, apps, coordination, authorization rest.Interface
+	core, apps, coordination, authorization, rbac rest.Interface
 }
 
 func (c *Client) ConfigMaps(ns string) ConfigMaps {
@@ -155,6 +184,22 @@ func (c *Client) Events(ns string) Events {
 // SelfSubjectAccessReviews creates reviews, which only ask: a repeat is harmless.
 func (c *Client) SelfSubjectAccessReviews() AccessReviews {
 	return &resource[*authorizationv1.SelfSubjectAccessReview, *authorizationv1.SelfSubjectAccessReview]{rest: c.groups.authorization, plural: "selfsubjectaccessreviews", repeatable: true}
+}
+
+func (c *Client) ServiceAccounts(ns string) ServiceAccounts {
+	return &resource[*corev1.ServiceAccount, *corev1.ServiceAccountList]{rest: c.groups.core, namespace: ns, plural: "serviceaccounts"}
+}
+
+func (c *Client) Roles(ns string) Roles {
+	return &resource[*rbacv1.Role, *rbacv1.RoleList]{rest: c.groups.rbac, namespace: ns, plural: "roles"}
+}
+
+func (c *Client) RoleBindings(ns string) RoleBindings {
+	return &resource[*rbacv1.RoleBinding, *rbacv1.RoleBindingList]{rest: c.groups.rbac, namespace: ns, plural: "rolebindings"}
+}
+
+func (c *Client) ClusterRoleBindings() ClusterRoleBindings {
+	return &resource[*rbacv1.ClusterRoleBinding, *rbacv1.ClusterRoleBindingList]{rest: c.groups.rbac, plural: "clusterrolebindings"}
 }
 
 // ServerVersion GETs /version.

@@ -20,6 +20,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -48,6 +50,66 @@ type Rendered struct {
 	// ImageErr says why Image is "": only a run that asks for kubeadm's
 	// image (--image kubeadm) fails on it.
 	ImageErr error
+	// Template is the DaemonSet's pod template (nil when kubeadm printed
+	// none), TemplateErr why: only a run that takes it (--template
+	// kubeadm) fails on that.
+	Template    *corev1.PodTemplateSpec
+	TemplateErr error
+	// Access is kube-proxy's ServiceAccount and RBAC as kubeadm renders
+	// them (the rest of its addon), AccessErr why they could not be read:
+	// only a run that takes them (--template kubeadm) fails on that.
+	Access    Access
+	AccessErr error
+}
+
+// Access is the part of kubeadm's kube-proxy addon that gives kube-proxy
+// (and joining nodes) their access: its ServiceAccount, the binding of it
+// to system:node-proxier, and the Role and RoleBinding that let joining
+// nodes read the ConfigMap.
+type Access struct {
+	ServiceAccounts     []*corev1.ServiceAccount
+	Roles               []*rbacv1.Role
+	RoleBindings        []*rbacv1.RoleBinding
+	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
+}
+
+// Empty reports whether a holds no object.
+func (a Access) Empty() bool {
+	return len(a.ServiceAccounts)+len(a.Roles)+len(a.RoleBindings)+len(a.ClusterRoleBindings) == 0
+}
+
+// access picks kubeadm's ServiceAccounts, Roles, RoleBindings and
+// ClusterRoleBindings out of its printed manifests.
+func access(manifests []byte) (Access, error) {
+	var a Access
+	err := eachDocument(manifests, func(doc []byte) (bool, error) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return false, fmt.Errorf("kubeadm's output: %w", err)
+		}
+		var into any
+		switch meta.APIVersion + " " + meta.Kind {
+		case "v1 ServiceAccount":
+			sa := &corev1.ServiceAccount{}
+			a.ServiceAccounts, into = append(a.ServiceAccounts, sa), sa
+		case "rbac.authorization.k8s.io/v1 Role":
+			r := &rbacv1.Role{}
+			a.Roles, into = append(a.Roles, r), r
+		case "rbac.authorization.k8s.io/v1 RoleBinding":
+			b := &rbacv1.RoleBinding{}
+			a.RoleBindings, into = append(a.RoleBindings, b), b
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			a.ClusterRoleBindings, into = append(a.ClusterRoleBindings, b), b
+		default:
+			return false, nil
+		}
+		if err := yaml.UnmarshalStrict(doc, into); err != nil {
+			return false, fmt.Errorf("kubeadm's %s has what this kube-proxy-sync does not know, so applying it would drop it: %w; use a kube-proxy-sync built for this kubeadm's Kubernetes version", meta.Kind, err)
+		}
+		return false, nil
+	})
+	return a, err
 }
 
 // Stdin, as the config of Render, hands kubeadm the configuration given as
@@ -108,13 +170,55 @@ func Render(ctx context.Context, binary, config string, data []byte) (*Rendered,
 	// the image only matters to a run that asks for it (--image kubeadm),
 	// which fails on ImageErr
 	image, imageErr := Image(out, Namespace, Name, Name)
-	return &Rendered{ConfigMap: cm, Image: image, ImageErr: imageErr}, nil
+	template, templateErr := Template(out, Namespace, Name)
+	acc, accessErr := access(out)
+	return &Rendered{ConfigMap: cm, Image: image, ImageErr: imageErr, Template: template, TemplateErr: templateErr, Access: acc, AccessErr: accessErr}, nil
 }
 
 // Image picks the image of the container named container of the DaemonSet
 // namespace/name out of kubeadm's printed manifests.
 func Image(manifests []byte, namespace, name, container string) (string, error) {
-	var found string
+	ds, err := daemonSet(manifests, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == container && c.Image != "" {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("kubeadm's DaemonSet %s/%s has no container %s with an image", namespace, name, container)
+}
+
+// Template picks the pod template of the DaemonSet namespace/name out of
+// kubeadm's printed manifests. It is taken whole (--template kubeadm), so
+// it is read strictly: a field this build's API types do not know (a
+// newer kubeadm's) would be dropped, and the DaemonSet would lose it.
+func Template(manifests []byte, namespace, name string) (*corev1.PodTemplateSpec, error) {
+	ds, err := daemonSet(manifests, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	var strict appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(ds.raw, &strict); err != nil {
+		return nil, fmt.Errorf("kubeadm's DaemonSet %s/%s has what this kube-proxy-sync does not know, so taking its template would drop it: %w; use a kube-proxy-sync built for this kubeadm's Kubernetes version", namespace, name, err)
+	}
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("kubeadm's DaemonSet %s/%s has no containers", namespace, name)
+	}
+	return &strict.Spec.Template, nil
+}
+
+// printedDaemonSet is a DaemonSet kubeadm printed, and its document.
+type printedDaemonSet struct {
+	appsv1.DaemonSet
+	raw []byte
+}
+
+// daemonSet picks the DaemonSet namespace/name out of kubeadm's printed
+// manifests.
+func daemonSet(manifests []byte, namespace, name string) (*printedDaemonSet, error) {
+	var found *printedDaemonSet
 	err := eachDocument(manifests, func(doc []byte) (bool, error) {
 		var ds appsv1.DaemonSet
 		if err := yaml.Unmarshal(doc, &ds); err != nil {
@@ -123,19 +227,14 @@ func Image(manifests []byte, namespace, name, container string) (string, error) 
 		if ds.Kind != "DaemonSet" || ds.Name != name || (ds.Namespace != "" && ds.Namespace != namespace) {
 			return false, nil
 		}
-		for _, c := range ds.Spec.Template.Spec.Containers {
-			if c.Name == container && c.Image != "" {
-				found = c.Image
-				return true, nil
-			}
-		}
-		return false, fmt.Errorf("kubeadm's DaemonSet %s/%s has no container %s with an image", namespace, name, container)
+		found = &printedDaemonSet{DaemonSet: ds, raw: doc}
+		return true, nil
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if found == "" {
-		return "", fmt.Errorf("kubeadm printed no DaemonSet %s/%s: not the kube-proxy addon's manifests", namespace, name)
+	if found == nil {
+		return nil, fmt.Errorf("kubeadm printed no DaemonSet %s/%s: not the kube-proxy addon's manifests", namespace, name)
 	}
 	return found, nil
 }

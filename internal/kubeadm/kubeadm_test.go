@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +19,47 @@ kind: ServiceAccount
 metadata:
   name: kube-proxy
   namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-proxier
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:node-proxier
+subjects:
+- kind: ServiceAccount
+  name: kube-proxy
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+rules:
+- apiGroups:
+  - ""
+  resourceNames:
+  - kube-proxy
+  resources:
+  - configmaps
+  verbs:
+  - get
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: kube-proxy
+subjects:
+- kind: Group
+  name: system:bootstrappers:kubeadm:default-node-token
 ---
 kind: ConfigMap
 apiVersion: v1
@@ -69,7 +111,7 @@ func TestConfigMapPicksKubeProxys(t *testing.T) {
 
 	_, err = ConfigMap([]byte(printed), "kube-system", "other")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "it printed: ServiceAccount kube-proxy, ConfigMap kube-proxy, DaemonSet kube-proxy")
+	assert.Contains(t, err.Error(), "it printed: ServiceAccount kube-proxy, ClusterRoleBinding kubeadm:node-proxier, Role kube-proxy, RoleBinding kube-proxy, ConfigMap kube-proxy, DaemonSet kube-proxy")
 }
 
 // Render runs the binary with kubeadm's arguments; a failing kubeadm is an
@@ -85,6 +127,17 @@ func TestRenderRunsKubeadm(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, r.ConfigMap.Data["config.conf"], "mode: ipvs")
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
+	require.NotNil(t, r.Template)
+	assert.Equal(t, []string{"/usr/local/bin/kube-proxy"}, r.Template.Spec.Containers[0].Command, "the DaemonSet's pod template")
+	// the rest of the addon: kube-proxy's access
+	require.Len(t, r.Access.ServiceAccounts, 1)
+	assert.Equal(t, "kube-proxy", r.Access.ServiceAccounts[0].Name)
+	require.Len(t, r.Access.ClusterRoleBindings, 1)
+	assert.Equal(t, "system:node-proxier", r.Access.ClusterRoleBindings[0].RoleRef.Name)
+	require.Len(t, r.Access.Roles, 1)
+	assert.Equal(t, []string{"kube-proxy"}, r.Access.Roles[0].Rules[0].ResourceNames)
+	require.Len(t, r.Access.RoleBindings, 1)
+	assert.Equal(t, "system:bootstrappers:kubeadm:default-node-token", r.Access.RoleBindings[0].Subjects[0].Name)
 
 	_, err = Render(context.Background(), fake, "/other.yaml", nil)
 	require.Error(t, err)
@@ -115,4 +168,21 @@ func TestRenderFeedsStdin(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "stdin is not the configuration")
 	assert.Contains(t, err.Error(), "--config - (stdin)")
+}
+
+// A pod template field these API types do not know (a newer kubeadm's) is
+// refused, not dropped: the template is taken whole. The image and the
+// ConfigMap are still read.
+func TestTemplateRefusesWhatItDoesNotKnow(t *testing.T) {
+	newer := strings.Replace(printed, "      containers:\n", "      aFieldFromTheFuture: true\n      containers:\n", 1)
+	require.NotEqual(t, printed, newer)
+	_, err := Template([]byte(newer), "kube-system", "kube-proxy")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "aFieldFromTheFuture")
+	image, err := Image([]byte(newer), "kube-system", "kube-proxy", "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", image)
+	tmpl, err := Template([]byte(printed), "kube-system", "kube-proxy")
+	require.NoError(t, err)
+	assert.Equal(t, "kube-proxy", tmpl.Spec.Containers[0].Name)
 }

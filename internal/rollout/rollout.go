@@ -105,11 +105,17 @@ type Change struct {
 	Strategy      *appsv1.DaemonSetUpdateStrategy
 	SaveStrategy  string
 	ClearStrategy bool
+	// Template, when set, replaces the whole pod template (kubeadm's, see
+	// OwnTemplate), with the change's own template fields above set on it.
+	Template *corev1.PodTemplateSpec
+	// DryRun sends the PATCH as a dry run: the API server answers with
+	// the DaemonSet as it would be, and writes nothing.
+	DryRun bool
 }
 
 // Restarts reports whether the change makes the DaemonSet roll its pods.
 func (c Change) Restarts() bool {
-	return c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != "" || c.Image != ""
+	return c.Template != nil || c.RestartAt != nil || c.RestoreRestartedAt != nil || c.Probe != nil || c.RemoveProbe || c.LivenessProbe != nil || c.ConfigMap != "" || c.Image != ""
 }
 
 // RestartedAt is the value the change gives the pod template's
@@ -283,6 +289,17 @@ func (c Change) Patch() ([]byte, error) {
 		}
 		spec["updateStrategy"] = st
 	}
+	if c.Template != nil {
+		// the whole template, replaced as kubeadm's addon phase replaces it
+		tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.template())
+		if err != nil {
+			return nil, err
+		}
+		tmpl["$patch"] = "replace"
+		spec["template"] = tmpl
+		patch["spec"] = spec
+		return json.Marshal(patch)
+	}
 	tmpl := map[string]interface{}{}
 	switch {
 	case c.RestartAt != nil:
@@ -419,7 +436,11 @@ func (c Client) Apply(ctx context.Context, ch Change) (*appsv1.DaemonSet, error)
 	if err != nil {
 		return nil, fmt.Errorf("render daemonset patch: %w", err)
 	}
-	ds, err := c.DaemonSets.Patch(ctx, c.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kube-proxy-sync"})
+	opts := metav1.PatchOptions{FieldManager: "kube-proxy-sync"}
+	if ch.DryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	ds, err := c.DaemonSets.Patch(ctx, c.Name, types.StrategicMergePatchType, body, opts)
 	if err != nil {
 		return nil, c.request("patch").Explain(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
@@ -200,7 +201,8 @@ func TestKubesprayUpgradeRollsKubeProxyOnce(t *testing.T) {
 // kubespray's "Update kube-proxy configmap after upgrade" is skipped), and
 // in the last control plane's turn the binary runs as 0004's task runs it:
 // kubespray's kubeadm config for the new version on its standard input,
-// --image kubeadm, the canary strategy with health checks.
+// --template kubeadm (kubeadm's whole pod template, its image with it), the
+// canary strategy with health checks.
 // Install as kubeadm init leaves it, then cluster.yml's run, then that one
 // run: kube-proxy takes kubeadm's image for the new version and its config
 // in one rollout, each pod replaced once, the canary node first, on
@@ -216,6 +218,22 @@ func TestKubesprayUpgradeOptInRollsOnceThroughTheTool(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	c.WaitRolloutComplete(t, 2*time.Minute)
 	require.Equal(t, "registry.k8s.io/kube-proxy:v1.33.7", c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image)
+
+	// the template an older kubeadm rendered: without the argument and
+	// the environment variable this kubeadm's has (a rollout of its own,
+	// before the upgrade's)
+	olderKubeadm := `[{"op": "replace", "path": "/spec/template/spec/containers/0/command", "value": ["/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf"]},
+		{"op": "remove", "path": "/spec/template/spec/containers/0/env"}]`
+	ctx := context.Background()
+	_, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(ctx, cluster.Name, types.JSONPatchType, []byte(olderKubeadm), metav1.PatchOptions{})
+	require.NoError(t, err)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	// and the access an older kubeadm gave: its Role let joining nodes
+	// list ConfigMaps too, and this kubeadm's RoleBinding is not there
+	rbac := c.Client.RbacV1()
+	_, err = rbac.Roles(c.Namespace).Patch(ctx, "kube-proxy", types.JSONPatchType, []byte(`[{"op": "add", "path": "/rules/0/verbs/-", "value": "list"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, rbac.RoleBindings(c.Namespace).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}))
 
 	// the upgrade: no kubeadm write; the binary as 0004's task runs it
 	generation := rollout.TemplateGeneration(c.DaemonSet(t))
@@ -234,7 +252,26 @@ func TestKubesprayUpgradeOptInRollsOnceThroughTheTool(t *testing.T) {
 	assert.True(t, r.ImageChanged, "image changed: %s", r.Msg)
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.33.7", r.ImageBefore)
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", r.Image)
-	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", c.DaemonSet(t).Spec.Template.Spec.Containers[0].Image)
+	ds := c.DaemonSet(t)
+	ctr := ds.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.34.4", ctr.Image)
+	// kubeadm's pod template, in the same rollout, on the config's copy
+	assert.True(t, r.facts().TemplateChanged, "template changed: %s", r.Msg)
+	assert.Contains(t, ctr.Command, "--hostname-override=$(NODE_NAME)", "kubeadm's argument is back")
+	if assert.Len(t, ctr.Env, 1, "kubeadm's environment is back") {
+		assert.Equal(t, "NODE_NAME", ctr.Env[0].Name)
+	}
+	assertMountsCopy(t, c)
+	// kubeadm's access, before the rollout
+	assert.Equal(t, []string{"role " + c.Namespace + "/kube-proxy", "rolebinding " + c.Namespace + "/kube-proxy"}, r.facts().AccessChanged)
+	role, err := rbac.Roles(c.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if assert.NoError(t, err) && assert.Len(t, role.Rules, 1) {
+		assert.Equal(t, []string{"get"}, role.Rules[0].Verbs, "kubeadm's Role again")
+	}
+	rb, err := rbac.RoleBindings(c.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if assert.NoError(t, err, "kubeadm's RoleBinding made again") && assert.Len(t, rb.Subjects, 1) {
+		assert.Equal(t, "system:bootstrappers:kubeadm:default-node-token", rb.Subjects[0].Name)
+	}
 	rollouts := 0
 	for _, n := range pods {
 		rollouts = max(rollouts, n-1)
@@ -264,10 +301,11 @@ func TestKubesprayUpgradeOptInRollsOnceThroughTheTool(t *testing.T) {
 
 // runKubesprayUpgrade runs the command as patch 0004's task does in an
 // upgrade (docs/kubespray/0004-*.patch, kube-proxy-sync.yml): the kubeadm
-// config on its standard input (--kubeadm-config -), the server, the image
-// kubeadm renders, and kube_proxy_sync_extra_args' default (canary, health
-// checks where the nodes answer); the probe left alone and a bound on the
-// run, as the test's other runs.
+// config on its standard input (--kubeadm-config -), the server, the pod
+// template kubeadm renders (--template kubeadm, its image with it), and
+// kube_proxy_sync_extra_args' default (canary, health checks where the
+// nodes answer); the probe left alone and a bound on the run, as the
+// test's other runs.
 func runKubesprayUpgrade(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfig, server string) cliRun {
 	t.Helper()
 	config, err := os.ReadFile(kubeadmConfig)
@@ -276,7 +314,7 @@ func runKubesprayUpgrade(t *testing.T, c *cluster.Cluster, kubeadm, kubeadmConfi
 		"--kubeconfig", c.KubeconfigPath, "--namespace", c.Namespace,
 		"--kubeadm", kubeadm, "--kubeadm-config", "-", "--server", server,
 		"--audit-log", filepath.Join(t.TempDir(), "audit.log"), "--output", "json",
-		"--image", "kubeadm", "--strategy", "canary", "--verify-health", "auto",
+		"--template", "kubeadm", "--strategy", "canary", "--verify-health", "auto",
 		"--probe-path", "none", "--timeout", "3m")
 }
 

@@ -6,13 +6,17 @@ package kubefake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -50,6 +54,17 @@ func (c clientset) Nodes() kube.Nodes                { return c.cs.CoreV1().Node
 func (c clientset) Services(ns string) kube.Services { return c.cs.CoreV1().Services(ns) }
 func (c clientset) Leases(ns string) kube.Leases     { return c.cs.CoordinationV1().Leases(ns) }
 func (c clientset) Events(ns string) kube.Events     { return c.cs.CoreV1().Events(ns) }
+
+func (c clientset) ServiceAccounts(ns string) kube.ServiceAccounts {
+	return c.cs.CoreV1().ServiceAccounts(ns)
+}
+func (c clientset) Roles(ns string) kube.Roles { return c.cs.RbacV1().Roles(ns) }
+func (c clientset) RoleBindings(ns string) kube.RoleBindings {
+	return c.cs.RbacV1().RoleBindings(ns)
+}
+func (c clientset) ClusterRoleBindings() kube.ClusterRoleBindings {
+	return c.cs.RbacV1().ClusterRoleBindings()
+}
 
 func (c clientset) SelfSubjectAccessReviews() kube.AccessReviews {
 	return c.cs.AuthorizationV1().SelfSubjectAccessReviews()
@@ -108,11 +123,23 @@ func DaemonSetReaction(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc
 			return apply(a)
 		}
 		old := cur.(*appsv1.DaemonSet)
-		handled, obj, err := apply(a)
-		if err != nil || obj == nil {
-			return handled, obj, err
+		var ds *appsv1.DaemonSet
+		var handled bool
+		var obj runtime.Object
+		dry, isDry := dryRunPatch(a)
+		if isDry {
+			// the DaemonSet as the patch would leave it, never stored
+			if ds, err = dry(old); err != nil {
+				return true, nil, err
+			}
+			handled, obj = true, ds
+		} else {
+			handled, obj, err = apply(a)
+			if err != nil || obj == nil {
+				return handled, obj, err
+			}
+			ds = obj.(*appsv1.DaemonSet).DeepCopy()
 		}
-		ds := obj.(*appsv1.DaemonSet).DeepCopy()
 		tg := old.Generation
 		if g, perr := strconv.ParseInt(old.Annotations[templateGenerationAnnotation], 10, 64); perr == nil {
 			tg = g
@@ -129,10 +156,41 @@ func DaemonSetReaction(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc
 			ds.Annotations = map[string]string{}
 		}
 		ds.Annotations[templateGenerationAnnotation] = strconv.FormatInt(tg, 10)
+		if isDry {
+			return true, ds, nil
+		}
 		if err := tracker.Update(a.GetResource(), ds, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		latest, err := tracker.Get(a.GetResource(), a.GetNamespace(), name)
 		return true, latest, err
 	}
+}
+
+// dryRunPatch is, for a strategic merge patch sent as a dry run (which the
+// fake's tracker would store), what the patch makes of a DaemonSet, as the
+// API server computes it (resourceVersion precondition included).
+func dryRunPatch(a k8stesting.Action) (func(*appsv1.DaemonSet) (*appsv1.DaemonSet, error), bool) {
+	p, ok := a.(k8stesting.PatchActionImpl)
+	if !ok || len(p.PatchOptions.DryRun) == 0 || p.GetPatchType() != types.StrategicMergePatchType {
+		return nil, false
+	}
+	return func(old *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+		before, err := json.Marshal(old)
+		if err != nil {
+			return nil, err
+		}
+		after, err := strategicpatch.StrategicMergePatch(before, p.GetPatch(), &appsv1.DaemonSet{})
+		if err != nil {
+			return nil, err
+		}
+		ds := &appsv1.DaemonSet{}
+		if err := json.Unmarshal(after, ds); err != nil {
+			return nil, err
+		}
+		if ds.ResourceVersion != old.ResourceVersion {
+			return nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), old.Name, errors.New("the object has been modified"))
+		}
+		return ds, nil
+	}, true
 }

@@ -42,6 +42,10 @@ var resources = map[string]Permission{
 	"Leases":                   {Group: "coordination.k8s.io", Resource: "leases", Namespaced: true},
 	"Events":                   {Resource: "events", Namespaced: true},
 	"SelfSubjectAccessReviews": {Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"},
+	"ServiceAccounts":          {Resource: "serviceaccounts", Namespaced: true},
+	"Roles":                    {Group: "rbac.authorization.k8s.io", Resource: "roles", Namespaced: true},
+	"RoleBindings":             {Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespaced: true},
+	"ClusterRoleBindings":      {Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
 }
 
 // rawCalls are the kube.Interface methods that are not a typed resource:
@@ -55,13 +59,21 @@ var rawCalls = map[string]*Permission{
 // Optional are the permissions only some flags need; rbac.yaml carries
 // them commented out, with the flag that needs them.
 var Optional = map[Permission]string{
-	{Resource: "pods", Verb: "create", Namespaced: true}:                                  "--verify-traffic",
-	{Resource: "services", Verb: "get", Namespaced: true}:                                 "--verify-traffic",
-	{Resource: "services", Verb: "create", Namespaced: true}:                              "a proxy-mode change",
-	{Resource: "services", Verb: "list", Namespaced: true}:                                "a proxy-mode change",
-	{Resource: "services", Verb: "delete", Namespaced: true}:                              "a proxy-mode change",
-	{Resource: "nodes/proxy", Verb: "get"}:                                                "--verify-health",
-	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews", Verb: "create"}: "",
+	{Resource: "pods", Verb: "create", Namespaced: true}:                                            "--verify-traffic",
+	{Resource: "services", Verb: "get", Namespaced: true}:                                           "--verify-traffic",
+	{Resource: "services", Verb: "create", Namespaced: true}:                                        "a proxy-mode change",
+	{Resource: "services", Verb: "list", Namespaced: true}:                                          "a proxy-mode change",
+	{Resource: "services", Verb: "delete", Namespaced: true}:                                        "a proxy-mode change",
+	{Resource: "nodes/proxy", Verb: "get"}:                                                          "--verify-health",
+	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews", Verb: "create"}:           "",
+	{Resource: "serviceaccounts", Verb: "get", Namespaced: true}:                                    "--template kubeadm",
+	{Resource: "serviceaccounts", Verb: "patch", Namespaced: true}:                                  "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "roles", Verb: "get", Namespaced: true}:          "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "roles", Verb: "patch", Namespaced: true}:        "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "get", Namespaced: true}:   "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "patch", Namespaced: true}: "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "get"}:              "--template kubeadm",
+	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "patch"}:            "--template kubeadm",
 }
 
 // Calls lists every permission a call of kube.Interface can need, sorted.
