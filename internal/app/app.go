@@ -1,5 +1,7 @@
-// Package app is the command: flags or an Ansible args file in, one result
-// on stdout, logs on stderr, and the exit code.
+// Package app is the command: flags or an Ansible args file in, one kpsync
+// run per DaemonSet (--daemonset, then each pool, one after the other: the
+// loop over pools lives here), one result on stdout, logs on stderr, and the
+// exit code.
 package app
 
 import (
@@ -210,6 +212,18 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
 		}
 	}
+	if len(o.pools) > 0 {
+		runs, err := runPools(ctx, o, d)
+		res := poolsOutcome(o, runs)
+		if err != nil {
+			return fail(streams, o, res, err)
+		}
+		printResult(streams.Out, o, res, nil)
+		if o.DetailedExitCode && res.Changed {
+			return ExitChanged
+		}
+		return ExitOK
+	}
 	s = kpsync.New(o.syncOptions(), d)
 	res, err := s.Run(ctx)
 	if err != nil {
@@ -277,6 +291,10 @@ type moduleResult struct {
 	// Diff is the ConfigMap data before and after, credentials redacted;
 	// with `--diff`, when the data differs.
 	Diff *kpsync.Diff `json:"diff,omitempty"`
+	// Pools is each DaemonSet of the run, --daemonset first, then each
+	// --pool in order, as far as the run got (only with --pool; see
+	// docs/design.md).
+	Pools []poolResult `json:"pools,omitempty"`
 	// Warnings is Ansible's standard list, each shown as a [WARNING]
 	// (absent when empty): what the kube-proxy in use would load past with
 	// a warning (fields it does not have, keys given twice; see
@@ -314,7 +332,7 @@ func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 	if o.Output == "json" {
 		out := moduleResult{
 			Changed: res.Changed, Failed: err != nil, Msg: msg,
-			Facts: res.Facts, Diff: res.Diff, Warnings: res.Warnings,
+			Facts: res.Facts, Diff: res.Diff, Warnings: res.Warnings, Pools: o.poolResults,
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(w, string(b))
@@ -358,6 +376,9 @@ func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 		}
 	}
 	fmt.Fprintf(w, "  api requests: %d, audit id: %s\n", f.APIRequests, f.AuditID)
+	for _, p := range o.poolResults[min(1, len(o.poolResults)):] {
+		fmt.Fprintf(w, "pool %s (configmap %s): %s\n", p.DaemonSet, p.ConfigMap, p.Msg)
+	}
 	if res.Diff != nil {
 		fmt.Fprintf(w, "--- %s\n%s+++ %s\n%s", res.Diff.BeforeHeader, res.Diff.Before, res.Diff.AfterHeader, res.Diff.After)
 	}

@@ -212,15 +212,54 @@ func setArg(o *Options, v interface{}) error {
 	if !ok {
 		return fmt.Errorf("want a dict of field paths to values, e.g. {\"ipvs.strictARP\": true}, got %s", jsonType(v))
 	}
+	set, err := settingsArg(m)
+	o.Set = set
+	return err
+}
+
+// poolsArg is the module's pools: a dict of pool names to a dict of their
+// own values (as set's), which the command line gives as --pool and
+// --pool-set.
+func poolsArg(o *Options, v interface{}) error {
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return fmt.Errorf(`want a dict of DaemonSet names to their own values, e.g. {"kube-proxy-rhel8": {"mode": "iptables"}}, got %s`, jsonType(v))
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	o.Pools, o.PoolSet = o.Pools[:0], o.PoolSet[:0]
+	for _, name := range names {
+		o.Pools = append(o.Pools, name)
+		values, ok := m[name].(map[string]interface{})
+		if m[name] != nil && !ok {
+			return fmt.Errorf("%s: want a dict of field paths to values ({} for none), got %s", name, jsonType(m[name]))
+		}
+		set, err := settingsArg(values)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, s := range set {
+			o.PoolSet = append(o.PoolSet, name+":"+s)
+		}
+	}
+	return nil
+}
+
+// settingsArg is a dict of field paths to values as PATH=VALUE settings,
+// sorted by path.
+func settingsArg(m map[string]interface{}) ([]string, error) {
+	out := []string{}
 	paths := make([]string, 0, len(m))
 	for k := range m {
 		paths = append(paths, k)
 	}
 	sort.Strings(paths)
-	o.Set = o.Set[:0]
 	for _, p := range paths {
 		if strings.TrimSpace(p) == "" || strings.Contains(p, "=") {
-			return fmt.Errorf("%q: want a field path like ipvs.strictARP as the key", p)
+			return nil, fmt.Errorf("%q: want a field path like ipvs.strictARP as the key", p)
 		}
 		var text string
 		switch t := m[p].(type) {
@@ -235,17 +274,17 @@ func setArg(o *Options, v interface{}) error {
 			for _, it := range t {
 				s, ok := it.(string)
 				if !ok {
-					return fmt.Errorf("%s: want a list of strings", p)
+					return nil, fmt.Errorf("%s: want a list of strings", p)
 				}
 				items = append(items, s)
 			}
 			text = strings.Join(items, ",")
 		default:
-			return fmt.Errorf("%s: want a string, number, boolean or list of strings, got %s", p, jsonType(t))
+			return nil, fmt.Errorf("%s: want a string, number, boolean or list of strings, got %s", p, jsonType(t))
 		}
-		o.Set = append(o.Set, p+"="+text)
+		out = append(out, p+"="+text)
 	}
-	return nil
+	return out, nil
 }
 
 func jsonType(v interface{}) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -48,7 +49,15 @@ func TestSidecarDocsMatchTheBinary(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			d := loadSidecar(t, arch)
-			returned := []string{"msg", "diff"}
+			// moduleResult's own keys but Ansible's standard ones, and the facts
+			var returned []string
+			own := reflect.TypeOf(moduleResult{})
+			for i := 0; i < own.NumField(); i++ {
+				key := strings.Split(own.Field(i).Tag.Get("json"), ",")[0]
+				if !own.Field(i).Anonymous && !slices.Contains([]string{"changed", "failed", "warnings"}, key) {
+					returned = append(returned, key)
+				}
+			}
 			facts := reflect.TypeOf(kpsync.Facts{})
 			for i := 0; i < facts.NumField(); i++ {
 				returned = append(returned, strings.Split(facts.Field(i).Tag.Get("json"), ",")[0])

@@ -36,7 +36,7 @@ func (o *Options) Complete() error {
 		o.settings = append(o.settings, st)
 	}
 	o.spec = configmap.Spec{Server: o.Server, Settings: o.settings}
-	return nil
+	return o.completePools()
 }
 
 // Validate rejects bad input before anything touches the cluster. ctx is
@@ -50,6 +50,9 @@ func (o *Options) Validate(ctx context.Context) error {
 	}
 	if o.Container == "" {
 		return fmt.Errorf("--container must not be empty")
+	}
+	if err := o.validatePools(); err != nil {
+		return err
 	}
 	if o.Server != "" {
 		if err := configmap.ValidateServer(o.Server, o.AllowInsecureServer); err != nil {

@@ -51,6 +51,8 @@ type Options struct {
 	// AllowInsecureServer: an http --server is accepted
 	AllowInsecureServer bool
 	Set                 []string
+	Pools               []string
+	PoolSet             []string
 	Manifest            string
 	KubeadmConfig       string
 	Kubeadm             string
@@ -101,7 +103,11 @@ type Options struct {
 	template *corev1.PodTemplateSpec
 	// access is kube-proxy's ServiceAccount and RBAC kubeadm renders with it
 	access kubeadm.Access
-	module bool
+	// pools are the --pool DaemonSets, with their --pool-set values
+	pools []pool
+	// poolResults is what became of each pool, for the result
+	poolResults []poolResult
+	module      bool
 	// stdin is the command's standard input, which --kubeadm-config - reads
 	// (nil for the module, which has none)
 	stdin io.Reader
@@ -237,6 +243,33 @@ func OptionTable() []Option {
 			RoleNote:    "Empty changes no setting.",
 			field:       func(o *Options) any { return &o.Set },
 			parse:       setArg,
+		},
+		{
+			Flag: "pool", Metavar: "NAME", Arg: "pools", Role: "kpsync_pools", Since: "1.0.0",
+			Help: "Another kube-proxy DaemonSet in O(namespace), a pool with a config of its own: each run syncs O(daemonset) first, " +
+				"then each pool in the order given, one at a time, each with its own copies, canary, checks and rollback. " +
+				"A pool's config is the ConfigMap of its own name (made from O(configmap)'s data when missing), with O(set), " +
+				"O(server), O(manifest) or O(kubeadm_config), then its own values on top (C(--pool-set) on the command line); its pod template mounts it " +
+				"(or its copies), never O(configmap), which stays the config of O(daemonset), kubeadm's. Every pool is planned " +
+				"before the first write, and one that would be refused (a proxy mode its nodes' kernels cannot run) refuses the " +
+				"run with nothing changed; a pool that fails stops the run there, leaving the pools after it untouched. " +
+				"RV(pools) reports each.\n\n" +
+				"On the command line repeatable; as the module's argument a dict of pool names to their own values (run in the order of their names), " +
+				`C({"kube-proxy-rhel8": {"mode": "iptables"}, "kube-proxy-gpu": {}}) (see O(set)). ` +
+				"Not with O(template).",
+			See:         "Pools",
+			RoleDefault: "{}",
+			RolePass:    "{{ kpsync_pools | default(omit, true) }}",
+			RoleNote:    "Empty runs O(daemonset) alone.",
+			field:       func(o *Options) any { return &o.Pools },
+			parse:       poolsArg,
+		},
+		{
+			Flag: "pool-set", Metavar: "NAME:path=value", Since: "1.0.0",
+			Help: "A KubeProxyConfiguration field set for one pool (O(pools)) only, after O(set): " +
+				"C(--pool-set kube-proxy-rhel8:mode=iptables) (repeatable). The module takes them in O(pools).",
+			See:   "Pools",
+			field: func(o *Options) any { return &o.PoolSet },
 		},
 		{
 			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kpsync_manifest", Since: "1.0.0",

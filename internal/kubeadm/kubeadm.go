@@ -73,11 +73,6 @@ type Access struct {
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
 }
 
-// Empty reports whether a holds no object.
-func (a Access) Empty() bool {
-	return len(a.ServiceAccounts)+len(a.Roles)+len(a.RoleBindings)+len(a.ClusterRoleBindings) == 0
-}
-
 // access picks kubeadm's ServiceAccounts, Roles, RoleBindings and
 // ClusterRoleBindings out of its printed manifests.
 func access(manifests []byte) (Access, error) {

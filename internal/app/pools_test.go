@@ -1,0 +1,222 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+)
+
+// poolDaemonSet is a pool of kubeadm's DaemonSet: its template mounting
+// mounts (the pool's own config, or another's).
+func poolDaemonSet(name, mounts string) *appsv1.DaemonSet {
+	_, ds := seed()
+	ds.Name, ds.UID = name, types.UID("uid-"+name)
+	ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name = mounts
+	return ds
+}
+
+// poolCluster is kubeadm's ConfigMap and DaemonSet, with the pools' DaemonSets.
+func poolCluster(pools ...*appsv1.DaemonSet) (*fake.Clientset, kube.Interface) {
+	cm, ds := seed()
+	ds.UID = "uid-kube-proxy"
+	objs := []runtime.Object{cm, ds}
+	for _, p := range pools {
+		objs = append(objs, p)
+	}
+	return kubefake.New(objs...)
+}
+
+// runOn runs the command against api.
+func runOn(t *testing.T, api kube.Interface, args ...string) (int, moduleResult, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut}, append(args, "-o", "json"), Deps{
+		Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api,
+	})
+	var res moduleResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String()+errOut.String())
+	return code, res, errOut.String()
+}
+
+// mountedBy is the ConfigMap the DaemonSet's config volume names.
+func mountedBy(t *testing.T, c *fake.Clientset, name string) string {
+	t.Helper()
+	ds, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name
+}
+
+// field reads one top-level KubeProxyConfiguration field, or one of a
+// section ("iptables.minSyncPeriod"), of a ConfigMap's config.conf.
+func field(t *testing.T, c *fake.Clientset, cm, path string) string {
+	t.Helper()
+	got, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), cm, metav1.GetOptions{})
+	require.NoError(t, err, cm)
+	var v map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(got.Data[configmap.ConfigKey]), &v))
+	section, key, nested := strings.Cut(path, ".")
+	if !nested {
+		return fmt.Sprint(v[section])
+	}
+	inner, _ := v[section].(map[string]any)
+	return fmt.Sprint(inner[key])
+}
+
+func TestPoolsRunTheirOwnConfigAndConverge(t *testing.T) {
+	c, api := poolCluster(poolDaemonSet("kube-proxy-b", "kube-proxy-b"))
+	args := []string{"--set", "conntrack.maxPerCore=0", "--pool", "kube-proxy-b", "--pool-set", "kube-proxy-b:iptables.minSyncPeriod=2s"}
+	code, res, stderr := runOn(t, api, args...)
+	require.Equal(t, ExitOK, code, res.Msg+stderr)
+	require.Len(t, res.Pools, 2)
+	assert.Equal(t, []string{"kube-proxy", "kube-proxy-b"}, []string{res.Pools[0].DaemonSet, res.Pools[1].DaemonSet})
+	assert.True(t, res.Changed)
+	assert.True(t, res.Pools[0].Changed)
+	assert.True(t, res.Pools[1].Changed)
+
+	// each DaemonSet mounts a copy of its own record, owned by it
+	base, pool := mountedBy(t, c, "kube-proxy"), mountedBy(t, c, "kube-proxy-b")
+	assert.True(t, configmap.IsCopyName("kube-proxy", base), base)
+	assert.True(t, configmap.IsCopyName("kube-proxy-b", pool), pool)
+	cp, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), pool, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, cp.OwnerReferences, 1)
+	assert.Equal(t, types.UID("uid-kube-proxy-b"), cp.OwnerReferences[0].UID)
+	assert.Equal(t, res.Pools[1].ConfigMapName, pool)
+
+	// the base's config has the shared value only; the pool's both, and
+	// its record was made from the base's
+	assert.Equal(t, "0", field(t, c, base, "conntrack.maxPerCore"))
+	assert.NotEqual(t, "2s", field(t, c, base, "iptables.minSyncPeriod"))
+	assert.Equal(t, "0", field(t, c, pool, "conntrack.maxPerCore"))
+	assert.Equal(t, "2s", field(t, c, pool, "iptables.minSyncPeriod"))
+	rec, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "kube-proxy", rec.Labels[PoolOfLabel])
+	assert.NotEqual(t, "2s", field(t, c, "kube-proxy", "iptables.minSyncPeriod"), "no pool writes the base's record")
+
+	// the same run again changes nothing, in either pool
+	c.ClearActions()
+	code, res, stderr = runOn(t, api, args...)
+	require.Equal(t, ExitOK, code, res.Msg+stderr)
+	assert.False(t, res.Changed, res.Msg)
+	assert.False(t, res.Pools[0].Changed)
+	assert.False(t, res.Pools[1].Changed)
+	assert.Zero(t, writes(c), "a converged run writes nothing")
+	assert.Equal(t, pool, mountedBy(t, c, "kube-proxy-b"))
+}
+
+func TestPoolsCheckModeWritesNothingAndSaysWhatWouldChange(t *testing.T) {
+	c, api := poolCluster(poolDaemonSet("kube-proxy-b", "kube-proxy-b"))
+	code, res, stderr := runOn(t, api, "--check", "--probe-path", "none", "--pool", "kube-proxy-b", "--pool-set", "kube-proxy-b:iptables.minSyncPeriod=2s")
+	require.Equal(t, ExitOK, code, res.Msg+stderr)
+	assert.Zero(t, writes(c), "check mode writes nothing, not even the pool's record")
+	require.Len(t, res.Pools, 2)
+	assert.Empty(t, res.Pools[0].ChangedKeys, "nothing asked of the base")
+	assert.False(t, res.Pools[0].Restarted)
+	assert.True(t, res.Pools[1].Changed, "the pool's value, judged against the record a real run would make")
+	assert.Equal(t, []string{"config.conf:iptables.minSyncPeriod"}, res.Pools[1].ChangedKeys)
+	assert.True(t, res.Changed)
+}
+
+func TestPoolMountingTheBaseConfigIsRefusedBeforeAnyWrite(t *testing.T) {
+	for _, mounts := range []string{"kube-proxy", "kube-proxy-0123456789"} {
+		c, api := poolCluster(poolDaemonSet("kube-proxy-b", mounts))
+		code, res, _ := runOn(t, api, "--set", "conntrack.maxPerCore=0", "--pool", "kube-proxy-b")
+		assert.Equal(t, ExitFailed, code)
+		assert.Contains(t, res.Msg, "mounts configmap "+mounts+", the config of daemonset kube-proxy")
+		assert.Contains(t, res.Msg, "nothing was changed")
+		assert.Zero(t, writes(c), mounts)
+	}
+}
+
+func TestPoolRefusedInThePlanChangesNoPool(t *testing.T) {
+	c, api := poolCluster(poolDaemonSet("kube-proxy-b", "kube-proxy-b"), poolDaemonSet("kube-proxy-c", "kube-proxy-c"))
+	// the base and b could go; c's value fails kube-proxy's validation
+	code, res, _ := runOn(t, api, "--set", "conntrack.maxPerCore=0", "--pool", "kube-proxy-b", "--pool", "kube-proxy-c",
+		"--pool-set", "kube-proxy-c:conntrack.maxPerCore=-1")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "pool kube-proxy-c")
+	assert.Contains(t, res.Msg, "no pool was changed")
+	assert.Zero(t, writes(c))
+	assert.Equal(t, "kube-proxy", mountedBy(t, c, "kube-proxy"))
+}
+
+func TestPoolFailureStopsThereAndLeavesTheRest(t *testing.T) {
+	c, api := poolCluster(poolDaemonSet("kube-proxy-b", "kube-proxy-b"), poolDaemonSet("kube-proxy-c", "kube-proxy-c"))
+	// b's restart PATCH fails after the base went through; c is never run
+	c.PrependReactor("patch", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(k8stesting.PatchActionImpl)
+		if ok && p.GetName() == "kube-proxy-b" && !slices.Contains(p.PatchOptions.DryRun, metav1.DryRunAll) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, p.GetName(), errors.New("denied"))
+		}
+		return false, nil, nil
+	})
+	code, res, _ := runOn(t, api, "--set", "conntrack.maxPerCore=0", "--pool", "kube-proxy-b", "--pool", "kube-proxy-c")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b")
+	assert.Contains(t, res.Msg, "not run, left as they were: kube-proxy-c")
+	require.Len(t, res.Pools, 2, "the base and b ran, c did not")
+	assert.True(t, res.Pools[0].Changed)
+	assert.False(t, res.Pools[0].Failed)
+	assert.True(t, res.Pools[1].Failed)
+	assert.True(t, configmap.IsCopyName("kube-proxy", mountedBy(t, c, "kube-proxy")), "the base went through")
+	assert.Equal(t, "kube-proxy-b", mountedBy(t, c, "kube-proxy-b"))
+	assert.Equal(t, "kube-proxy-c", mountedBy(t, c, "kube-proxy-c"))
+	_, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-proxy-c", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "c's record is not made: c was not run")
+}
+
+func TestPoolOptionsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pool", "kube-proxy"}, "that is --daemonset or --configmap"},
+		{[]string{"--pool", "kube-proxy-0123456789"}, "a name of a copy of configmap kube-proxy"},
+		{[]string{"--pool", "a", "--pool", "a"}, `--pool "a" is named twice`},
+		{[]string{"--pool", "Bad_Name"}, `--pool "Bad_Name"`},
+		{[]string{"--pool", "a", "--pool-set", "b:mode=iptables"}, "b is not a --pool of this run"},
+		{[]string{"--pool", "a", "--pool-set", "mode=iptables"}, "want NAME:path=value"},
+		{[]string{"--pool", "a", "--template", "kubeadm", "--kubeadm-config", "x"}, "--pool with --template"},
+	} {
+		r := run(t, tc.args...)
+		assert.Equal(t, ExitFailed, r.code, tc.args)
+		assert.Contains(t, r.stderr, tc.want, tc.args)
+		assert.Zero(t, writes(r.client), tc.args)
+	}
+}
+
+func TestPoolsModuleArg(t *testing.T) {
+	o := NewOptions()
+	require.NoError(t, poolsArg(o, map[string]any{
+		"kube-proxy-c": map[string]any{},
+		"kube-proxy-b": map[string]any{"mode": "iptables", "iptables.minSyncPeriod": "2s"},
+	}))
+	assert.Equal(t, []string{"kube-proxy-b", "kube-proxy-c"}, o.Pools, "by name")
+	assert.Equal(t, []string{"kube-proxy-b:iptables.minSyncPeriod=2s", "kube-proxy-b:mode=iptables"}, o.PoolSet)
+	assert.ErrorContains(t, poolsArg(o, []any{"kube-proxy-b"}), "want a dict of DaemonSet names")
+	assert.ErrorContains(t, poolsArg(o, map[string]any{"b": "iptables"}), "b: want a dict of field paths")
+}

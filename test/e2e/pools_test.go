@@ -1,0 +1,174 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/app"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/test/e2e/cluster"
+)
+
+// poolsResult is the result of a run with pools.
+type poolsResult struct {
+	result
+	Pools []struct {
+		DaemonSet     string   `json:"daemonset"`
+		Changed       bool     `json:"changed"`
+		Failed        bool     `json:"failed"`
+		Restarted     bool     `json:"restarted"`
+		ChangedKeys   []string `json:"changed_keys"`
+		ConfigMapName string   `json:"configmap_name"`
+	} `json:"pools"`
+}
+
+func runPools(t *testing.T, c *cluster.Cluster, args ...string) poolsResult {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append([]string{"--kubeconfig", c.KubeconfigPath, "--output", "json", "--timeout", "3m"}, args...)
+	code := app.Run(context.Background(), app.Streams{Out: &out, ErrOut: &errOut}, args, app.Deps{Clock: clock.RealClock{}})
+	var r poolsResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "stdout: %s\nstderr: %s", out.String(), errOut.String())
+	r.Code, r.Stderr = code, errOut.String()
+	return r
+}
+
+// poolUIDs is the pods of a DaemonSet (by its pod label), by node.
+func poolUIDs(t *testing.T, c *cluster.Cluster, app string) map[string]types.UID {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=" + app})
+	require.NoError(t, err)
+	out := map[string]types.UID{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = p.UID
+		}
+	}
+	return out
+}
+
+// Two pools with different values: each runs a config of its own, owned
+// by its own DaemonSet, the second identical run changes nothing, and
+// deleting one pool leaves the other's pods and config as they were.
+func TestPoolsConvergeAndOutliveEachOther(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	name := cluster.Name + "-pool"
+	node := c.DaemonSetPods(t)[0].Spec.NodeName
+	// a pool on one node, mounting its own config
+	poolKubeProxy(t, c, name, node)
+	args := []string{"--probe-path", "none", "--set", "clusterCIDR=10.93.0.0/16",
+		"--pool", name, "--pool-set", name + ":iptables.minSyncPeriod=3s"}
+
+	r := runPools(t, c, args...)
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	require.Len(t, r.Pools, 2)
+	assert.True(t, r.Pools[0].Changed && r.Pools[1].Changed, r.Msg)
+	base, pool := c.DaemonSet(t), daemonSetNamed(t, c, name)
+	baseCopy, poolCopy := mountedConfig(base.Spec.Template.Spec), mountedConfig(pool.Spec.Template.Spec)
+	require.True(t, configmap.IsCopyName(cluster.Name, baseCopy), baseCopy)
+	require.True(t, configmap.IsCopyName(name, poolCopy), poolCopy)
+	bc, pc := c.ConfigMapNamed(t, baseCopy), c.ConfigMapNamed(t, poolCopy)
+	assert.Contains(t, bc.Data["config.conf"], "10.93.0.0/16")
+	assert.NotContains(t, bc.Data["config.conf"], "minSyncPeriod: 3s")
+	assert.Contains(t, pc.Data["config.conf"], "10.93.0.0/16")
+	assert.Contains(t, pc.Data["config.conf"], "minSyncPeriod: 3s")
+	require.Len(t, pc.OwnerReferences, 1)
+	assert.Equal(t, pool.UID, pc.OwnerReferences[0].UID, "the pool's copy belongs to the pool")
+	assert.NotContains(t, c.ConfigMap(t).Data["config.conf"], "minSyncPeriod: 3s", "no pool writes kubeadm's record")
+
+	// the second identical run changes nothing and replaces no pod
+	basePods, poolPods := poolUIDs(t, c, cluster.Name), poolUIDs(t, c, name)
+	require.NotEmpty(t, poolPods)
+	r = runPools(t, c, args...)
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	assert.False(t, r.Changed, r.Msg)
+	assert.False(t, r.Pools[0].Changed || r.Pools[1].Changed, r.Msg)
+	assert.Equal(t, basePods, poolUIDs(t, c, cluster.Name))
+	assert.Equal(t, poolPods, poolUIDs(t, c, name))
+
+	// the pool deleted: the garbage collector takes its copies, and only its
+	bg := metav1.DeletePropagationBackground
+	require.NoError(t, c.Client.AppsV1().DaemonSets(c.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &bg}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Get(ctx, poolCopy, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}), "the pool's copy is collected with it")
+	assert.Equal(t, bc.UID, c.ConfigMapNamed(t, baseCopy).UID, "the base's copy is untouched")
+	assert.Equal(t, baseCopy, mountedConfig(c.DaemonSet(t).Spec.Template.Spec))
+	assert.Equal(t, basePods, poolUIDs(t, c, cluster.Name))
+	again := runSync(t, c, "--probe-path", "none", "--set", "clusterCIDR=10.93.0.0/16")
+	require.Equal(t, 0, again.Code, again.Msg+"\n"+again.Stderr)
+	assert.False(t, again.Changed, again.Msg)
+}
+
+// poolKubeProxy creates a second kube-proxy DaemonSet of the namespace, a
+// pool on node only, whose template mounts a ConfigMap of its own name
+// (made first, with the seed's data); the DaemonSet, its config and its
+// copies go when the test ends.
+func poolKubeProxy(t *testing.T, c *cluster.Cluster, name, node string) {
+	t.Helper()
+	ds := c.SeedDaemonSet(t)
+	ds.Name = name
+	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": name}}
+	ds.Spec.Template.Labels = map[string]string{"k8s-app": name}
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	for i := range ds.Spec.Template.Spec.Volumes {
+		if v := &ds.Spec.Template.Spec.Volumes[i]; v.ConfigMap != nil && v.ConfigMap.Name == cluster.Name {
+			v.ConfigMap.Name = name
+		}
+	}
+	// its config first, kubeadm's as the seed has it: a kube-proxy starts
+	// only once the ConfigMap it mounts is there
+	own := c.SeedConfigMap(t)
+	own.Name = name
+	_, err := c.Client.CoreV1().ConfigMaps(c.Namespace).Create(context.Background(), own, metav1.CreateOptions{})
+	require.NoError(t, err)
+	dss := c.Client.AppsV1().DaemonSets(c.Namespace)
+	_, err = dss.Create(context.Background(), ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		bg := metav1.DeletePropagationBackground
+		if err := dss.Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete daemonset %s: %v", name, err)
+		}
+		if err := c.Client.CoreV1().ConfigMaps(c.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete configmap %s: %v", name, err)
+		}
+	})
+}
+
+func daemonSetNamed(t *testing.T, c *cluster.Cluster, name string) *appsv1.DaemonSet {
+	t.Helper()
+	ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return ds
+}
+
+// mountedConfig is the ConfigMap the kube-proxy container's config volume names.
+func mountedConfig(spec corev1.PodSpec) string {
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil && v.Name == "kube-proxy" {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
+}
