@@ -153,8 +153,8 @@ func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error)
 			so := o.poolOptions(p)
 			so.Check, so.Diff = true, false
 			if _, err := kpsync.New(so, withPoolRecord(ctx, quiet, o, p)).Run(ctx); err != nil {
-				return nil, fmt.Errorf("pool %s (daemonset %s/%s), planned before any write: %w; no pool was changed: run the pools that can go with --pool for each of them, and this one once its refusal is resolved",
-					p.name, o.Namespace, p.name, err)
+				return nil, fmt.Errorf("pool %s (daemonset %s/%s), planned before any write: %w; no pool was changed: %s",
+					p.name, o.Namespace, p.name, err, poolByPool(o, p))
 			}
 		}
 	}
@@ -177,6 +177,15 @@ func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error)
 		}
 	}
 	return runs, nil
+}
+
+// poolByPool says how the pools that can make the move go without p,
+// which cannot.
+func poolByPool(o *Options, p pool) string {
+	if p.name == o.DaemonSet {
+		return fmt.Sprintf("to move the pools without daemonset %s, hold it where it is with --set (a proxy mode: --set mode=MODE it runs) and give each pool its move with --pool-set NAME:path=value", p.name)
+	}
+	return fmt.Sprintf("to move the others without it, hold it where it is with --pool-set %s:path=value (a proxy mode: --pool-set %s:mode=MODE it runs), or leave out --pool %s; move it once the refusal above is resolved", p.name, p.name, p.name)
 }
 
 // poolError is a pool's failure, naming the pools not run after it.

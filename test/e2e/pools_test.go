@@ -172,3 +172,92 @@ func mountedConfig(spec corev1.PodSpec) string {
 	}
 	return ""
 }
+
+// A move to nftables on a fleet with a pool whose node's kernel cannot run
+// it: every pool is planned before the first write, so the run is refused
+// naming the pool and the node, nothing changed; the same move with that
+// pool held at its mode (--pool-set) moves kubeadm's DaemonSet, canary
+// first with its checks, and leaves the pool's pods as they were.
+func TestPoolsMigrationRefusedForOnePoolMovesTheOthers(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	name := cluster.Name + "-rhel8"
+	node := c.DaemonSetPods(t)[0].Spec.NodeName
+	splitOff(t, c, node, name)
+	setKernel(t, c, node, "4.18.0-553.el8_10.x86_64")
+	basePods, poolPods := poolUIDs(t, c, cluster.Name), poolUIDs(t, c, name)
+	require.NotContains(t, basePods, node, "kubeadm's DaemonSet is off the pool's node")
+	require.Contains(t, poolPods, node)
+	before := stateOf(t, c)
+
+	move := []string{"--probe-path", "none", "--set", "mode=nftables", "--verify-health", "auto", "--pool", name}
+	r := runPools(t, c, move...)
+	assert.Equal(t, 1, r.Code, r.Msg)
+	for _, s := range []string{"pool " + name, node + " (kernel 4.18.0-553.el8_10.x86_64)", "no pool was changed", "--pool-set " + name + ":"} {
+		assert.Contains(t, r.Msg, s)
+	}
+	assertUntouched(t, c, before)
+	assert.Equal(t, basePods, poolUIDs(t, c, cluster.Name))
+	assert.Equal(t, poolPods, poolUIDs(t, c, name))
+
+	// pool by pool: the pool held at iptables, the rest moves
+	r = runPools(t, c, append(move, "--pool-set", name+":mode=iptables")...)
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	require.NotNil(t, r.Migration, r.Msg)
+	assert.Equal(t, "nftables", r.Migration.To)
+	assert.Equal(t, "canary", r.Migration.Strategy)
+	assert.NotContains(t, r.Migration.CanaryNodes, node)
+	assert.Empty(t, untouched(basePods, poolUIDs(t, c, cluster.Name)), "every pod of kubeadm's DaemonSet replaced")
+	assert.Contains(t, assertMountsCopy(t, c).Data["config.conf"], "mode: nftables")
+	assert.False(t, r.Pools[1].Restarted, r.Pools[1].ChangedKeys)
+	assert.Equal(t, poolPods, poolUIDs(t, c, name), "the pool's pods as they were")
+	pool := daemonSetNamed(t, c, name)
+	assert.Contains(t, c.ConfigMapNamed(t, mountedConfig(pool.Spec.Template.Spec)).Data["config.conf"], "mode: iptables")
+}
+
+// splitOff puts node in a pool of its own, name (poolKubeProxy), and takes
+// kubeadm's DaemonSet off it (a required node affinity on a label the
+// node gets), waiting for both rollouts; the test's cluster reset puts
+// kubeadm's DaemonSet back.
+func splitOff(t *testing.T, c *cluster.Cluster, node, name string) {
+	t.Helper()
+	ctx := context.Background()
+	const label = "kube-proxy-sync.io/e2e-pool"
+	setLabel := func(v *string) error {
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: v}}})
+		_, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	}
+	require.NoError(t, setLabel(&name))
+	t.Cleanup(func() { assert.NoError(t, setLabel(nil)) })
+	affinity, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"affinity": corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: label, Operator: corev1.NodeSelectorOpDoesNotExist}}}},
+		}}},
+	}}}})
+	_, err := c.Client.AppsV1().DaemonSets(c.Namespace).Patch(ctx, cluster.Name, types.StrategicMergePatchType, affinity, metav1.PatchOptions{})
+	require.NoError(t, err)
+	c.WaitRolloutComplete(t, 2*time.Minute)
+	poolKubeProxy(t, c, name, node)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	require.NoError(t, wait.PollUntilContextCancel(wctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app in (" + cluster.Name + "," + name + ")"})
+		if err != nil {
+			return false, nil
+		}
+		onNode := 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Spec.NodeName != node {
+				continue
+			}
+			if p.Labels["k8s-app"] != name || p.DeletionTimestamp != nil || !cluster.PodReady(p) {
+				return false, nil
+			}
+			onNode++
+		}
+		return onNode == 1, nil
+	}), "node %s runs the pool's kube-proxy only", node)
+}
