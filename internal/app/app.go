@@ -214,7 +214,7 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 	}
 	if len(o.pools) > 0 {
 		runs, err := runPools(ctx, o, d)
-		res := poolsOutcome(o, runs)
+		res := poolsOutcome(o, runs, d.Requests)
 		if err != nil {
 			return fail(streams, o, res, err)
 		}

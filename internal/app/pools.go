@@ -70,6 +70,10 @@ type poolResult struct {
 	ConfigMapName string `json:"configmap_name"`
 	// RolledBack: the pool's failed rollout was rolled back.
 	RolledBack bool `json:"rolled_back"`
+	// APIRequests counts the HTTP requests of the pool's run; the
+	// top-level api_requests counts the whole run's, the plan of every
+	// pool before the first write included.
+	APIRequests int64 `json:"api_requests"`
 }
 
 // completePools parses --pool-set into each pool's settings.
@@ -162,6 +166,11 @@ func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error)
 	for _, p := range all {
 		pd := d
 		pd.Log = d.Log.WithField("pool", p.name)
+		if d.Requests != nil {
+			// each pool's own requests; the run's total is d's
+			start := d.Requests()
+			pd.Requests = func() int64 { return d.Requests() - start }
+		}
 		if p.name != o.DaemonSet {
 			if o.Check {
 				pd = withPoolRecord(ctx, pd, o, p)
@@ -340,6 +349,7 @@ func poolResults(o *Options, runs []poolRun) []poolResult {
 			f := r.res.Facts
 			pr.Changed, pr.Msg = r.res.Changed, r.res.Msg
 			pr.Restarted, pr.RestartReason, pr.ConfigMapName, pr.RolledBack = f.Restarted, f.RestartReason, f.ConfigMapName, f.RolledBack
+			pr.APIRequests = f.APIRequests
 			if f.ChangedKeys != nil {
 				pr.ChangedKeys = f.ChangedKeys
 			}
@@ -355,13 +365,16 @@ func poolResults(o *Options, runs []poolRun) []poolResult {
 // poolsOutcome is the run's result over its pools: the base's facts
 // (--daemonset's, the top-level keys as without pools), changed when any
 // pool changed, the warnings of all, and each pool in o.poolResults.
-func poolsOutcome(o *Options, runs []poolRun) *kpsync.Result {
+func poolsOutcome(o *Options, runs []poolRun, requests func() int64) *kpsync.Result {
 	o.poolResults = poolResults(o, runs)
 	if len(runs) == 0 || runs[0].res == nil {
 		return nil
 	}
 	res := *runs[0].res
 	res.Warnings = slices.Clone(res.Warnings)
+	if requests != nil {
+		res.Facts.APIRequests = requests()
+	}
 	for _, r := range runs[1:] {
 		if r.res == nil {
 			continue

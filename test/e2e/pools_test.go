@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ type poolsResult struct {
 		Restarted     bool     `json:"restarted"`
 		ChangedKeys   []string `json:"changed_keys"`
 		ConfigMapName string   `json:"configmap_name"`
+		APIRequests   int64    `json:"api_requests"`
 	} `json:"pools"`
 }
 
@@ -260,4 +262,92 @@ func splitOff(t *testing.T, c *cluster.Cluster, node, name string) {
 		}
 		return onNode == 1, nil
 	}), "node %s runs the pool's kube-proxy only", node)
+}
+
+// A Windows node with kubeadm's Windows kube-proxy DaemonSet on the same
+// record: left alone unless named. A move to nftables judges the Linux
+// nodes only (the Windows node's kernel version would be refused), the
+// Windows pod is never replaced, and the record it mounts is not written
+// under it. Named as a pool, it is refused before any write: it runs the
+// base's config, not one of its own.
+func TestPoolsWindowsDaemonSetLeftAloneUnlessNamed(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	ctx := context.Background()
+	const node, name = "win-00", cluster.Name + "-windows"
+	_, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: node, Annotations: map[string]string{kwokNodeAnnotation: "fake"},
+		Labels: map[string]string{"kubernetes.io/os": "windows", "kubernetes.io/hostname": node, "type": "kwok"},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { removeNodes(t, c, []string{node}) })
+	ds := c.SeedDaemonSet(t)
+	ds.Name = name
+	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": name}}
+	ds.Spec.Template.Labels = map[string]string{"k8s-app": name}
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "windows"}
+	_, err = c.Client.AppsV1().DaemonSets(c.Namespace).Create(ctx, ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		bg := metav1.DeletePropagationBackground
+		_ = c.Client.AppsV1().DaemonSets(c.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	})
+	require.Eventually(t, func() bool { _, ok := poolUIDs(t, c, name)[node]; return ok }, 2*time.Minute, 200*time.Millisecond, "the Windows pod runs")
+	setKernel(t, c, node, "10.0.20348.2700")
+	windowsPods, basePods := poolUIDs(t, c, name), poolUIDs(t, c, cluster.Name)
+	require.NotContains(t, basePods, node)
+	record := c.ConfigMap(t)
+
+	r := runSync(t, c, "--probe-path", "none", "--set", "mode=nftables", "--verify-health", "auto")
+	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+	require.NotNil(t, r.Migration, r.Msg)
+	assert.NotContains(t, r.Migration.CanaryNodes, node)
+	assert.Empty(t, untouched(basePods, poolUIDs(t, c, cluster.Name)), "every Linux kube-proxy replaced")
+	assert.Equal(t, windowsPods, poolUIDs(t, c, name), "the Windows kube-proxy never replaced")
+	assert.False(t, r.RecordChanged, r.Msg)
+	assert.Equal(t, record.ResourceVersion, c.ConfigMap(t).ResourceVersion, "the record the Windows pod mounts is not written")
+
+	before := stateOf(t, c)
+	p := runPools(t, c, "--probe-path", "none", "--pool", name)
+	assert.Equal(t, 1, p.Code, p.Msg)
+	assert.Contains(t, p.Msg, "mounts configmap "+cluster.Name+", the config of daemonset "+cluster.Name)
+	assertUntouched(t, c, before)
+	assert.Equal(t, windowsPods, poolUIDs(t, c, name))
+}
+
+// The API requests of a run that changes nothing grow with the pools, not
+// with the nodes: each pool's own run makes the same few requests however
+// many nodes there are.
+func TestPoolsNoChangeRequestsGrowWithPoolsNotNodes(t *testing.T) {
+	c := cluster.Connect(t)
+	c.Reset(t)
+	t.Cleanup(func() { c.Reset(t) })
+	node := c.DaemonSetPods(t)[0].Spec.NodeName
+	a, b := cluster.Name+"-a", cluster.Name+"-b"
+	poolKubeProxy(t, c, a, node)
+	poolKubeProxy(t, c, b, node)
+	one := []string{"--probe-path", "none", "--pool", a}
+	two := append(slices.Clone(one), "--pool", b)
+	converged := func(args []string) poolsResult {
+		t.Helper()
+		r := runPools(t, c, args...)
+		require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
+		require.False(t, r.Changed, r.Msg)
+		return r
+	}
+	require.Equal(t, 0, runPools(t, c, two...).Code) // adopt the pools
+	r1, r2 := converged(one), converged(two)
+	addNodes(t, c, "reqs", 12)
+	r1more, r2more := converged(one), converged(two)
+	t.Logf("no-change run: 1 pool %d requests (each DaemonSet: %d, %d), 2 pools %d (%d, %d, %d); with 12 more nodes: %d and %d",
+		r1.APIRequests, r1.Pools[0].APIRequests, r1.Pools[1].APIRequests, r2.APIRequests,
+		r2.Pools[0].APIRequests, r2.Pools[1].APIRequests, r2.Pools[2].APIRequests, r1more.APIRequests, r2more.APIRequests)
+	assert.Equal(t, r1.APIRequests, r1more.APIRequests, "not with nodes")
+	assert.Equal(t, r2.APIRequests, r2more.APIRequests, "not with nodes")
+	assert.Equal(t, r2.Pools[1].APIRequests, r2.Pools[2].APIRequests, "the same for each pool")
+	assert.Greater(t, r2.APIRequests, r1.APIRequests, "with pools")
+	for _, p := range r2.Pools {
+		assert.LessOrEqual(t, p.APIRequests, int64(6), p.DaemonSet)
+	}
 }
