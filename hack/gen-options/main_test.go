@@ -214,7 +214,7 @@ func TestResultTable(t *testing.T) {
 	files := generated(t)
 	readme := string(files[readmePath])
 	table := readme[strings.Index(readme, "<!-- BEGIN GENERATED result"):strings.Index(readme, "<!-- END GENERATED result")]
-	want := []string{"changed", "failed", "msg", "diff", "pools", "warnings"}
+	want := []string{"changed", "failed", "msg", "diff", "pools", "pool_move", "warnings"}
 	facts := reflect.TypeOf(kpsync.Facts{})
 	for i := 0; i < facts.NumField(); i++ {
 		want = append(want, strings.Split(facts.Field(i).Tag.Get("json"), ",")[0])

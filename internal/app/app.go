@@ -24,6 +24,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
@@ -212,6 +213,18 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
 		}
 	}
+	if o.Split != "" || o.Merge != "" {
+		res, out, err := runSplit(ctx, o, d)
+		res = splitOutcome(o, res, out)
+		if err != nil {
+			return fail(streams, o, res, err)
+		}
+		printResult(streams.Out, o, res, nil)
+		if o.DetailedExitCode && res.Changed {
+			return ExitChanged
+		}
+		return ExitOK
+	}
 	if len(o.pools) > 0 {
 		runs, err := runPools(ctx, o, d)
 		res := poolsOutcome(o, runs, d.Requests)
@@ -295,6 +308,9 @@ type moduleResult struct {
 	// --pool in order, as far as the run got (only with --pool; see
 	// docs/design.md).
 	Pools []poolResult `json:"pools,omitempty"`
+	// PoolMove is what --split or --merge did (only with them; see
+	// docs/design.md).
+	PoolMove *pools.Outcome `json:"pool_move,omitempty"`
 	// Warnings is Ansible's standard list, each shown as a [WARNING]
 	// (absent when empty): what the kube-proxy in use would load past with
 	// a warning (fields it does not have, keys given twice; see
@@ -332,7 +348,7 @@ func printResult(w io.Writer, o *Options, res *kpsync.Result, err error) {
 	if o.Output == "json" {
 		out := moduleResult{
 			Changed: res.Changed, Failed: err != nil, Msg: msg,
-			Facts: res.Facts, Diff: res.Diff, Warnings: res.Warnings, Pools: o.poolResults,
+			Facts: res.Facts, Diff: res.Diff, Warnings: res.Warnings, Pools: o.poolResults, PoolMove: o.poolMove,
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(w, string(b))

@@ -54,6 +54,9 @@ func (o *Options) Validate(ctx context.Context) error {
 	if err := o.validatePools(); err != nil {
 		return err
 	}
+	if err := o.validateSplit(); err != nil {
+		return err
+	}
 	if o.Server != "" {
 		if err := configmap.ValidateServer(o.Server, o.AllowInsecureServer); err != nil {
 			return err

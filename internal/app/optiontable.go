@@ -16,6 +16,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kubeadm"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
@@ -53,6 +54,9 @@ type Options struct {
 	Set                 []string
 	Pools               []string
 	PoolSet             []string
+	Split               string
+	SplitNodes          string
+	Merge               string
 	Manifest            string
 	KubeadmConfig       string
 	Kubeadm             string
@@ -107,7 +111,9 @@ type Options struct {
 	pools []pool
 	// poolResults is what became of each pool, for the result
 	poolResults []poolResult
-	module      bool
+	// poolMove is what a --split or --merge did, for the result
+	poolMove *pools.Outcome
+	module   bool
 	// stdin is the command's standard input, which --kubeadm-config - reads
 	// (nil for the module, which has none)
 	stdin io.Reader
@@ -270,6 +276,35 @@ func OptionTable() []Option {
 				"C(--pool-set kube-proxy-rhel8:mode=iptables) (repeatable). The module takes them in O(pools).",
 			See:   "Pools",
 			field: func(o *Options) any { return &o.PoolSet },
+		},
+		{
+			Flag: "split", Metavar: "NAME", Arg: "split", Role: "kpsync_split", Since: "1.0.0",
+			Help: "Create pool NAME from the nodes O(split_nodes) selects: they leave O(daemonset) for a DaemonSet NAME of their own " +
+				"(O(daemonset)'s template on those nodes, its config a copy of the one they run, the ConfigMap NAME), one node at a time, " +
+				"each node's new kube-proxy Ready before the next node moves, never two on one node. A node moves by its label " +
+				"C(kube-proxy-sync.io/pool); O(daemonset) keeps off labelled nodes by a required node affinity, which the first split " +
+				"adds through a rollout of its own (canary, checks and rollback as any). A node whose new kube-proxy is not Ready " +
+				"within O(progress_deadline) goes back, and the nodes after it stay. Needs patch on nodes, create on DaemonSets. " +
+				"Then give the pool its own values with O(pools). Not with the options that change a config.",
+			See:         "Pools",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Split },
+		},
+		{
+			Flag: "split-nodes", Metavar: "SELECTOR", Arg: "split_nodes", Role: "kpsync_split_nodes", Since: "1.0.0",
+			Help:        "With O(split), a label selector of the nodes that make the pool, such as C(node.kubernetes.io/os-image=rhel8).",
+			See:         "Pools",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.SplitNodes },
+		},
+		{
+			Flag: "merge", Metavar: "NAME", Arg: "merge", Role: "kpsync_merge", Since: "1.0.0",
+			Help: "Merge pool NAME back into O(daemonset): its nodes go back one at a time, as O(split) moves them, then its DaemonSet " +
+				"(with its copies) and its ConfigMap are deleted. Refused while the pool runs another proxy mode than O(daemonset) " +
+				"(move it first with O(pools), with that move's checks). Needs patch on nodes, delete on DaemonSets.",
+			See:         "Pools",
+			RoleDefault: `""`,
+			field:       func(o *Options) any { return &o.Merge },
 		},
 		{
 			Flag: "manifest", Metavar: "FILE", Arg: "manifest", Role: "kpsync_manifest", Since: "1.0.0",

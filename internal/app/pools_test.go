@@ -220,3 +220,46 @@ func TestPoolsModuleArg(t *testing.T) {
 	assert.ErrorContains(t, poolsArg(o, []any{"kube-proxy-b"}), "want a dict of DaemonSet names")
 	assert.ErrorContains(t, poolsArg(o, map[string]any{"b": "iptables"}), "b: want a dict of field paths")
 }
+
+func TestSplitOptionsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--split", "p"}, "--split needs --split-nodes"},
+		{[]string{"--split", "p", "--split-nodes", "a in ("}, "--split-nodes \"a in (\""},
+		{[]string{"--split-nodes", "a=b"}, "--split-nodes goes with --split"},
+		{[]string{"--split", "p", "--split-nodes", "a=b", "--merge", "q"}, "one at a time"},
+		{[]string{"--split", "kube-proxy", "--split-nodes", "a=b"}, "name the pool otherwise"},
+		{[]string{"--split", "p", "--split-nodes", "a=b", "--set", "mode=iptables"}, "it takes no --pool, --set"},
+		{[]string{"--merge", "p", "--pool", "q"}, "it takes no --pool, --set"},
+		{[]string{"--merge", "p", "--restart", "never"}, "--merge with --restart never"},
+		// no node selected: nothing rolled, kubeadm's DaemonSet as it was
+		{[]string{"--split", "p", "--split-nodes", "a=b"}, "no node that daemonset kube-system/kube-proxy runs on matches a=b; nothing was changed"},
+		{[]string{"--merge", "p"}, "read daemonset kube-system/p: daemonsets.apps \"p\" not found; nothing was changed"},
+	} {
+		r := run(t, tc.args...)
+		assert.Equal(t, ExitFailed, r.code, tc.args)
+		assert.Contains(t, r.stderr, tc.want, tc.args)
+		assert.Zero(t, writes(r.client), tc.args)
+	}
+}
+
+// A merge would move the pool's nodes onto the base's config by a label:
+// another proxy mode is refused, nothing changed, and the way named.
+func TestMergeOfAnotherModeRefused(t *testing.T) {
+	p := poolDaemonSet("kube-proxy-b", "kube-proxy-b")
+	p.Labels = map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
+	c, api := poolCluster(p)
+	cm, _ := seed()
+	cm.Name = "kube-proxy-b"
+	cm.Data["config.conf"] = strings.Replace(cm.Data["config.conf"], "mode: iptables", "mode: nftables", 1)
+	_, err := c.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.ClearActions()
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables")
+	assert.Contains(t, res.Msg, "--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables")
+	assert.Zero(t, writes(c))
+}

@@ -50,6 +50,8 @@ type Options struct {
 	// judges, see rollout.Client.TemplateDiffers) takes it whole, with
 	// kube-proxy-sync's own fields (rollout.OwnTemplate), in the restart.
 	Template *corev1.PodTemplateSpec
+	// TemplateFrom says in the summary what Template is ("": kubeadm's).
+	TemplateFrom string
 	// Access, with Template, is kube-proxy's ServiceAccount and RBAC as
 	// kubeadm renders them: those missing or different are applied
 	// before the restart (access.go).

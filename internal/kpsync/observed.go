@@ -17,10 +17,10 @@ import (
 // nodes, just before its PATCH, and the wait read afresh, where freshness
 // is the point.
 
-// observedNodes is kube.Nodes whose List (without selectors) answers from
+// observedNodes is kube.NodeReader whose List (without selectors) answers from
 // one full list of the nodes, paged once through the API server.
 type observedNodes struct {
-	api  kube.Nodes
+	api  kube.NodeReader
 	list *corev1.NodeList
 }
 

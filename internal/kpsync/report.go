@@ -63,7 +63,11 @@ func (s *Syncer) summary() string {
 		parts = append(parts, "no restart needed")
 	}
 	if f.TemplateChanged && (f.Restarted || o.Check) && !f.RolledBack {
-		parts = append(parts, fmt.Sprintf("pod template %s kubeadm's (--template)", map[bool]string{true: "would be", false: "is now"}[o.Check]))
+		from := o.TemplateFrom
+		if from == "" {
+			from = "kubeadm's (--template)"
+		}
+		parts = append(parts, fmt.Sprintf("pod template %s %s", map[bool]string{true: "would be", false: "is now"}[o.Check], from))
 	}
 	if s.res.restored != "" {
 		parts = append(parts, s.res.restored)

@@ -46,6 +46,10 @@ type DaemonSets interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.DaemonSet, error)
+	// Create and Delete make and retire a pool's DaemonSet (--split,
+	// --merge; see internal/pools).
+	Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // ControllerRevisions lists the revisions of the DaemonSets in one
@@ -76,10 +80,17 @@ type Services interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// Nodes reads nodes.
-type Nodes interface {
+// NodeReader reads nodes.
+type NodeReader interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+}
+
+// Nodes reads nodes, and labels one into a pool or out of it (--split,
+// --merge; see internal/pools).
+type Nodes interface {
+	NodeReader
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
 }
 
 // Leases reads and writes Leases in one namespace.

@@ -84,7 +84,7 @@ type Skipped struct {
 // DaemonSet controller decides it (see Runs); a nil spec returns no live
 // node. A 5000-node cluster costs a few list pages, and no Node object
 // outlives its page.
-func Survey(ctx context.Context, api kube.Nodes, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
+func Survey(ctx context.Context, api kube.NodeReader, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
 	skipped = map[string]string{}
 	var runs func(*corev1.Node) bool
 	if spec != nil {
@@ -148,7 +148,7 @@ func Runs(spec *corev1.PodSpec) func(*corev1.Node) bool {
 // Labels lists all nodes page by page and returns each node's value of the
 // label key (nodes without it are left out): what the zonal strategy
 // groups nodes by. It costs one LIST per 500 nodes.
-func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string, error) {
+func Labels(ctx context.Context, api kube.NodeReader, key string) (map[string]string, error) {
 	out := map[string]string{}
 	err := pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if n, ok := obj.(*corev1.Node); ok {
@@ -168,7 +168,7 @@ func Labels(ctx context.Context, api kube.Nodes, key string) (map[string]string,
 // (status.nodeInfo.kernelVersion, what uname -r says there) of every node
 // a pod of spec belongs on (see Runs), live or not: a node that comes back
 // starts the same kube-proxy.
-func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[string]string, error) {
+func Kernels(ctx context.Context, api kube.NodeReader, spec *corev1.PodSpec) (map[string]string, error) {
 	runs := Runs(spec)
 	out := map[string]string{}
 	err := pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
@@ -184,7 +184,7 @@ func Kernels(ctx context.Context, api kube.Nodes, spec *corev1.PodSpec) (map[str
 }
 
 // pages lists the nodes a page at a time (kube.Pager).
-func pages(api kube.Nodes) *pager.ListPager {
+func pages(api kube.NodeReader) *pager.ListPager {
 	return kube.Pager(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return api.List(ctx, o)
 	})

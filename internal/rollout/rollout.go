@@ -386,7 +386,7 @@ type Client struct {
 	// Revisions are the DaemonSets' ControllerRevisions (RevisionConfigMaps)
 	Revisions kube.ControllerRevisions
 	Pods      kube.Pods
-	Nodes     kube.Nodes
+	Nodes     kube.NodeReader
 	Namespace string
 	Name      string
 	Clock     clock.WithTicker

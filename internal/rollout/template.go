@@ -18,8 +18,9 @@ import (
 
 // OwnTemplate is rendered, kubeadm's pod template, carrying the fields of
 // live's template that kube-proxy-sync owns, as they are there: the
-// container's image and probes, the ConfigMap the config volume mounts, and
-// the template's restartedAt. A Change with Template set to it changes
+// container's image and probes, the ConfigMap the config volume mounts, the
+// template's restartedAt, and the node affinity that keeps it off the
+// pools' nodes. A Change with Template set to it changes
 // those only as the change's own fields say.
 func OwnTemplate(rendered *corev1.PodTemplateSpec, live *appsv1.DaemonSet, container, volume string) (*corev1.PodTemplateSpec, error) {
 	t := rendered.DeepCopy()
@@ -40,6 +41,11 @@ func OwnTemplate(rendered *corev1.PodTemplateSpec, live *appsv1.DaemonSet, conta
 			return nil, fmt.Errorf("volume %s, which mounts kube-proxy's config in daemonset %s/%s, is not a ConfigMap volume of kubeadm's pod template", volume, live.Namespace, live.Name)
 		}
 		v.ConfigMap.Name = ConfigVolumeOf(live, volume)
+	}
+	if KeepsOffPools(&live.Spec.Template.Spec) {
+		// kubeadm's DaemonSet keeps off the pools' nodes (see PoolLabel):
+		// dropped, it would put a second kube-proxy on each of them
+		KeepOffPools(&t.Spec)
 	}
 	delete(t.Annotations, RestartedAtAnnotation)
 	if at, ok := live.Spec.Template.Annotations[RestartedAtAnnotation]; ok {

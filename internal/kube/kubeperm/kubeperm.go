@@ -74,6 +74,9 @@ var Optional = map[Permission]string{
 	{Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Verb: "patch", Namespaced: true}: "--template kubeadm",
 	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "get"}:              "--template kubeadm",
 	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "patch"}:            "--template kubeadm",
+	{Resource: "nodes", Verb: "patch"}:                                                              "--split and --merge",
+	{Group: "apps", Resource: "daemonsets", Verb: "create", Namespaced: true}:                       "--split and --merge",
+	{Group: "apps", Resource: "daemonsets", Verb: "delete", Namespaced: true}:                       "--split and --merge",
 }
 
 // Calls lists every permission a call of kube.Interface can need, sorted.

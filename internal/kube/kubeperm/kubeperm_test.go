@@ -72,5 +72,5 @@ func TestCallsCoverEveryAccessor(t *testing.T) {
 			verbs = append(verbs, p.Verb)
 		}
 	}
-	assert.Equal(t, "get list", strings.Join(verbs, " "), "nodes are read, never watched")
+	assert.Equal(t, "get list patch", strings.Join(verbs, " "), "nodes are read, never watched; patched only to move one between pools")
 }

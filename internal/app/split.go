@@ -1,0 +1,163 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
+)
+
+// --split and --merge make a pool from kubeadm's DaemonSet and fold it
+// back (internal/pools): nodes move by their label, one at a time.
+
+// validateSplit refuses --split and --merge with what they do not take.
+func (o *Options) validateSplit() error {
+	if o.Split == "" && o.Merge == "" {
+		if o.SplitNodes != "" {
+			return fmt.Errorf("--split-nodes goes with --split")
+		}
+		return nil
+	}
+	flag, name := "--split", o.Split
+	if o.Merge != "" {
+		flag, name = "--merge", o.Merge
+	}
+	switch {
+	case o.Split != "" && o.Merge != "":
+		return fmt.Errorf("--split and --merge: one at a time")
+	case len(validation.IsDNS1123Subdomain(name)) > 0:
+		return fmt.Errorf("%s %q: %s", flag, name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))
+	case name == o.DaemonSet || name == o.ConfigMap || configmap.IsCopyName(o.ConfigMap, name):
+		return fmt.Errorf("%s %q: that is --daemonset, --configmap or a copy's name; name the pool otherwise", flag, name)
+	case len(o.Pools) > 0 || len(o.settings) > 0 || o.Server != "" || o.Manifest != "" || o.KubeadmConfig != "" || o.Image != "" || o.Template != "" || o.Undo:
+		return fmt.Errorf("%s moves nodes between DaemonSets, each keeping the config it runs: it takes no --pool, --set, --server, --manifest, --kubeadm-config, --image, --template or --undo (run those before or after it)", flag)
+	case o.Restart == kpsync.RestartNever:
+		return fmt.Errorf("%s with --restart never: moving a node restarts its kube-proxy; run it with --restart auto", flag)
+	}
+	if o.Split == "" {
+		return nil
+	}
+	if strings.TrimSpace(o.SplitNodes) == "" {
+		return fmt.Errorf("--split needs --split-nodes, a label selector of the nodes that make the pool")
+	}
+	sel, err := labels.Parse(o.SplitNodes)
+	if err != nil || sel.Empty() {
+		return fmt.Errorf("--split-nodes %q: want a label selector like node.kubernetes.io/os-image=rhel8 (all nodes is not a split)", o.SplitNodes)
+	}
+	return nil
+}
+
+// runSplit is a --split or --merge run: for a split, kubeadm's DaemonSet
+// first keeps off the pools' nodes (a kpsync run that rolls that node
+// affinity in, when it is not there), then the nodes move.
+func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (*kpsync.Result, *pools.Outcome, error) {
+	m := pools.Mover{Kube: d.Kube, Clock: d.Clock, Log: d.Log, Namespace: o.Namespace, Base: o.DaemonSet, Record: o.ConfigMap,
+		Container: o.Container, NodeTimeout: o.ProgressDeadline, Check: o.Check}
+	base, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.DaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, o.DaemonSet, err)
+	}
+	if m.NodeTimeout == 0 {
+		// what a rollout of the base allows one node
+		m.NodeTimeout = kpsync.ProgressDeadline(base, o.Container)
+	}
+	var res *kpsync.Result
+	if o.Merge != "" {
+		if err := sameMode(ctx, o, d); err != nil {
+			return nil, nil, err
+		}
+		out, err := m.Merge(ctx, o.Merge)
+		return res, &out, err
+	}
+	sel, _ := labels.Parse(o.SplitNodes) // validated
+	// the nodes first: a split that would move none rolls nothing
+	plan := m
+	plan.Check = true
+	if out, err := plan.Split(ctx, o.Split, sel); err != nil || o.Check && rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+		return nil, &out, err
+	}
+	if !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+		so := o.syncOptions()
+		t := base.Spec.Template.DeepCopy()
+		rollout.KeepOffPools(&t.Spec)
+		so.Template, so.TemplateFrom = t, "kept off the pools' nodes (--split)"
+		if res, err = kpsync.New(so, d).Run(ctx); err != nil {
+			return res, nil, err
+		}
+	}
+	out, err := m.Split(ctx, o.Split, sel)
+	return res, &out, err
+}
+
+// sameMode refuses a merge whose pool runs another proxy mode than the
+// base: its nodes would change mode by a label, past every check a mode
+// change has.
+func sameMode(ctx context.Context, o *Options, d kpsync.Deps) error {
+	modeOf := func(ds, record string) (string, error) {
+		got, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, ds, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, ds, err)
+		}
+		_, cm := pools.ConfigVolume(got, o.Container, record)
+		if cm == "" {
+			return "", nil
+		}
+		c, err := d.Kube.ConfigMaps(o.Namespace).Get(ctx, cm, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("read configmap %s/%s, daemonset %s's config: %w; nothing was changed", o.Namespace, cm, ds, err)
+		}
+		var cfg struct {
+			Mode string `json:"mode"`
+		}
+		if err := yaml.Unmarshal([]byte(c.Data[configmap.ConfigKey]), &cfg); err != nil {
+			return "", fmt.Errorf("configmap %s/%s: %s: %w; nothing was changed", o.Namespace, cm, configmap.ConfigKey, err)
+		}
+		if cfg.Mode == "" {
+			cfg.Mode = "iptables" // kube-proxy's default on Linux
+		}
+		return cfg.Mode, nil
+	}
+	baseMode, err := modeOf(o.DaemonSet, o.ConfigMap)
+	if err != nil {
+		return err
+	}
+	poolMode, err := modeOf(o.Merge, o.Merge)
+	if err != nil {
+		return err
+	}
+	if baseMode != "" && poolMode != "" && baseMode != poolMode {
+		return fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: merged, its nodes would change mode with none of a mode change's checks; nothing was changed: move the pool first (--pool %s --pool-set %s:mode=%s), then merge it",
+			o.Merge, poolMode, o.Namespace, o.DaemonSet, baseMode, o.Merge, o.Merge, baseMode)
+	}
+	return nil
+}
+
+// splitOutcome is a --split or --merge run's result: the base's run (when
+// the split rolled kubeadm's DaemonSet off the pools' nodes) with the
+// nodes moved, changed when either changed anything.
+func splitOutcome(o *Options, res *kpsync.Result, out *pools.Outcome) *kpsync.Result {
+	o.poolMove = out
+	if out == nil {
+		return res
+	}
+	if res == nil {
+		res = &kpsync.Result{Facts: kpsync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}, AccessChanged: []string{}}}
+	}
+	moves := len(out.Moved) > 0 || len(out.Created) > 0 || len(out.Deleted) > 0 || (o.Check && len(out.Nodes) > 0)
+	res.Changed = res.Changed || moves
+	line := out.Describe(o.Check)
+	if res.Msg != "" {
+		line = res.Msg + " " + line
+	}
+	res.Msg = line
+	return res
+}
