@@ -214,8 +214,8 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 		}
 	}
 	if o.Split != "" || o.Merge != "" {
-		res, out, err := runSplit(ctx, o, d)
-		res = splitOutcome(o, res, out)
+		res, out, warnings, err := runSplit(ctx, o, d)
+		res = splitOutcome(o, res, out, warnings)
 		if err != nil {
 			return fail(streams, o, res, err)
 		}
@@ -226,8 +226,8 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 		return ExitOK
 	}
 	if len(o.pools) > 0 {
-		runs, err := runPools(ctx, o, d)
-		res := poolsOutcome(o, runs, d.Requests)
+		runs, warnings, err := runPools(ctx, o, d)
+		res := poolsOutcome(o, runs, warnings, d.Requests)
 		if err != nil {
 			return fail(streams, o, res, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
 )
 
 // Pools (--pool): more kube-proxy DaemonSets than kubeadm's, each with a
@@ -32,7 +33,7 @@ import (
 // the Lease like any run, one after the other, --daemonset first.
 
 // PoolOfLabel on a pool's record names the ConfigMap it was made from.
-const PoolOfLabel = "kube-proxy-sync.io/pool-of"
+const PoolOfLabel = pools.PoolOfLabel
 
 // pool is one DaemonSet the run syncs: --daemonset (the base) or a --pool.
 type pool struct {
@@ -145,10 +146,14 @@ func (o *Options) poolOptions(p pool) kpsync.Options {
 // runPools syncs --daemonset, then each pool, and stops at the first that
 // fails. Before any write every pool is planned (a check-mode run each):
 // one that would be refused refuses the run, nothing changed.
-func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error) {
+func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, []string, error) {
 	all := append([]pool{{name: o.DaemonSet}}, o.pools...)
 	if err := preflightPools(ctx, o, d); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	warnings, err := strays(ctx, o, d)
+	if err != nil {
+		return nil, warnings, err
 	}
 	if !o.Check {
 		quiet := d
@@ -157,7 +162,7 @@ func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error)
 			so := o.poolOptions(p)
 			so.Check, so.Diff = true, false
 			if _, err := kpsync.New(so, withPoolRecord(ctx, quiet, o, p)).Run(ctx); err != nil {
-				return nil, fmt.Errorf("pool %s (daemonset %s/%s), planned before any write: %w; no pool was changed: %s",
+				return nil, warnings, fmt.Errorf("pool %s (daemonset %s/%s), planned before any write: %w; no pool was changed: %s",
 					p.name, o.Namespace, p.name, err, poolByPool(o, p))
 			}
 		}
@@ -176,16 +181,38 @@ func runPools(ctx context.Context, o *Options, d kpsync.Deps) ([]poolRun, error)
 				pd = withPoolRecord(ctx, pd, o, p)
 			} else if err := ensurePoolRecord(ctx, pd, o, p); err != nil {
 				runs = append(runs, poolRun{pool: p, err: err})
-				return runs, poolError(o, p, all, err)
+				return runs, warnings, poolError(o, p, all, err)
 			}
 		}
 		res, err := kpsync.New(o.poolOptions(p), pd).Run(ctx)
 		runs = append(runs, poolRun{pool: p, res: res, err: err})
 		if err != nil {
-			return runs, poolError(o, p, all, err)
+			return runs, warnings, poolError(o, p, all, err)
 		}
 	}
-	return runs, nil
+	return runs, warnings, nil
+}
+
+// strays refuses a run while pool nodes run two kube-proxies (kubeadm's
+// DaemonSet no longer keeps off them), and warns of pool nodes whose
+// pool's DaemonSet is gone (see pools.Strays).
+func strays(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
+	base, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.DaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, o.DaemonSet, err)
+	}
+	twice, orphans, err := pools.Strays(ctx, d.Kube, o.Namespace, base)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing was changed", err)
+	}
+	warnings := pools.StrayWarnings(o.Namespace, o.DaemonSet, nil, orphans)
+	for _, w := range warnings {
+		d.Log.Warn(w)
+	}
+	if len(twice) > 0 {
+		return warnings, fmt.Errorf("%s; nothing was changed", pools.StrayWarnings(o.Namespace, o.DaemonSet, twice, nil)[0])
+	}
+	return warnings, nil
 }
 
 // poolByPool says how the pools that can make the move go without p,
@@ -365,13 +392,16 @@ func poolResults(o *Options, runs []poolRun) []poolResult {
 // poolsOutcome is the run's result over its pools: the base's facts
 // (--daemonset's, the top-level keys as without pools), changed when any
 // pool changed, the warnings of all, and each pool in o.poolResults.
-func poolsOutcome(o *Options, runs []poolRun, requests func() int64) *kpsync.Result {
+func poolsOutcome(o *Options, runs []poolRun, warnings []string, requests func() int64) *kpsync.Result {
 	o.poolResults = poolResults(o, runs)
 	if len(runs) == 0 || runs[0].res == nil {
-		return nil
+		if len(warnings) == 0 {
+			return nil
+		}
+		return &kpsync.Result{Warnings: warnings, Facts: kpsync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}, AccessChanged: []string{}}}
 	}
 	res := *runs[0].res
-	res.Warnings = slices.Clone(res.Warnings)
+	res.Warnings = append(slices.Clone(warnings), res.Warnings...)
 	if requests != nil {
 		res.Facts.APIRequests = requests()
 	}

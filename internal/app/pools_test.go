@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -231,12 +232,12 @@ func TestSplitOptionsRefused(t *testing.T) {
 		{[]string{"--split-nodes", "a=b"}, "--split-nodes goes with --split"},
 		{[]string{"--split", "p", "--split-nodes", "a=b", "--merge", "q"}, "one at a time"},
 		{[]string{"--split", "kube-proxy", "--split-nodes", "a=b"}, "name the pool otherwise"},
+		{[]string{"--split", strings.Repeat("p", 64), "--split-nodes", "a=b"}, "a pool's name is a label value"},
 		{[]string{"--split", "p", "--split-nodes", "a=b", "--set", "mode=iptables"}, "it takes no --pool, --set"},
 		{[]string{"--merge", "p", "--pool", "q"}, "it takes no --pool, --set"},
 		{[]string{"--merge", "p", "--restart", "never"}, "--merge with --restart never"},
 		// no node selected: nothing rolled, kubeadm's DaemonSet as it was
 		{[]string{"--split", "p", "--split-nodes", "a=b"}, "no node that daemonset kube-system/kube-proxy runs on matches a=b; nothing was changed"},
-		{[]string{"--merge", "p"}, "read daemonset kube-system/p: daemonsets.apps \"p\" not found; nothing was changed"},
 	} {
 		r := run(t, tc.args...)
 		assert.Equal(t, ExitFailed, r.code, tc.args)
@@ -262,4 +263,35 @@ func TestMergeOfAnotherModeRefused(t *testing.T) {
 	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables")
 	assert.Contains(t, res.Msg, "--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables")
 	assert.Zero(t, writes(c))
+}
+
+// A pool merged already (no DaemonSet, no node labelled for it, no config)
+// is no change: a rerun of the same merge ends green.
+func TestMergeOfAMergedPoolIsNoChange(t *testing.T) {
+	r := run(t, "--merge", "p", "-o", "json")
+	assert.Equal(t, ExitOK, r.code, r.stdout+r.stderr)
+	var res moduleResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.False(t, res.Changed, res.Msg)
+	assert.Zero(t, writes(r.client))
+}
+
+// Pool nodes while kubeadm's DaemonSet does not keep off them (a rollout
+// undo to before the first split) run two kube-proxies: a run with pools
+// refuses, nothing changed. A node labelled for a pool whose DaemonSet is
+// gone runs none: warned.
+func TestPoolsRunRefusedWhilePoolNodesRunTwoKubeProxies(t *testing.T) {
+	labelled := func(name, pool string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kube-proxy-sync.io/pool": pool}}}
+	}
+	cm, ds := seed()
+	ds.UID = "uid-kube-proxy"
+	c, api := kubefake.New(cm, ds, poolDaemonSet("kube-proxy-b", "kube-proxy-b"), labelled("n1", "kube-proxy-b"), labelled("n2", "kube-proxy-gone"))
+	code, res, _ := runOn(t, api, "--set", "conntrack.maxPerCore=0", "--pool", "kube-proxy-b")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "nodes n1 are in pools (label kube-proxy-sync.io/pool) but daemonset kube-system/kube-proxy no longer keeps off them")
+	assert.Contains(t, res.Msg, "nothing was changed")
+	assert.Zero(t, writes(c))
+	require.NotEmpty(t, res.Warnings)
+	assert.Contains(t, res.Warnings[0], "nodes n2 are labelled for pool kube-proxy-gone, whose daemonset kube-system/kube-proxy-gone is gone")
 }

@@ -3,15 +3,21 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
@@ -36,6 +42,9 @@ func (o *Options) validateSplit() error {
 		return fmt.Errorf("--split and --merge: one at a time")
 	case len(validation.IsDNS1123Subdomain(name)) > 0:
 		return fmt.Errorf("%s %q: %s", flag, name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))
+	case len(validation.IsValidLabelValue(name)) > 0:
+		// the nodes' label and the pool's pod labels carry it
+		return fmt.Errorf("%s %q: a pool's name is a label value: %s", flag, name, strings.Join(validation.IsValidLabelValue(name), "; "))
 	case name == o.DaemonSet || name == o.ConfigMap || configmap.IsCopyName(o.ConfigMap, name):
 		return fmt.Errorf("%s %q: that is --daemonset, --configmap or a copy's name; name the pool otherwise", flag, name)
 	case len(o.Pools) > 0 || len(o.settings) > 0 || o.Server != "" || o.Manifest != "" || o.KubeadmConfig != "" || o.Image != "" || o.Template != "" || o.Undo:
@@ -59,31 +68,42 @@ func (o *Options) validateSplit() error {
 // runSplit is a --split or --merge run: for a split, kubeadm's DaemonSet
 // first keeps off the pools' nodes (a kpsync run that rolls that node
 // affinity in, when it is not there), then the nodes move.
-func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (*kpsync.Result, *pools.Outcome, error) {
+func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result, _ *pools.Outcome, warnings []string, _ error) {
+	host, _ := os.Hostname()
 	m := pools.Mover{Kube: d.Kube, Clock: d.Clock, Log: d.Log, Namespace: o.Namespace, Base: o.DaemonSet, Record: o.ConfigMap,
-		Container: o.Container, NodeTimeout: o.ProgressDeadline, Check: o.Check}
+		Container: o.Container, NodeTimeout: o.ProgressDeadline, Check: o.Check, LockTimeout: o.LockTimeout,
+		Lease: &lock.Lease{Leases: d.Kube.Leases(o.Namespace), Namespace: o.Namespace, Name: kpsync.LeaseName,
+			Identity: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), audit.NewID()), Duration: 30 * time.Second, Poll: time.Second, Clock: d.Clock, Log: d.Log}}
 	base, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.DaemonSet, metav1.GetOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, o.DaemonSet, err)
+		return nil, nil, warnings, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, o.DaemonSet, err)
 	}
 	if m.NodeTimeout == 0 {
 		// what a rollout of the base allows one node
 		m.NodeTimeout = kpsync.ProgressDeadline(base, o.Container)
 	}
+	twice, orphans, err := pools.Strays(ctx, d.Kube, o.Namespace, base)
+	if err != nil {
+		return nil, nil, warnings, fmt.Errorf("%w; nothing was changed", err)
+	}
+	warnings = pools.StrayWarnings(o.Namespace, o.DaemonSet, twice, orphans)
+	for _, w := range warnings {
+		d.Log.Warn(w)
+	}
 	var res *kpsync.Result
 	if o.Merge != "" {
 		if err := sameMode(ctx, o, d); err != nil {
-			return nil, nil, err
+			return nil, nil, warnings, err
 		}
 		out, err := m.Merge(ctx, o.Merge)
-		return res, &out, err
+		return res, &out, warnings, err
 	}
 	sel, _ := labels.Parse(o.SplitNodes) // validated
 	// the nodes first: a split that would move none rolls nothing
 	plan := m
 	plan.Check = true
 	if out, err := plan.Split(ctx, o.Split, sel); err != nil || o.Check && rollout.KeepsOffPools(&base.Spec.Template.Spec) {
-		return nil, &out, err
+		return nil, &out, warnings, err
 	}
 	if !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
 		so := o.syncOptions()
@@ -91,11 +111,11 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (*kpsync.Result, *
 		rollout.KeepOffPools(&t.Spec)
 		so.Template, so.TemplateFrom = t, "kept off the pools' nodes (--split)"
 		if res, err = kpsync.New(so, d).Run(ctx); err != nil {
-			return res, nil, err
+			return res, nil, warnings, err
 		}
 	}
 	out, err := m.Split(ctx, o.Split, sel)
-	return res, &out, err
+	return res, &out, warnings, err
 }
 
 // sameMode refuses a merge whose pool runs another proxy mode than the
@@ -109,7 +129,7 @@ func sameMode(ctx context.Context, o *Options, d kpsync.Deps) error {
 		}
 		_, cm := pools.ConfigVolume(got, o.Container, record)
 		if cm == "" {
-			return "", nil
+			return "", fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the proxy mode it runs is not known; nothing was changed", o.Container, o.Namespace, ds, record)
 		}
 		c, err := d.Kube.ConfigMaps(o.Namespace).Get(ctx, cm, metav1.GetOptions{})
 		if err != nil {
@@ -130,11 +150,14 @@ func sameMode(ctx context.Context, o *Options, d kpsync.Deps) error {
 	if err != nil {
 		return err
 	}
+	if _, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.Merge, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil // no DaemonSet: its nodes run no kube-proxy, whatever mode
+	}
 	poolMode, err := modeOf(o.Merge, o.Merge)
 	if err != nil {
 		return err
 	}
-	if baseMode != "" && poolMode != "" && baseMode != poolMode {
+	if baseMode != poolMode {
 		return fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: merged, its nodes would change mode with none of a mode change's checks; nothing was changed: move the pool first (--pool %s --pool-set %s:mode=%s), then merge it",
 			o.Merge, poolMode, o.Namespace, o.DaemonSet, baseMode, o.Merge, o.Merge, baseMode)
 	}
@@ -144,13 +167,16 @@ func sameMode(ctx context.Context, o *Options, d kpsync.Deps) error {
 // splitOutcome is a --split or --merge run's result: the base's run (when
 // the split rolled kubeadm's DaemonSet off the pools' nodes) with the
 // nodes moved, changed when either changed anything.
-func splitOutcome(o *Options, res *kpsync.Result, out *pools.Outcome) *kpsync.Result {
+func splitOutcome(o *Options, res *kpsync.Result, out *pools.Outcome, warnings []string) *kpsync.Result {
 	o.poolMove = out
+	if res == nil && (out != nil || len(warnings) > 0) {
+		res = &kpsync.Result{Facts: kpsync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}, AccessChanged: []string{}}}
+	}
+	if res != nil {
+		res.Warnings = append(slices.Clone(warnings), res.Warnings...)
+	}
 	if out == nil {
 		return res
-	}
-	if res == nil {
-		res = &kpsync.Result{Facts: kpsync.Facts{CheckMode: o.Check, ChangedKeys: []string{}, ChangedKeysEffect: map[string]string{}, AccessChanged: []string{}}}
 	}
 	moves := len(out.Moved) > 0 || len(out.Created) > 0 || len(out.Deleted) > 0 || (o.Check && len(out.Nodes) > 0)
 	res.Changed = res.Changed || moves

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
@@ -57,6 +58,24 @@ type Mover struct {
 	// NodeTimeout bounds one node's handover; past it the node goes back.
 	NodeTimeout time.Duration
 	Check       bool
+	// Lease, when set, is held over every write (kpsync's: one run at a
+	// time writes or restarts kube-proxy in the namespace), waited for at
+	// most LockTimeout.
+	Lease       *lock.Lease
+	LockTimeout time.Duration
+}
+
+// locked runs fn under the Lease.
+func (m Mover) locked(ctx context.Context, fn func(ctx context.Context) error) error {
+	if m.Lease == nil {
+		return fn(ctx)
+	}
+	held, release, err := m.Lease.Acquire(ctx, m.LockTimeout)
+	if err != nil {
+		return fmt.Errorf("take the lease %s/%s before moving nodes: %w; nothing was moved", m.Namespace, m.Lease.Name, err)
+	}
+	defer release()
+	return fn(held)
 }
 
 // Move is what became of one node.
@@ -78,7 +97,8 @@ type Outcome struct {
 	Nodes []string `json:"nodes"`
 	// Moved are the nodes moved, in order.
 	Moved []Move `json:"moved"`
-	// Created and Deleted are the objects made or deleted (DaemonSet, ConfigMap).
+	// Created and Deleted are the objects made or deleted (DaemonSet,
+	// ConfigMap; check mode: would be).
 	Created []string `json:"created"`
 	Deleted []string `json:"deleted"`
 }
@@ -105,53 +125,111 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 	if err != nil {
 		return out, fmt.Errorf("list the nodes %s selects: %w", sel, err)
 	}
+	var candidates []string
 	for i := range list.Items {
 		n := &list.Items[i]
 		switch pool, in := n.Labels[rollout.PoolLabel]; {
 		case in && pool != name:
 			return out, fmt.Errorf("node %s is in pool %s already: select it out (%s!=%s) or merge that pool first; nothing was changed", n.Name, pool, rollout.PoolLabel, pool)
 		case runs(n):
-			out.Nodes = append(out.Nodes, n.Name)
+			candidates = append(candidates, n.Name)
 		}
 	}
-	sort.Strings(out.Nodes)
-	if len(out.Nodes) == 0 {
+	sort.Strings(candidates)
+	if len(candidates) == 0 {
 		return out, fmt.Errorf("no node that daemonset %s/%s runs on matches %s; nothing was changed", m.Namespace, m.Base, sel)
+	}
+	volume, mounted := ConfigVolume(base, m.Container, m.Record)
+	if volume == "" {
+		return out, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the pool has no config to start from; nothing was changed", m.Container, m.Namespace, m.Base, m.Record)
+	}
+	src, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, mounted, metav1.GetOptions{})
+	if err != nil {
+		return out, fmt.Errorf("read configmap %s/%s, the config daemonset %s runs: %w; nothing was changed", m.Namespace, mounted, m.Base, err)
 	}
 	ds, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		ds = nil
 	case err != nil:
-		return out, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, name, err)
+		return out, fmt.Errorf("read daemonset %s/%s: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml)", m.Namespace, name, err)
 	case ds.Labels[PoolOfLabel] != m.Base:
 		return out, fmt.Errorf("daemonset %s/%s exists and is not a pool split from %s (label %s): name the pool otherwise; nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
 	}
+	if ds == nil {
+		// a ConfigMap of the pool's name would be its config: only one
+		// that holds what its nodes run now
+		rec, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return out, fmt.Errorf("read configmap %s/%s: %w; nothing was changed", m.Namespace, name, err)
+		case rec.Labels[PoolOfLabel] != m.Record || configmap.Hash(rec.Data, rec.BinaryData) != configmap.Hash(src.Data, src.BinaryData):
+			return out, fmt.Errorf("configmap %s/%s exists and does not hold the config daemonset %s runs (configmap %s): the pool's nodes would change config by a label, past every check of a change; nothing was changed: delete it, or name the pool otherwise", m.Namespace, name, m.Base, mounted)
+		}
+	}
+	// the nodes in the pool already (a split run again) stay as they are
+	for _, node := range candidates {
+		there := false
+		if n := nodeNamed(list, node); n.Labels[rollout.PoolLabel] == name && n.Labels[rollout.MovingLabel] == "" {
+			there, err = m.inPlace(ctx, node, base, name, name)
+			if err != nil {
+				return out, err
+			}
+		}
+		if !there {
+			out.Nodes = append(out.Nodes, node)
+		}
+	}
 	if m.Check {
+		if ds == nil {
+			out.Created = append(out.Created, "configmap/"+name, "daemonset/"+name)
+		}
 		return out, nil
 	}
+	if len(out.Nodes) == 0 {
+		return out, nil // split already
+	}
 	if !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
-		return out, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (a required node affinity on %s); nothing was changed", m.Namespace, m.Base, rollout.PoolLabel)
+		return out, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (a required node affinity on %s): no node was moved", m.Namespace, m.Base, rollout.PoolLabel)
 	}
-	if ds == nil {
-		if err := m.makePool(ctx, base, name, &out); err != nil {
-			return out, err
+	err = m.locked(ctx, func(ctx context.Context) error {
+		if ds == nil {
+			if err := m.makePool(ctx, base, name, volume, src, &out); err != nil {
+				return err
+			}
 		}
-	}
+		return m.moveAll(ctx, &out, &name, base, name)
+	})
+	return out, err
+}
+
+// moveAll moves out.Nodes in turn, recording each, and stops at the first
+// that fails.
+func (m Mover) moveAll(ctx context.Context, out *Outcome, pool *string, base *appsv1.DaemonSet, name string) error {
 	for _, node := range out.Nodes {
-		mv, err := m.move(ctx, node, &name, base, name)
+		mv, err := m.move(ctx, node, pool, base, name)
 		if err != nil {
-			return out, err
+			return err
 		}
-		if mv != nil {
-			out.Moved = append(out.Moved, *mv)
+		out.Moved = append(out.Moved, mv)
+	}
+	return nil
+}
+
+func nodeNamed(list *corev1.NodeList, name string) *corev1.Node {
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			return &list.Items[i]
 		}
 	}
-	return out, nil
+	return &corev1.Node{}
 }
 
 // Merge moves pool name's nodes back to the base, one at a time, then
-// deletes the pool's DaemonSet (and with it its copies) and its record.
+// deletes the pool's DaemonSet (and with it its copies) and its record. A
+// pool merged already is no change; nodes labelled for a pool whose
+// DaemonSet is gone (they run no kube-proxy) go back too.
 func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 	out := Outcome{Pool: name, Action: "merge", Nodes: []string{}, Moved: []Move{}, Created: []string{}, Deleted: []string{}}
 	base, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, m.Base, metav1.GetOptions{})
@@ -159,77 +237,108 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 		return out, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, m.Base, err)
 	}
 	ds, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return out, fmt.Errorf("read daemonset %s/%s, the pool to merge: %w; nothing was changed", m.Namespace, name, err)
-	}
-	if ds.Labels[PoolOfLabel] != m.Base {
+	switch {
+	case apierrors.IsNotFound(err):
+		ds = nil
+	case err != nil:
+		return out, fmt.Errorf("read daemonset %s/%s, the pool to merge: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml); nothing was changed", m.Namespace, name, err)
+	case ds.Labels[PoolOfLabel] != m.Base:
 		return out, fmt.Errorf("daemonset %s/%s is not a pool split from %s (label %s); nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
 	}
 	list, err := m.Kube.Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{rollout.PoolLabel: name}.String()})
 	if err != nil {
 		return out, fmt.Errorf("list pool %s's nodes: %w", name, err)
 	}
-	for _, n := range list.Items {
+	// kubeadm's DaemonSet must run on each of them once unlabelled
+	spec := base.Spec.Template.Spec.DeepCopy()
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = withoutPools(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	runs := nodes.Runs(spec)
+	for i := range list.Items {
+		n := &list.Items[i]
+		if !runs(n) {
+			return out, fmt.Errorf("node %s of pool %s is not one daemonset %s/%s runs on (its node selector, affinity or tolerations): merged, it would run no kube-proxy; nothing was changed", n.Name, name, m.Namespace, m.Base)
+		}
 		out.Nodes = append(out.Nodes, n.Name)
 	}
 	sort.Strings(out.Nodes)
+	rec, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && rec.Labels[PoolOfLabel] != m.Record:
+		rec = nil // none, or not the pool's: left alone
+	case err != nil:
+		return out, fmt.Errorf("read configmap %s/%s, pool %s's config: %w; nothing was changed", m.Namespace, name, name, err)
+	}
 	if m.Check {
+		if ds != nil {
+			out.Deleted = append(out.Deleted, "daemonset/"+name)
+		}
+		if rec != nil {
+			out.Deleted = append(out.Deleted, "configmap/"+name)
+		}
 		return out, nil
 	}
-	for _, node := range out.Nodes {
-		mv, err := m.move(ctx, node, nil, base, name)
-		if err != nil {
-			return out, err
+	if ds == nil && rec == nil && len(out.Nodes) == 0 {
+		return out, nil // merged already
+	}
+	err = m.locked(ctx, func(ctx context.Context) error {
+		if err := m.moveAll(ctx, &out, nil, base, name); err != nil {
+			return err
 		}
-		if mv != nil {
-			out.Moved = append(out.Moved, *mv)
+		if ds != nil {
+			bg := metav1.DeletePropagationBackground
+			if err := m.Kube.DaemonSets(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &ds.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("every node of pool %s is back on daemonset %s/%s; delete its daemonset: %w (delete on daemonsets, see roles/kpsync/files/rbac.yaml); run the merge again", name, m.Namespace, m.Base, err)
+			}
+			out.Deleted = append(out.Deleted, "daemonset/"+name)
 		}
+		if rec != nil {
+			err := m.Kube.ConfigMaps(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rec.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pool %s merged and its daemonset deleted; delete its configmap %s/%s: %w; run the merge again", name, m.Namespace, name, err)
+			}
+			out.Deleted = append(out.Deleted, "configmap/"+name)
+		}
+		return nil
+	})
+	if err == nil {
+		m.Log.Infof("pool %s merged into daemonset %s/%s: %d node(s) back", name, m.Namespace, m.Base, len(out.Moved))
 	}
-	bg := metav1.DeletePropagationBackground
-	if err := m.Kube.DaemonSets(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &ds.UID}}); err != nil && !apierrors.IsNotFound(err) {
-		return out, fmt.Errorf("every node of pool %s is back on daemonset %s/%s; delete its daemonset: %w (delete it by hand, or run the merge again)", name, m.Namespace, m.Base, err)
-	}
-	out.Deleted = append(out.Deleted, "daemonset/"+name)
-	err = m.Kube.ConfigMaps(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	switch {
-	case err == nil:
-		out.Deleted = append(out.Deleted, "configmap/"+name)
-	case !apierrors.IsNotFound(err):
-		return out, fmt.Errorf("pool %s merged and its daemonset deleted; delete its configmap %s/%s: %w (delete it by hand)", name, m.Namespace, name, err)
-	}
-	m.Log.Infof("pool %s merged into daemonset %s/%s: %d node(s) back, its daemonset and config deleted", name, m.Namespace, m.Base, len(out.Moved))
-	return out, nil
+	return out, err
 }
 
-// makePool creates pool name's record, a copy of the config the base's
-// pods mount, and its DaemonSet: the base's template on the pool's nodes,
-// its config volume on the record, its own pod labels.
-func (m Mover) makePool(ctx context.Context, base *appsv1.DaemonSet, name string, out *Outcome) error {
-	volume, mounted := ConfigVolume(base, m.Container, m.Record)
-	if volume == "" {
-		return fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it; nothing was changed", m.Container, m.Namespace, m.Base, m.Record)
-	}
+// makePool creates pool name's record, a copy of src (the config the
+// base's pods mount), and its DaemonSet: the base's template on the pool's
+// nodes, its config volume on the record, its own pod labels.
+func (m Mover) makePool(ctx context.Context, base *appsv1.DaemonSet, name, volume string, src *corev1.ConfigMap, out *Outcome) error {
 	cms := m.Kube.ConfigMaps(m.Namespace)
-	src, err := cms.Get(ctx, mounted, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("read configmap %s/%s, the config daemonset %s runs: %w; nothing was changed", m.Namespace, mounted, m.Base, err)
-	}
 	rec := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace,
 			Labels: map[string]string{PoolOfLabel: m.Record, configmap.ManagedByLabel: configmap.FieldManager}},
 		Data: src.Data, BinaryData: src.BinaryData,
 	}
-	if _, err := cms.Create(ctx, rec, metav1.CreateOptions{FieldManager: configmap.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create configmap %s/%s, pool %s's config: %w; nothing else was changed", m.Namespace, name, name, err)
-	} else if err == nil {
+	_, err := cms.Create(ctx, rec, metav1.CreateOptions{FieldManager: configmap.FieldManager})
+	switch {
+	case err == nil:
 		out.Created = append(out.Created, "configmap/"+name)
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("create configmap %s/%s, pool %s's config: %w (create on configmaps, see roles/kpsync/files/rbac.yaml); no node was moved", m.Namespace, name, name, err)
 	}
-	ds := PoolDaemonSet(base, name, volume)
-	if _, err := m.Kube.DaemonSets(m.Namespace).Create(ctx, ds, metav1.CreateOptions{FieldManager: configmap.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create daemonset %s/%s, pool %s: %w; no node was moved", m.Namespace, name, name, err)
+	_, err = m.Kube.DaemonSets(m.Namespace).Create(ctx, PoolDaemonSet(base, name, volume), metav1.CreateOptions{FieldManager: configmap.FieldManager})
+	switch {
+	case err == nil:
+		out.Created = append(out.Created, "daemonset/"+name)
+	case apierrors.IsAlreadyExists(err):
+		// made since this run looked: only a pool of this base will do
+		got, gerr := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil || got.Labels[PoolOfLabel] != m.Base {
+			return fmt.Errorf("daemonset %s/%s appeared meanwhile and is not a pool split from %s: no node was moved; name the pool otherwise", m.Namespace, name, m.Base)
+		}
+	default:
+		return fmt.Errorf("create daemonset %s/%s, pool %s: %w (create on daemonsets, see roles/kpsync/files/rbac.yaml); no node was moved", m.Namespace, name, name, err)
 	}
-	out.Created = append(out.Created, "daemonset/"+name)
-	m.Log.Infof("pool %s made: daemonset and configmap %s/%s (the config daemonset %s runs, from configmap %s)", name, m.Namespace, name, m.Base, mounted)
+	m.Log.Infof("pool %s made: daemonset and configmap %s/%s (the config daemonset %s runs, from configmap %s)", name, m.Namespace, name, m.Base, src.Name)
 	return nil
 }
 
@@ -265,149 +374,230 @@ func PoolDaemonSet(base *appsv1.DaemonSet, name, volume string) *appsv1.DaemonSe
 			Labels: map[string]string{PoolOfLabel: base.Name, configmap.ManagedByLabel: configmap.FieldManager}},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: *t,
-			UpdateStrategy: *base.Spec.UpdateStrategy.DeepCopy(), MinReadySeconds: base.Spec.MinReadySeconds,
+			UpdateStrategy: poolStrategy(base), MinReadySeconds: base.Spec.MinReadySeconds,
 			RevisionHistoryLimit: base.Spec.RevisionHistoryLimit,
 		},
 	}
 }
 
-// move labels node into pool (nil: out of every pool, back to the base)
-// and waits until it runs a Ready kube-proxy of its new DaemonSet and none
-// of the old. A node there already is left as it is (nil Move). Past
-// NodeTimeout the label goes back and the node returns to the DaemonSet it
-// came from.
-func (m Mover) move(ctx context.Context, node string, pool *string, base *appsv1.DaemonSet, name string) (*Move, error) {
-	from, to := name, m.Base
+// poolStrategy is the base's update strategy as it is outside a run: a
+// canary half-way keeps the base on OnDelete for a while, with its own
+// saved (rollout.SavedStrategy).
+func poolStrategy(base *appsv1.DaemonSet) appsv1.DaemonSetUpdateStrategy {
+	if st, _, err := rollout.SavedStrategy(base); err == nil {
+		return st
+	}
+	return *base.Spec.UpdateStrategy.DeepCopy()
+}
+
+// move takes node to pool (nil: out of every pool, back to the base) in
+// two steps, so that it never runs two kube-proxies: first labels under
+// which neither DaemonSet runs there (the pool's, rollout.MovingLabel set),
+// until neither's pod is left on the node; then its new DaemonSet's
+// labels, until that one's kube-proxy is Ready. Past NodeTimeout the node
+// goes back the same way to its source DaemonSet.
+func (m Mover) move(ctx context.Context, node string, pool *string, base *appsv1.DaemonSet, name string) (Move, error) {
+	from, to, back := name, m.Base, &name
 	if pool != nil {
-		from, to = m.Base, name
-	}
-	n, err := m.Kube.Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("read node %s: %w", node, err)
-	}
-	cur, in := n.Labels[rollout.PoolLabel]
-	labelled := (pool == nil && !in) || (pool != nil && in && cur == *pool)
-	if labelled {
-		done, err := m.wait(ctx, node, base, name, to, nil)
-		if err == nil && done != nil {
-			return nil, nil // there already
-		}
+		from, to, back = m.Base, name, nil
 	}
 	m.Log.Infof("node %s: from daemonset %s to %s", node, from, to)
-	if err := m.label(ctx, node, pool); err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, m.NodeTimeout)
-	defer cancel()
-	mv, err := m.wait(wctx, node, base, name, to, &Move{Node: node})
+	mv, err := m.handover(ctx, node, pool, base, name, to)
 	if err == nil {
 		m.Log.Infof("node %s: daemonset %s's kube-proxy Ready, %.1fs without one", node, to, mv.Seconds)
 		return mv, nil
 	}
-	back := &cur
-	if !in {
-		back = nil
+	undo := "kubectl label node " + node + " " + rollout.PoolLabel + "- " + rollout.MovingLabel + "-"
+	if back != nil {
+		undo = "kubectl label node " + node + " " + rollout.PoolLabel + "=" + *back + " " + rollout.MovingLabel + "- --overwrite"
 	}
-	if lerr := m.label(context.WithoutCancel(ctx), node, back); lerr != nil {
-		return nil, fmt.Errorf("node %s: %w; its label could not be put back either (%v): set %s on it as it was (%s), by hand", node, err, lerr, rollout.PoolLabel, map[bool]string{true: cur, false: "none"}[in])
+	if _, berr := m.handover(context.WithoutCancel(ctx), node, back, base, name, from); berr != nil {
+		return Move{}, fmt.Errorf("node %s: %w; it could not go back to daemonset %s either (%v): see to its kube-proxy, then run `%s` (or run again)", node, err, from, berr, undo)
 	}
-	return nil, fmt.Errorf("node %s: %w; its label is back, so daemonset %s puts its kube-proxy back there; the nodes after it were not moved", node, err, from)
+	return Move{}, fmt.Errorf("node %s: %w; it is back on daemonset %s; the nodes after it were not moved", node, err, from)
 }
 
-// label sets the node's PoolLabel to pool (nil: removes it).
-func (m Mover) label(ctx context.Context, node string, pool *string) error {
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{rollout.PoolLabel: pool}}})
+// handover is one move of node to DaemonSet to (pool, its label: nil for
+// the base), each of its two waits bounded by NodeTimeout.
+func (m Mover) handover(ctx context.Context, node string, pool *string, base *appsv1.DaemonSet, name, to string) (Move, error) {
+	moving := "true"
+	if err := m.label(ctx, node, &name, &moving); err != nil {
+		return Move{}, err
+	}
+	var since time.Time
+	wctx, cancel := context.WithTimeout(ctx, m.NodeTimeout)
+	defer cancel()
+	if _, err := m.wait(wctx, node, base, name, "", &since); err != nil {
+		return Move{}, err
+	}
+	if err := m.label(ctx, node, pool, nil); err != nil {
+		return Move{}, err
+	}
+	wctx2, cancel2 := context.WithTimeout(ctx, m.NodeTimeout)
+	defer cancel2()
+	return m.wait(wctx2, node, base, name, to, &since)
+}
+
+// inPlace reports whether node runs a Ready kube-proxy of DaemonSet to and
+// none of the base's or the pool's other.
+func (m Mover) inPlace(ctx context.Context, node string, base *appsv1.DaemonSet, name, to string) (bool, error) {
+	list, err := m.Kube.Pods(m.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return false, fmt.Errorf("list the pods on node %s: %w", node, err)
+	}
+	st := nodeState{base: base.Name, pool: name, to: to, pods: map[types.UID]*corev1.Pod{}}
+	for i := range list.Items {
+		st.pods[list.Items[i].UID] = &list.Items[i]
+	}
+	return st.done(), nil
+}
+
+// label sets the node's PoolLabel to pool and MovingLabel to moving (nil:
+// removes each), in one PATCH.
+func (m Mover) label(ctx context.Context, node string, pool, moving *string) error {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{rollout.PoolLabel: pool, rollout.MovingLabel: moving}}})
 	if _, err := m.Kube.Nodes().Patch(ctx, node, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: configmap.FieldManager}); err != nil {
-		return fmt.Errorf("label node %s %s: %w", node, rollout.PoolLabel, err)
+		return fmt.Errorf("label node %s: %w (patch on nodes, see roles/kpsync/files/rbac.yaml)", node, err)
 	}
 	return nil
 }
 
+// nodeState is the kube-proxy pods of the base and the pool on one node.
+type nodeState struct {
+	base, pool, to string
+	pods           map[types.UID]*corev1.Pod
+}
+
+func owner(p *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+		return ref.Name
+	}
+	return ""
+}
+
+// done: a Ready pod of to, not being deleted, and no pod of the other;
+// with to "", no pod of either at all.
+func (st nodeState) done() bool {
+	if st.to == "" {
+		for _, p := range st.pods {
+			if o := owner(p); o == st.base || o == st.pool {
+				return false
+			}
+		}
+		return true
+	}
+	ready, other := false, false
+	for _, p := range st.pods {
+		switch owner(p) {
+		case st.to:
+			ready = ready || (p.DeletionTimestamp == nil && podReady(p))
+		case st.base, st.pool:
+			other = true
+		}
+	}
+	return ready && !other
+}
+
+// anyReady: some kube-proxy of either, not being deleted, is Ready.
+func (st nodeState) anyReady() bool {
+	for _, p := range st.pods {
+		if o := owner(p); (o == st.base || o == st.pool) && p.DeletionTimestamp == nil && podReady(p) {
+			return true
+		}
+	}
+	return false
+}
+
 // wait follows the kube-proxy pods of the base and the pool on node until
-// it runs a Ready pod of DaemonSet to and no pod of the other, with mv
-// (when not nil) timing the stretch with no Ready kube-proxy: from the
-// first moment none was Ready to the new one's readiness. It returns mv
-// (or a Move when nil) when done, nil when the node is not there yet and
-// ctx is done.
-func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, name, to string, mv *Move) (*Move, error) {
+// it runs a Ready pod of DaemonSet to and no pod of the other (to "": no
+// pod of either), timing the stretch with no Ready kube-proxy in since:
+// from the first moment none was Ready to the new one's readiness. A watch
+// that ends (the API server restarted, the watch timed out) is opened
+// again from a fresh list; ctx bounds it all.
+func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, name, to string, since *time.Time) (Move, error) {
 	pods := m.Kube.Pods(m.Namespace)
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
-	owner := func(p *corev1.Pod) string {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
-			return ref.Name
+	check := func(st nodeState) (Move, bool) {
+		if !st.anyReady() && since.IsZero() {
+			*since = m.Clock.Now()
 		}
-		return ""
-	}
-	list, err := pods.List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list the pods on node %s: %w", node, err)
-	}
-	onNode := map[types.UID]*corev1.Pod{}
-	for i := range list.Items {
-		onNode[list.Items[i].UID] = &list.Items[i]
-	}
-	var since time.Time
-	state := func() (done bool) {
-		ready, other := false, false
-		for _, p := range onNode {
-			switch owner(p) {
-			case to:
-				ready = ready || (p.DeletionTimestamp == nil && podReady(p))
-			case base.Name, name:
-				other = true
-			}
+		if !st.done() {
+			return Move{}, false
 		}
-		anyReady := false
-		for _, p := range onNode {
-			if o := owner(p); (o == base.Name || o == name) && p.DeletionTimestamp == nil && podReady(p) {
-				anyReady = true
-			}
-		}
-		if !anyReady && since.IsZero() {
-			since = m.Clock.Now()
-		}
-		return ready && !other
-	}
-	finish := func() *Move {
-		if mv == nil {
-			mv = &Move{Node: node}
-		}
+		mv := Move{Node: node}
 		if !since.IsZero() {
-			mv.Seconds = m.Clock.Since(since).Seconds()
+			mv.Seconds = m.Clock.Since(*since).Seconds()
 		}
-		return mv
+		return mv, true
 	}
-	if state() {
-		return finish(), nil
+	timedOut := func(cause error) (Move, error) {
+		if to == "" {
+			return Move{}, fmt.Errorf("the kube-proxy pods on node %s not gone within %s: %w", node, m.NodeTimeout, cause)
+		}
+		return Move{}, fmt.Errorf("no Ready kube-proxy of daemonset %s alone on node %s within %s: %w", to, node, m.NodeTimeout, cause)
 	}
-	if mv == nil {
-		return nil, nil // only asked whether it is there now
+	for {
+		list, err := pods.List(ctx, opts)
+		if ctx.Err() != nil {
+			return timedOut(ctx.Err())
+		}
+		if err != nil {
+			return Move{}, fmt.Errorf("list the pods on node %s: %w", node, err)
+		}
+		st := nodeState{base: base.Name, pool: name, to: to, pods: map[types.UID]*corev1.Pod{}}
+		for i := range list.Items {
+			st.pods[list.Items[i].UID] = &list.Items[i]
+		}
+		if mv, ok := check(st); ok {
+			return mv, nil
+		}
+		opts.ResourceVersion = list.ResourceVersion
+		w, err := pods.Watch(ctx, opts)
+		if ctx.Err() != nil {
+			return timedOut(ctx.Err())
+		}
+		if err != nil {
+			return Move{}, fmt.Errorf("watch the pods on node %s: %w", node, err)
+		}
+		mv, ok, err := m.follow(ctx, w, st, check)
+		w.Stop()
+		switch {
+		case ok:
+			return mv, nil
+		case ctx.Err() != nil:
+			return timedOut(ctx.Err())
+		case err != nil:
+			m.Log.Warnf("watching the pods on node %s: %v; listing them again", node, err)
+		}
+		opts.ResourceVersion = ""
 	}
-	opts.ResourceVersion = list.ResourceVersion
-	w, err := pods.Watch(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("watch the pods on node %s: %w", node, err)
-	}
-	defer w.Stop()
+}
+
+// follow applies w's events to st until check says done, the watch ends
+// (false, with the error event's status if any) or ctx is done.
+func (m Mover) follow(ctx context.Context, w watch.Interface, st nodeState, check func(nodeState) (Move, bool)) (Move, bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no Ready kube-proxy of daemonset %s alone on node %s within %s: %w", to, node, m.NodeTimeout, ctx.Err())
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, fmt.Errorf("the watch of the pods on node %s ended; run again to go on", node)
+			return Move{}, false, ctx.Err()
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return Move{}, false, nil
+			}
+			if ev.Type == watch.Error {
+				return Move{}, false, apierrors.FromObject(ev.Object)
 			}
 			p, isPod := ev.Object.(*corev1.Pod)
 			if !isPod {
 				continue
 			}
 			if ev.Type == watch.Deleted {
-				delete(onNode, p.UID)
+				delete(st.pods, p.UID)
 			} else {
-				onNode[p.UID] = p
+				st.pods[p.UID] = p
 			}
-			if state() {
-				return finish(), nil
+			if mv, ok := check(st); ok {
+				return mv, true, nil
 			}
 		}
 	}
@@ -463,25 +653,83 @@ func ConfigVolume(ds *appsv1.DaemonSet, container, record string) (volume, mount
 
 // Describe is one line on what the outcome did.
 func (o Outcome) Describe(check bool) string {
-	verb := map[bool]string{true: "would move", false: "moved"}[check]
-	moved := len(o.Moved)
 	if check {
-		moved = len(o.Nodes)
+		return fmt.Sprintf("%s pool %s: would move %d node(s) (%s)", o.Action, o.Pool, len(o.Nodes), strings.Join(o.Nodes, ", "))
 	}
-	max := 0.0
+	var names []string
+	longest := 0.0
 	for _, mv := range o.Moved {
-		max = maxf(max, mv.Seconds)
+		names = append(names, mv.Node)
+		longest = max(longest, mv.Seconds)
 	}
-	s := fmt.Sprintf("%s pool %s: %s %d node(s) (%s)", o.Action, o.Pool, verb, moved, strings.Join(o.Nodes, ", "))
-	if !check && moved > 0 {
-		s += fmt.Sprintf(", each at most %.1fs without a Ready kube-proxy", max)
+	s := fmt.Sprintf("%s pool %s: moved %d node(s) (%s)", o.Action, o.Pool, len(o.Moved), strings.Join(names, ", "))
+	if len(o.Moved) > 0 {
+		s += fmt.Sprintf(", each at most %.1fs without a Ready kube-proxy", longest)
 	}
 	return s
 }
 
-func maxf(a, b float64) float64 {
-	if a > b {
-		return a
+// Strays finds what puts two kube-proxies or none on a pool's node: nodes
+// labelled for a pool while base no longer keeps off them (its template
+// replaced by `kubectl rollout undo` to before the first split, kubeadm's
+// addon phase, an apply), and nodes labelled for a pool whose DaemonSet is
+// gone. One LIST of the labelled nodes, and a GET per pool named there.
+func Strays(ctx context.Context, k kube.Interface, ns string, base *appsv1.DaemonSet) (twice []string, orphans map[string][]string, err error) {
+	list, err := k.Nodes().List(ctx, metav1.ListOptions{LabelSelector: rollout.PoolLabel})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the nodes in pools (label %s): %w", rollout.PoolLabel, err)
 	}
-	return b
+	byPool := map[string][]string{}
+	for _, n := range list.Items {
+		if _, moving := n.Labels[rollout.MovingLabel]; moving {
+			// between two DaemonSets: a split or merge killed half-way
+			if orphans == nil {
+				orphans = map[string][]string{}
+			}
+			orphans[""] = append(orphans[""], n.Name)
+			continue
+		}
+		byPool[n.Labels[rollout.PoolLabel]] = append(byPool[n.Labels[rollout.PoolLabel]], n.Name)
+	}
+	keeps := rollout.KeepsOffPools(&base.Spec.Template.Spec)
+	for pool, names := range byPool {
+		_, err := k.DaemonSets(ns).Get(ctx, pool, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if orphans == nil {
+				orphans = map[string][]string{}
+			}
+			orphans[pool] = names
+		case err != nil:
+			return nil, nil, fmt.Errorf("read daemonset %s/%s, pool of nodes %s: %w", ns, pool, strings.Join(names, ", "), err)
+		case !keeps:
+			twice = append(twice, names...)
+		}
+	}
+	sort.Strings(twice)
+	return twice, orphans, nil
+}
+
+// StrayWarnings says what Strays found, and what to do.
+func StrayWarnings(ns, base string, twice []string, orphans map[string][]string) []string {
+	var out []string
+	if len(twice) > 0 {
+		out = append(out, fmt.Sprintf("nodes %s are in pools (label %s) but daemonset %s/%s no longer keeps off them (its node affinity was dropped: `kubectl rollout undo` to before the first split, kubeadm's addon phase, an apply): each runs two kube-proxies; run --split again for each pool (it rolls the affinity back in), or --merge the pools",
+			strings.Join(twice, ", "), rollout.PoolLabel, ns, base))
+	}
+	pools := make([]string, 0, len(orphans))
+	for p := range orphans {
+		pools = append(pools, p)
+	}
+	sort.Strings(pools)
+	for _, p := range pools {
+		if p == "" {
+			out = append(out, fmt.Sprintf("nodes %s are between two DaemonSets (label %s: a split or merge stopped half-way): they run no kube-proxy; run that split or merge again",
+				strings.Join(orphans[p], ", "), rollout.MovingLabel))
+			continue
+		}
+		out = append(out, fmt.Sprintf("nodes %s are labelled for pool %s, whose daemonset %s/%s is gone: they run no kube-proxy; run --merge %s (it takes them back to daemonset %s)",
+			strings.Join(orphans[p], ", "), p, ns, p, p, base))
+	}
+	return out
 }

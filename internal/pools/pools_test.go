@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -12,10 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -51,28 +58,206 @@ func TestPoolDaemonSetRunsOnItsNodesWithItsOwnConfig(t *testing.T) {
 	assert.Equal(t, "kube-proxy-0123456789", base.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
 }
 
-// A node whose pool kube-proxy is not Ready in time goes back: its label
-// as it was, so kubeadm's DaemonSet puts its kube-proxy back there.
-func TestSplitPutsANodeBackWhenItsPoolPodIsNotReadyInTime(t *testing.T) {
+// daemonSets plays the DaemonSet controller on node patches: after each,
+// the node runs a pod of every DaemonSet whose template it matches (Ready
+// unless unready names it) and none of the others'.
+func daemonSets(t *testing.T, c *fake.Clientset, unready map[string]bool, dss ...*appsv1.DaemonSet) {
+	nodesGVR := corev1.SchemeGroupVersion.WithResource("nodes")
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchActionImpl)
+		obj, err := c.Tracker().Get(nodesGVR, "", p.Name)
+		require.NoError(t, err)
+		n := obj.(*corev1.Node).DeepCopy()
+		var patch struct {
+			Metadata struct {
+				Labels map[string]*string `json:"labels"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal(p.Patch, &patch))
+		for k, v := range patch.Metadata.Labels {
+			if v == nil {
+				delete(n.Labels, k)
+			} else {
+				n.Labels[k] = *v
+			}
+		}
+		require.NoError(t, c.Tracker().Update(nodesGVR, n, ""))
+		for _, ds := range dss {
+			name := ds.Name + "-" + n.Name
+			_, err := c.Tracker().Get(podsGVR, "kube-system", name)
+			switch runs := nodes.Runs(&ds.Spec.Template.Spec)(n); {
+			case !runs && err == nil:
+				require.NoError(t, c.Tracker().Delete(podsGVR, "kube-system", name))
+			case runs && err != nil:
+				require.NoError(t, c.Tracker().Create(podsGVR, kubeProxyPod(name, n.Name, ds, !unready[ds.Name]), "kube-system"))
+			}
+		}
+		return true, n, nil
+	})
+}
+
+func kubeProxyPod(name, node string, ds *appsv1.DaemonSet, ready bool) *corev1.Pod {
+	status := map[bool]corev1.ConditionStatus{true: corev1.ConditionTrue, false: corev1.ConditionFalse}[ready]
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID(name),
+		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)}}},
+		Spec:   corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+}
+
+// splitCluster is kubeadm's DaemonSet with its pod on node n1, which the
+// selector rhel=8 picks, and the config it mounts.
+func splitCluster(t *testing.T, unready map[string]bool) (*fake.Clientset, kube.Interface) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8"}}}
 	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-a", Namespace: "kube-system", UID: "pod-a",
-		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "kube-proxy", UID: "base", Controller: ptr.To(true)}}},
-		Spec:   corev1.PodSpec{NodeName: "n1"},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	c, api := kubefake.New(baseDaemonSet(), n, copyCM, pod)
-	m := Mover{Kube: api, Clock: clock.RealClock{}, Log: logrus.NewEntry(logrus.New()), Namespace: "kube-system",
-		Base: "kube-proxy", Record: "kube-proxy", Container: "kube-proxy", NodeTimeout: 100 * time.Millisecond}
-	out, err := m.Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "node n1: no Ready kube-proxy of daemonset rhel8 alone on node n1")
-	assert.Contains(t, err.Error(), "its label is back")
-	assert.Equal(t, []string{"n1"}, out.Nodes)
-	assert.Empty(t, out.Moved)
+	base := baseDaemonSet()
+	pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
+	c, api := kubefake.New(base, n, copyCM, kubeProxyPod("kube-proxy-n1", "n1", base, true))
+	daemonSets(t, c, unready, base, pool)
+	return c, api
+}
+
+func nodeLabels(t *testing.T, c *fake.Clientset) map[string]string {
 	got, err := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.NotContains(t, got.Labels, rollout.PoolLabel)
+	return got.Labels
+}
+
+const (
+	toEmpty = `{"metadata":{"labels":{"kube-proxy-sync.io/pool":"rhel8","kube-proxy-sync.io/pool-moving":"true"}}}`
+	toPool  = `{"metadata":{"labels":{"kube-proxy-sync.io/pool":"rhel8","kube-proxy-sync.io/pool-moving":null}}}`
+	toBase  = `{"metadata":{"labels":{"kube-proxy-sync.io/pool":null,"kube-proxy-sync.io/pool-moving":null}}}`
+)
+
+// A node moves in two steps, never with two kube-proxies: first to labels
+// under which neither DaemonSet runs there, until its pod is gone, then
+// to the pool's.
+func TestSplitMovesANodeWithNoStepOnTwoDaemonSets(t *testing.T) {
+	c, api := splitCluster(t, nil)
+	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	require.Len(t, out.Moved, 1)
+	assert.Equal(t, "n1", out.Moved[0].Node)
+	assert.Equal(t, []string{"configmap/rhel8", "daemonset/rhel8"}, out.Created)
+	assert.Equal(t, []string{toEmpty, toPool}, nodePatches(c))
+	assert.Equal(t, "rhel8", nodeLabels(t, c)[rollout.PoolLabel])
 	rec, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "rhel8", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, copyCM.Data, rec.Data, "the pool's config: the one its nodes run")
+	assert.Equal(t, map[string]string{"config.conf": "mode: iptables\n"}, rec.Data, "the pool's config: the one its nodes run")
+
+	// again: in place, nothing moved
+	c.ClearActions()
+	out, err = mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	assert.Empty(t, out.Nodes)
+	assert.Empty(t, nodePatches(c))
+}
+
+// A node whose pool kube-proxy is not Ready in time goes back the same
+// way, and the run says so.
+func TestSplitPutsANodeBackWhenItsPoolPodIsNotReadyInTime(t *testing.T) {
+	c, api := splitCluster(t, map[string]bool{"rhel8": true})
+	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node n1: no Ready kube-proxy of daemonset rhel8 alone on node n1")
+	assert.Contains(t, err.Error(), "it is back on daemonset kube-proxy")
+	assert.Equal(t, []string{"n1"}, out.Nodes)
+	assert.Empty(t, out.Moved)
+	assert.Equal(t, []string{toEmpty, toPool, toEmpty, toBase}, nodePatches(c), "there and back, each in two steps")
+	assert.NotContains(t, nodeLabels(t, c), rollout.PoolLabel)
+	assert.NotContains(t, nodeLabels(t, c), rollout.MovingLabel)
+	_, err = c.CoreV1().Pods("kube-system").Get(context.Background(), "kube-proxy-n1", metav1.GetOptions{})
+	assert.NoError(t, err, "kubeadm's kube-proxy back on the node")
+}
+
+func nodePatches(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetResource().Resource == "nodes" {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+func mover(api kube.Interface, check bool) Mover {
+	// a deadline, not a sleep: each wait ends at the latest after it
+	return Mover{Kube: api, Clock: clock.RealClock{}, Log: logrus.NewEntry(logrus.New()), Namespace: "kube-system",
+		Base: "kube-proxy", Record: "kube-proxy", Container: "kube-proxy", NodeTimeout: 100 * time.Millisecond, Check: check}
+}
+
+// A merge whose node's kube-proxy does not come back in time puts the node
+// back in the pool, whose DaemonSet still runs there, and deletes nothing.
+func TestMergePutsANodeBackInThePoolOnATimeout(t *testing.T) {
+	c, api := splitCluster(t, nil)
+	_, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	c.ClearActions()
+	c.ReactionChain = c.ReactionChain[1:] // the controller again, with kubeadm's pods unready
+	base, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	pool, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "rhel8", metav1.GetOptions{})
+	require.NoError(t, err)
+	daemonSets(t, c, map[string]bool{"kube-proxy": true}, base, pool)
+
+	out, err := mover(api, false).Merge(context.Background(), "rhel8")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "it is back on daemonset rhel8")
+	assert.Equal(t, []string{"n1"}, out.Nodes)
+	assert.Empty(t, out.Deleted, "nothing deleted while a node is not back")
+	assert.Equal(t, []string{toEmpty, toBase, toEmpty, toPool}, nodePatches(c))
+	assert.Equal(t, "rhel8", nodeLabels(t, c)[rollout.PoolLabel])
+	_, err = c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "rhel8", metav1.GetOptions{})
+	assert.NoError(t, err)
+}
+
+// A ConfigMap of the pool's name that does not hold what the nodes run
+// would become their config by a label: refused, in check mode too.
+func TestSplitRefusesAConfigMapOfThePoolsNameHoldingOtherData(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8"}}}
+	running := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
+	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rhel8", Namespace: "kube-system", Labels: map[string]string{PoolOfLabel: "kube-proxy"}}, Data: map[string]string{"config.conf": "mode: ipvs\n"}}
+	for _, check := range []bool{true, false} {
+		c, api := kubefake.New(baseDaemonSet(), n, running, stale)
+		_, err := mover(api, check).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "configmap kube-system/rhel8 exists and does not hold the config daemonset kube-proxy runs")
+		assert.Empty(t, nodePatches(c))
+	}
+}
+
+func TestStrays(t *testing.T) {
+	labelled := func(name, pool string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{rollout.PoolLabel: pool}}}
+	}
+	pool := PoolDaemonSet(baseDaemonSet(), "rhel8", "kube-proxy")
+	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0"}}
+	halfway := labelled("n3", "rhel8")
+	halfway.Labels[rollout.MovingLabel] = "true"
+	_, api := kubefake.New(pool, plain, labelled("n1", "rhel8"), labelled("n2", "gone"), halfway)
+
+	twice, orphans, err := Strays(context.Background(), api, "kube-system", baseDaemonSet())
+	require.NoError(t, err)
+	assert.Empty(t, twice, "kubeadm's DaemonSet keeps off the pools")
+	assert.Equal(t, map[string][]string{"gone": {"n2"}, "": {"n3"}}, orphans)
+
+	bare := baseDaemonSet()
+	bare.Spec.Template.Spec.Affinity = nil // a rollout undo to before the first split
+	twice, _, err = Strays(context.Background(), api, "kube-system", bare)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n1"}, twice)
+	w := StrayWarnings("kube-system", "kube-proxy", twice, orphans)
+	require.Len(t, w, 3)
+	assert.Contains(t, w[0], "nodes n1 are in pools")
+	assert.Contains(t, w[1], "nodes n3 are between two DaemonSets")
+	assert.Contains(t, w[2], "run --merge gone")
+}
+
+func TestWithoutPools(t *testing.T) {
+	only := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: rollout.PoolLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}
+	assert.Nil(t, withoutPools(only), "a term of the pool requirement alone: every node")
+	arch := corev1.NodeSelectorRequirement{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}
+	both := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{arch, only.NodeSelectorTerms[0].MatchExpressions[0]}}}}
+	assert.Equal(t, []corev1.NodeSelectorRequirement{arch}, withoutPools(both).NodeSelectorTerms[0].MatchExpressions)
+	assert.Len(t, both.NodeSelectorTerms[0].MatchExpressions, 2, "the DaemonSet's own untouched")
 }

@@ -15,6 +15,10 @@ import (
 // PoolLabel on a node names the pool whose kube-proxy runs there.
 const PoolLabel = "kube-proxy-sync.io/pool"
 
+// MovingLabel on a pool's node keeps the pool's kube-proxy off it too: the
+// node is between two DaemonSets, with neither's pod (see internal/pools).
+const MovingLabel = "kube-proxy-sync.io/pool-moving"
+
 // offPools is the requirement that keeps a DaemonSet off every pool's nodes.
 var offPools = corev1.NodeSelectorRequirement{Key: PoolLabel, Operator: corev1.NodeSelectorOpDoesNotExist}
 
@@ -54,15 +58,19 @@ func KeepOffPools(spec *corev1.PodSpec) {
 	}
 }
 
-// OnPool makes spec's pods run on pool name's nodes only: where a term
-// keeps off every pool, it requires this one instead.
+// OnPool makes spec's pods run on pool name's nodes only, and not while a
+// node is moving (MovingLabel): where a term keeps off every pool, it
+// requires this one instead.
 func OnPool(spec *corev1.PodSpec, name string) {
 	KeepOffPools(spec)
 	ns := required(spec)
 	for i := range ns.NodeSelectorTerms {
-		for j, r := range ns.NodeSelectorTerms[i].MatchExpressions {
+		t := &ns.NodeSelectorTerms[i]
+		for j, r := range t.MatchExpressions {
 			if isOffPools(r) {
-				ns.NodeSelectorTerms[i].MatchExpressions[j] = corev1.NodeSelectorRequirement{Key: PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}
+				t.MatchExpressions[j] = corev1.NodeSelectorRequirement{Key: PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}
+				t.MatchExpressions = append(t.MatchExpressions, corev1.NodeSelectorRequirement{Key: MovingLabel, Operator: corev1.NodeSelectorOpDoesNotExist})
+				break
 			}
 		}
 	}
