@@ -213,32 +213,23 @@ func Run(ctx context.Context, streams Streams, args []string, deps Deps) (code i
 			return verify.NewNodeProxy(client.Config, client.Requests.Wrap, port, o.RequestTimeout)
 		}
 	}
-	if o.Split != "" || o.Merge != "" {
-		res, out, warnings, err := runSplit(ctx, o, d)
+	var res *kpsync.Result
+	var err error
+	switch {
+	case o.Split != "" || o.Merge != "":
+		var out *pools.Outcome
+		var warnings []string
+		res, out, warnings, err = runSplit(ctx, o, d)
 		res = splitOutcome(o, res, out, warnings)
-		if err != nil {
-			return fail(streams, o, res, err)
-		}
-		printResult(streams.Out, o, res, nil)
-		if o.DetailedExitCode && res.Changed {
-			return ExitChanged
-		}
-		return ExitOK
+	case len(o.pools) > 0:
+		var runs []poolRun
+		var warnings []string
+		runs, warnings, err = runPools(ctx, o, d)
+		res = poolsOutcome(o, runs, warnings, d.Requests)
+	default:
+		s = kpsync.New(o.syncOptions(), d)
+		res, err = s.Run(ctx)
 	}
-	if len(o.pools) > 0 {
-		runs, warnings, err := runPools(ctx, o, d)
-		res := poolsOutcome(o, runs, warnings, d.Requests)
-		if err != nil {
-			return fail(streams, o, res, err)
-		}
-		printResult(streams.Out, o, res, nil)
-		if o.DetailedExitCode && res.Changed {
-			return ExitChanged
-		}
-		return ExitOK
-	}
-	s = kpsync.New(o.syncOptions(), d)
-	res, err := s.Run(ctx)
 	if err != nil {
 		return fail(streams, o, res, err)
 	}

@@ -182,7 +182,7 @@ func splitOutcome(o *Options, res *kpsync.Result, out *pools.Outcome, warnings [
 	res.Changed = res.Changed || moves
 	line := out.Describe(o.Check)
 	if res.Msg != "" {
-		line = res.Msg + " " + line
+		line = res.Msg + "; then " + line
 	}
 	res.Msg = line
 	return res

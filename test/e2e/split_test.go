@@ -142,6 +142,7 @@ func TestPoolSplitAndMerge(t *testing.T) {
 	assert.Contains(t, poolUIDs(t, c, pool), node)
 	assert.Equal(t, ran.Data, c.ConfigMapNamed(t, pool).Data, "the pool runs the config the node ran")
 	assert.Contains(t, r.Msg, "split pool "+pool+": moved 1 node(s)")
+	t.Logf("split: %s", r.Msg)
 
 	// the same split again moves nothing
 	r = runPools(t, c, "--probe-path", "none", "--split", pool, "--split-nodes", "e2e-split=yes")
@@ -152,6 +153,7 @@ func TestPoolSplitAndMerge(t *testing.T) {
 	r = runPools(t, c, "--probe-path", "none", "--merge", pool)
 	require.Equal(t, 0, r.Code, r.Msg+"\n"+r.Stderr)
 	most, on, unready = nw.Stop()
+	t.Logf("merge: %s", r.Msg)
 	assert.Equal(t, 1, most, "two kube-proxy pods on node %s", on)
 	assert.LessOrEqual(t, len(unready), 1, "nodes at once without a Ready kube-proxy: %v", unready)
 	assert.Len(t, poolUIDs(t, c, cluster.Name), len(nodes), "every node back on kubeadm's DaemonSet")
