@@ -70,12 +70,18 @@ func (m Mover) locked(ctx context.Context, fn func(ctx context.Context) error) e
 	if m.Lease == nil {
 		return fn(ctx)
 	}
-	held, release, err := m.Lease.Acquire(ctx, m.LockTimeout)
+	// held outlives an interrupt, so that the Lease is renewed while a
+	// node goes back; the work stops on either
+	held, release, err := m.Lease.Acquire(context.WithoutCancel(ctx), m.LockTimeout)
 	if err != nil {
 		return fmt.Errorf("take the lease %s/%s before moving nodes: %w; nothing was moved", m.Namespace, m.Lease.Name, err)
 	}
 	defer release()
-	return fn(held)
+	work, cancel := context.WithCancelCause(held)
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stop()
+	return fn(work)
 }
 
 // Move is what became of one node.
@@ -249,6 +255,10 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 	if err != nil {
 		return out, fmt.Errorf("list pool %s's nodes: %w", name, err)
 	}
+	if len(list.Items) > 0 && !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+		return out, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (its node affinity on %s was dropped), so a node of pool %s could not leave the pool's kube-proxy first; nothing was changed: run `--split %s --split-nodes %s=%s` (it rolls the affinity back in and moves nothing), then the merge",
+			m.Namespace, m.Base, rollout.PoolLabel, name, name, rollout.PoolLabel, name)
+	}
 	// kubeadm's DaemonSet must run on each of them once unlabelled
 	spec := base.Spec.Template.Spec.DeepCopy()
 	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
@@ -402,7 +412,7 @@ func (m Mover) move(ctx context.Context, node string, pool *string, base *appsv1
 		from, to, back = m.Base, name, nil
 	}
 	m.Log.Infof("node %s: from daemonset %s to %s", node, from, to)
-	mv, err := m.handover(ctx, node, pool, base, name, to)
+	mv, emptied, err := m.handover(ctx, node, pool, base, name, to)
 	if err == nil {
 		m.Log.Infof("node %s: daemonset %s's kube-proxy Ready, %.1fs without one", node, to, mv.Seconds)
 		return mv, nil
@@ -411,31 +421,51 @@ func (m Mover) move(ctx context.Context, node string, pool *string, base *appsv1
 	if back != nil {
 		undo = "kubectl label node " + node + " " + rollout.PoolLabel + "=" + *back + " " + rollout.MovingLabel + "- --overwrite"
 	}
-	if _, berr := m.handover(context.WithoutCancel(ctx), node, back, base, name, from); berr != nil {
-		return Move{}, fmt.Errorf("node %s: %w; it could not go back to daemonset %s either (%v): see to its kube-proxy, then run `%s` (or run again)", node, err, from, berr, undo)
+	look := fmt.Sprintf("`kubectl -n %s get pods -o wide --field-selector spec.nodeName=%s` shows its kube-proxy pods", m.Namespace, node)
+	bctx := context.WithoutCancel(ctx)
+	var berr error
+	if emptied {
+		// neither DaemonSet's pod is there: back the same way, two steps
+		_, _, berr = m.handover(bctx, node, back, base, name, from)
+	} else {
+		// the old pod is still there (it did not go in time): its own
+		// labels back at once keep it, or its DaemonSet makes it again
+		if berr = m.label(bctx, node, back, nil); berr == nil {
+			wctx, cancel := context.WithTimeout(bctx, m.NodeTimeout)
+			var since time.Time
+			_, berr = m.wait(wctx, node, base, name, from, &since)
+			cancel()
+		}
 	}
-	return Move{}, fmt.Errorf("node %s: %w; it is back on daemonset %s; the nodes after it were not moved", node, err, from)
+	if berr != nil {
+		return Move{}, fmt.Errorf("node %s: %w; it could not go back to daemonset %s either (%v): %s; see to it, then run `%s` (or run the same split or merge again)", node, err, from, berr, look, undo)
+	}
+	return Move{}, fmt.Errorf("node %s: %w; it is back on daemonset %s, and the nodes after it were not moved: %s; see to it, then run again", node, err, from, look)
 }
 
 // handover is one move of node to DaemonSet to (pool, its label: nil for
-// the base), each of its two waits bounded by NodeTimeout.
-func (m Mover) handover(ctx context.Context, node string, pool *string, base *appsv1.DaemonSet, name, to string) (Move, error) {
+// the base), each of its two waits bounded by NodeTimeout. emptied says
+// whether it got past its first step (neither DaemonSet's pod left there).
+func (m Mover) handover(ctx context.Context, node string, pool *string, base *appsv1.DaemonSet, name, to string) (_ Move, emptied bool, _ error) {
 	moving := "true"
+	// nothing deletes the old pod before this PATCH: the stretch without a
+	// kube-proxy is measured from it
+	since := m.Clock.Now()
 	if err := m.label(ctx, node, &name, &moving); err != nil {
-		return Move{}, err
+		return Move{}, false, err
 	}
-	var since time.Time
 	wctx, cancel := context.WithTimeout(ctx, m.NodeTimeout)
 	defer cancel()
 	if _, err := m.wait(wctx, node, base, name, "", &since); err != nil {
-		return Move{}, err
+		return Move{}, false, err
 	}
 	if err := m.label(ctx, node, pool, nil); err != nil {
-		return Move{}, err
+		return Move{}, true, err
 	}
 	wctx2, cancel2 := context.WithTimeout(ctx, m.NodeTimeout)
 	defer cancel2()
-	return m.wait(wctx2, node, base, name, to, &since)
+	mv, err := m.wait(wctx2, node, base, name, to, &since)
+	return mv, true, err
 }
 
 // inPlace reports whether node runs a Ready kube-proxy of DaemonSet to and
@@ -531,18 +561,41 @@ func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, na
 		return mv, true
 	}
 	timedOut := func(cause error) (Move, error) {
+		if c := context.Cause(ctx); c != nil {
+			cause = c
+		}
 		if to == "" {
 			return Move{}, fmt.Errorf("the kube-proxy pods on node %s not gone within %s: %w", node, m.NodeTimeout, cause)
 		}
 		return Move{}, fmt.Errorf("no Ready kube-proxy of daemonset %s alone on node %s within %s: %w", to, node, m.NodeTimeout, cause)
 	}
-	for {
+	backoff, warned := 100*time.Millisecond, false
+	pause := func(err error) error {
+		if err != nil && !warned {
+			m.Log.Warnf("watching the pods on node %s: %v; listing them again until the deadline", node, err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.Clock.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+			return nil
+		}
+	}
+	for first := true; ; first = false {
+		if !first {
+			if err := pause(nil); err != nil {
+				return timedOut(err)
+			}
+		}
 		list, err := pods.List(ctx, opts)
 		if ctx.Err() != nil {
 			return timedOut(ctx.Err())
 		}
 		if err != nil {
-			return Move{}, fmt.Errorf("list the pods on node %s: %w", node, err)
+			_ = pause(err)
+			continue
 		}
 		st := nodeState{base: base.Name, pool: name, to: to, pods: map[types.UID]*corev1.Pod{}}
 		for i := range list.Items {
@@ -557,7 +610,9 @@ func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, na
 			return timedOut(ctx.Err())
 		}
 		if err != nil {
-			return Move{}, fmt.Errorf("watch the pods on node %s: %w", node, err)
+			opts.ResourceVersion = ""
+			_ = pause(err)
+			continue
 		}
 		mv, ok, err := m.follow(ctx, w, st, check)
 		w.Stop()
@@ -566,8 +621,9 @@ func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, na
 			return mv, nil
 		case ctx.Err() != nil:
 			return timedOut(ctx.Err())
-		case err != nil:
-			m.Log.Warnf("watching the pods on node %s: %v; listing them again", node, err)
+		case err != nil && !warned:
+			m.Log.Warnf("watching the pods on node %s: %v; listing them again until the deadline", node, err)
+			warned = true
 		}
 		opts.ResourceVersion = ""
 	}
@@ -672,38 +728,43 @@ func (o Outcome) Describe(check bool) string {
 // Strays finds what puts two kube-proxies or none on a pool's node: nodes
 // labelled for a pool while base no longer keeps off them (its template
 // replaced by `kubectl rollout undo` to before the first split, kubeadm's
-// addon phase, an apply), and nodes labelled for a pool whose DaemonSet is
-// gone. One LIST of the labelled nodes, and a GET per pool named there.
+// addon phase, an apply), nodes labelled for a pool whose DaemonSet is
+// gone, and nodes a killed split or merge left between two DaemonSets
+// (orphans under "moving:POOL"). One LIST of the labelled nodes, and one
+// of the namespace's DaemonSets when there are some.
 func Strays(ctx context.Context, k kube.Interface, ns string, base *appsv1.DaemonSet) (twice []string, orphans map[string][]string, err error) {
 	list, err := k.Nodes().List(ctx, metav1.ListOptions{LabelSelector: rollout.PoolLabel})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list the nodes in pools (label %s): %w", rollout.PoolLabel, err)
+		return nil, nil, fmt.Errorf("list the nodes in pools (label %s): %w (list on nodes, see roles/kpsync/files/rbac.yaml)", rollout.PoolLabel, err)
 	}
-	byPool := map[string][]string{}
-	for _, n := range list.Items {
-		if _, moving := n.Labels[rollout.MovingLabel]; moving {
-			// between two DaemonSets: a split or merge killed half-way
-			if orphans == nil {
-				orphans = map[string][]string{}
-			}
-			orphans[""] = append(orphans[""], n.Name)
-			continue
-		}
-		byPool[n.Labels[rollout.PoolLabel]] = append(byPool[n.Labels[rollout.PoolLabel]], n.Name)
+	if len(list.Items) == 0 {
+		return nil, nil, nil
+	}
+	dss, err := k.DaemonSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the daemonsets of %s, the pools of nodes labelled %s: %w (list on daemonsets, see roles/kpsync/files/rbac.yaml)", ns, rollout.PoolLabel, err)
+	}
+	exists := map[string]bool{}
+	for _, ds := range dss.Items {
+		exists[ds.Name] = true
 	}
 	keeps := rollout.KeepsOffPools(&base.Spec.Template.Spec)
-	for pool, names := range byPool {
-		_, err := k.DaemonSets(ns).Get(ctx, pool, metav1.GetOptions{})
+	add := func(key, node string) {
+		if orphans == nil {
+			orphans = map[string][]string{}
+		}
+		orphans[key] = append(orphans[key], node)
+	}
+	for _, n := range list.Items {
+		pool := n.Labels[rollout.PoolLabel]
+		_, moving := n.Labels[rollout.MovingLabel]
 		switch {
-		case apierrors.IsNotFound(err):
-			if orphans == nil {
-				orphans = map[string][]string{}
-			}
-			orphans[pool] = names
-		case err != nil:
-			return nil, nil, fmt.Errorf("read daemonset %s/%s, pool of nodes %s: %w", ns, pool, strings.Join(names, ", "), err)
+		case moving:
+			add("moving:"+pool, n.Name)
+		case !exists[pool]:
+			add(pool, n.Name)
 		case !keeps:
-			twice = append(twice, names...)
+			twice = append(twice, n.Name)
 		}
 	}
 	sort.Strings(twice)
@@ -714,22 +775,23 @@ func Strays(ctx context.Context, k kube.Interface, ns string, base *appsv1.Daemo
 func StrayWarnings(ns, base string, twice []string, orphans map[string][]string) []string {
 	var out []string
 	if len(twice) > 0 {
-		out = append(out, fmt.Sprintf("nodes %s are in pools (label %s) but daemonset %s/%s no longer keeps off them (its node affinity was dropped: `kubectl rollout undo` to before the first split, kubeadm's addon phase, an apply): each runs two kube-proxies; run --split again for each pool (it rolls the affinity back in), or --merge the pools",
-			strings.Join(twice, ", "), rollout.PoolLabel, ns, base))
+		out = append(out, fmt.Sprintf("nodes %s are in pools (label %s) but daemonset %s/%s no longer keeps off them (its node affinity was dropped: `kubectl rollout undo` to before the first split, kubeadm's addon phase, an apply): each runs two kube-proxies; run `--split POOL --split-nodes %s=POOL` for each pool (it rolls the affinity back in and moves nothing)",
+			strings.Join(twice, ", "), rollout.PoolLabel, ns, base, rollout.PoolLabel))
 	}
-	pools := make([]string, 0, len(orphans))
-	for p := range orphans {
-		pools = append(pools, p)
+	keys := make([]string, 0, len(orphans))
+	for k := range orphans {
+		keys = append(keys, k)
 	}
-	sort.Strings(pools)
-	for _, p := range pools {
-		if p == "" {
-			out = append(out, fmt.Sprintf("nodes %s are between two DaemonSets (label %s: a split or merge stopped half-way): they run no kube-proxy; run that split or merge again",
-				strings.Join(orphans[p], ", "), rollout.MovingLabel))
+	sort.Strings(keys)
+	for _, k := range keys {
+		nodes := strings.Join(orphans[k], ", ")
+		if p, moving := strings.CutPrefix(k, "moving:"); moving {
+			out = append(out, fmt.Sprintf("nodes %s are between daemonset %s and pool %s (label %s: a split or merge stopped half-way): they run no kube-proxy; run the same split or merge again (`--split %s --split-nodes %s=%s` keeps them in the pool, `--merge %s` takes them back)",
+				nodes, base, p, rollout.MovingLabel, p, rollout.PoolLabel, p, p))
 			continue
 		}
-		out = append(out, fmt.Sprintf("nodes %s are labelled for pool %s, whose daemonset %s/%s is gone: they run no kube-proxy; run --merge %s (it takes them back to daemonset %s)",
-			strings.Join(orphans[p], ", "), p, ns, p, p, base))
+		out = append(out, fmt.Sprintf("nodes %s are labelled for pool %s, whose daemonset %s/%s is gone: they run no kube-proxy; run `--merge %s` (it takes them back to daemonset %s)",
+			nodes, k, ns, k, k, base))
 	}
 	return out
 }

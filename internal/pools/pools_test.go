@@ -239,7 +239,7 @@ func TestStrays(t *testing.T) {
 	twice, orphans, err := Strays(context.Background(), api, "kube-system", baseDaemonSet())
 	require.NoError(t, err)
 	assert.Empty(t, twice, "kubeadm's DaemonSet keeps off the pools")
-	assert.Equal(t, map[string][]string{"gone": {"n2"}, "": {"n3"}}, orphans)
+	assert.Equal(t, map[string][]string{"gone": {"n2"}, "moving:rhel8": {"n3"}}, orphans)
 
 	bare := baseDaemonSet()
 	bare.Spec.Template.Spec.Affinity = nil // a rollout undo to before the first split
@@ -249,8 +249,8 @@ func TestStrays(t *testing.T) {
 	w := StrayWarnings("kube-system", "kube-proxy", twice, orphans)
 	require.Len(t, w, 3)
 	assert.Contains(t, w[0], "nodes n1 are in pools")
-	assert.Contains(t, w[1], "nodes n3 are between two DaemonSets")
-	assert.Contains(t, w[2], "run --merge gone")
+	assert.Contains(t, w[1], "run `--merge gone`")
+	assert.Contains(t, w[2], "nodes n3 are between daemonset kube-proxy and pool rhel8")
 }
 
 func TestWithoutPools(t *testing.T) {
@@ -260,4 +260,55 @@ func TestWithoutPools(t *testing.T) {
 	both := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{arch, only.NodeSelectorTerms[0].MatchExpressions[0]}}}}
 	assert.Equal(t, []corev1.NodeSelectorRequirement{arch}, withoutPools(both).NodeSelectorTerms[0].MatchExpressions)
 	assert.Len(t, both.NodeSelectorTerms[0].MatchExpressions, 2, "the DaemonSet's own untouched")
+}
+
+// The old pod does not go in time (the DaemonSet controller is down): the
+// node's own labels come back in one PATCH, which keeps its kube-proxy,
+// rather than a second try at emptying it.
+func TestSplitKeepsTheOldPodWhenItDoesNotGoInTime(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8"}}}
+	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
+	base := baseDaemonSet()
+	c, api := kubefake.New(base, n, copyCM, kubeProxyPod("kube-proxy-n1", "n1", base, true))
+	_, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the kube-proxy pods on node n1 not gone within 100ms")
+	assert.Contains(t, err.Error(), "it is back on daemonset kube-proxy")
+	assert.Equal(t, []string{toEmpty, toBase}, nodePatches(c))
+	assert.NotContains(t, nodeLabels(t, c), rollout.MovingLabel)
+}
+
+// A merge while kubeadm's DaemonSet no longer keeps off the pools' nodes
+// could not empty a node first: refused before any write, with the way.
+func TestMergeRefusedWhileTheBaseDoesNotKeepOffThePools(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", rollout.PoolLabel: "rhel8"}}}
+	base := baseDaemonSet()
+	pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
+	base.Spec.Template.Spec.Affinity = nil
+	c, api := kubefake.New(base, pool, n)
+	_, err := mover(api, false).Merge(context.Background(), "rhel8")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run `--split rhel8 --split-nodes kube-proxy-sync.io/pool=rhel8`")
+	assert.Contains(t, err.Error(), "nothing was changed")
+	assert.Empty(t, nodePatches(c))
+}
+
+// A node a killed split left between the two DaemonSets (no kube-proxy):
+// the same split run again finishes it.
+func TestSplitRunAgainFinishesANodeLeftHalfWay(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8",
+		rollout.PoolLabel: "rhel8", rollout.MovingLabel: "true"}}}
+	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
+	base := baseDaemonSet()
+	pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
+	c, api := kubefake.New(base, pool, n, copyCM)
+	daemonSets(t, c, nil, base, pool)
+	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n1"}, out.Nodes)
+	require.Len(t, out.Moved, 1)
+	assert.Empty(t, out.Created, "the pool is there")
+	assert.Equal(t, []string{toEmpty, toPool}, nodePatches(c))
+	_, err = c.CoreV1().Pods("kube-system").Get(context.Background(), "rhel8-n1", metav1.GetOptions{})
+	assert.NoError(t, err, "the pool's kube-proxy on the node")
 }

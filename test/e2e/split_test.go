@@ -120,7 +120,7 @@ func TestPoolSplitAndMerge(t *testing.T) {
 	_, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"e2e-split": nil, rollout.PoolLabel: nil}}})
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"e2e-split": nil, rollout.PoolLabel: nil, rollout.MovingLabel: nil}}})
 		_, _ = c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, body, metav1.PatchOptions{})
 		bg := metav1.DeletePropagationBackground
 		_ = c.Client.AppsV1().DaemonSets(c.Namespace).Delete(context.Background(), pool, metav1.DeleteOptions{PropagationPolicy: &bg})
