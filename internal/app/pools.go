@@ -421,7 +421,7 @@ func poolsOutcome(o *Options, runs []poolRun, warnings []string, requests func()
 				changed = append(changed, r.name)
 			}
 		}
-		res.Msg = fmt.Sprintf("%s Pools changed: %s of %d.", res.Msg, orNone(changed), len(runs))
+		res.Msg = fmt.Sprintf("%s. Pools changed: %s of %d.", strings.TrimSuffix(res.Msg, "."), orNone(changed), len(runs))
 	}
 	return &res
 }

@@ -96,6 +96,7 @@ func TestPoolsRunTheirOwnConfigAndConverge(t *testing.T) {
 	assert.True(t, res.Changed)
 	assert.True(t, res.Pools[0].Changed)
 	assert.True(t, res.Pools[1].Changed)
+	assert.Regexp(t, `[^.]\. Pools changed: kube-proxy, kube-proxy-b of 2\.$`, res.Msg, "the base's sentence ends before the pools' begins")
 
 	// each DaemonSet mounts a copy of its own record, owned by it
 	base, pool := mountedBy(t, c, "kube-proxy"), mountedBy(t, c, "kube-proxy-b")

@@ -367,7 +367,7 @@ func (pl planner) previewMigration(ctx context.Context, p plan) error {
 	if m == nil || o.Restart == RestartNever || p.roll.strategy != StrategyCanary {
 		return nil
 	}
-	skipped, _, err := nodes.Survey(ctx, e.nodes, e.d.Clock.Now(), o.Nodes, nil)
+	skipped, _, err := nodes.Survey(ctx, e.nodes, e.d.Clock.Now(), o.Nodes, nil, nil)
 	if err != nil {
 		return err
 	}

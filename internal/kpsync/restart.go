@@ -179,7 +179,12 @@ func (rs restarter) readyToRestart(ctx context.Context, p plan, ds *appsv1.Daemo
 	var err error
 	if rl.fleet == nil || observed.UID != ds.UID || observed.Generation != ds.Generation {
 		var seen observation
-		if rl.fleet, seen, err = observe(ctx, rs.e, ds, false); err != nil {
+		var next *corev1.PodSpec
+		if ch.Template != nil {
+			// a new template may leave nodes (a split's affinity)
+			next = &ch.Template.Spec
+		}
+		if rl.fleet, seen, err = observe(ctx, rs.e, ds, next, false); err != nil {
 			return observed, err
 		}
 		observed = ds
@@ -278,7 +283,7 @@ func (rs restarter) leftover(ctx context.Context, p plan) (*rolling, resumeOutco
 	}
 	// an earlier canary stopped half-way on this template: finish it
 	e.d.Log.Infof("daemonset %s/%s is on OnDelete from a canary rollout that did not finish: resuming it", o.Namespace, o.DaemonSet)
-	fleet, seen, err := observe(ctx, e, p.ds, true)
+	fleet, seen, err := observe(ctx, e, p.ds, nil, true)
 	if err != nil {
 		return nil, out, err
 	}
@@ -303,8 +308,9 @@ type observation struct {
 
 // observe surveys the nodes and lists the pods, before the restart. Live
 // nodes whose pod is not Ready are left out of the wait (resuming a
-// canary: only those whose pod is of an older template).
-func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, resume bool) (*rollout.Fleet, observation, error) {
+// canary: only those whose pod is of an older template), and so are those
+// next, the template the restart moves to, does not run on.
+func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, next *corev1.PodSpec, resume bool) (*rollout.Fleet, observation, error) {
 	o := e.o
 	var seen observation
 	// the node survey and the pod list are independent: both before the
@@ -315,7 +321,7 @@ func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, resume bool) (*r
 	surveyed := make(chan struct{})
 	go func() {
 		defer close(surveyed)
-		skipped, live, surveyErr = nodes.Survey(ctx, e.d.Kube.Nodes(), e.d.Clock.Now(), o.Nodes, &ds.Spec.Template.Spec)
+		skipped, live, surveyErr = nodes.Survey(ctx, e.d.Kube.Nodes(), e.d.Clock.Now(), o.Nodes, &ds.Spec.Template.Spec, next)
 	}()
 	fleet, err := e.dss.Observe(ctx, ds, map[string]string{})
 	<-surveyed
@@ -353,7 +359,7 @@ func observe(ctx context.Context, e *env, ds *appsv1.DaemonSet, resume bool) (*r
 		e.warn(fmt.Sprintf("%d live node(s) have no kube-proxy pod of daemonset %s/%s before the restart: %v; the restart does not wait for them, the DaemonSet controller creates theirs (see its events if it does not)", len(missing), o.Namespace, o.DaemonSet, missing))
 	}
 	if len(skipped) > 0 {
-		e.d.Log.Infof("%d node(s) going away are skipped: %v", len(skipped), seen.skipped)
+		e.d.Log.Infof("%d node(s) skipped (going away, or off the new template): %v", len(skipped), seen.skipped)
 	}
 	return fleet, seen, nil
 }

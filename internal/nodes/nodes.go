@@ -27,6 +27,10 @@ const (
 	NotReady      = "not-ready"     // Ready=False for longer than the tolerance
 	Unschedulable = "unschedulable" // cordoned, when the policy skips those
 	Gone          = "deleted"       // the node object disappeared during the run
+	// OffTemplate: the new pod template does not run there (its node
+	// affinity, node selector or tolerations; a pool's split), so the
+	// DaemonSet controller deletes the node's pod and makes none.
+	OffTemplate = "off-new-template"
 )
 
 // ToBeDeletedTaint is cluster-autoscaler's taint on nodes it will delete.
@@ -82,13 +86,25 @@ type Skipped struct {
 // Survey lists all nodes page by page and returns the skipped ones (name ->
 // reason) and, sorted, the live nodes a pod of spec belongs on as the
 // DaemonSet controller decides it (see Runs); a nil spec returns no live
-// node. A 5000-node cluster costs a few list pages, and no Node object
-// outlives its page.
-func Survey(ctx context.Context, api kube.NodeReader, now time.Time, p Policy, spec *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
+// node. With next, the template a restart moves to, a live node of spec
+// that next does not run on is skipped as OffTemplate: the restart has no
+// pod to wait for there. A 5000-node cluster costs a few list pages, and
+// no Node object outlives its page.
+func Survey(ctx context.Context, api kube.NodeReader, now time.Time, p Policy, spec, next *corev1.PodSpec) (skipped map[string]string, live []string, err error) {
 	skipped = map[string]string{}
 	var runs func(*corev1.Node) bool
 	if spec != nil {
 		runs = Runs(spec)
+	}
+	if next != nil && runs != nil {
+		runsNow, runsNext := runs, Runs(next)
+		runs = func(n *corev1.Node) bool {
+			if runsNow(n) && !runsNext(n) {
+				skipped[n.Name] = OffTemplate
+				return false
+			}
+			return runsNow(n)
+		}
 	}
 	err = pages(api).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		n, ok := obj.(*corev1.Node)

@@ -84,7 +84,7 @@ func TestSurveyPagesAndKeepsOnlySkipped(t *testing.T) {
 		objs = append(objs, node(fmt.Sprintf("node-%04d", i), mod))
 	}
 	client := fake.NewClientset(objs...)
-	skipped, _, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
+	skipped, _, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"node-0007": ToBeDeleted, "node-0407": ToBeDeleted, "node-0807": ToBeDeleted}, skipped)
 }
@@ -138,7 +138,7 @@ func TestRuns(t *testing.T) {
 func TestSurveyListsLiveNodesThePodBelongsOn(t *testing.T) {
 	linux := func(n *corev1.Node) { n.Labels = map[string]string{"kubernetes.io/os": "linux"} }
 	client := fake.NewClientset(
-		node("b", linux),
+		node("b", func(n *corev1.Node) { linux(n); n.Labels["pool"] = "x" }),
 		node("a", linux),
 		node("windows", nil),
 		node("leaving", func(n *corev1.Node) {
@@ -147,13 +147,24 @@ func TestSurveyListsLiveNodesThePodBelongsOn(t *testing.T) {
 		}),
 	)
 	spec := &corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
-	skipped, live, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec)
+	skipped, live, err := Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"leaving": ToBeDeleted}, skipped)
 	assert.Equal(t, []string{"a", "b"}, live)
-	_, live, err = Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil)
+	_, live, err = Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, nil, nil)
 	require.NoError(t, err)
 	assert.Empty(t, live, "no pod spec, no live node named")
+
+	// the template a restart moves to keeps off node b (a split's
+	// affinity): b has no pod to wait for; a node going away stays so
+	next := spec.DeepCopy()
+	next.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpDoesNotExist}}}},
+	}}}
+	skipped, live, err = Survey(context.Background(), client.CoreV1().Nodes(), time.Now(), DefaultPolicy, spec, next)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"leaving": ToBeDeleted, "b": OffTemplate}, skipped)
+	assert.Equal(t, []string{"a"}, live)
 }
 
 // Kernels names the kernel of every node the pod belongs on, a node going
