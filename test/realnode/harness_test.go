@@ -544,13 +544,21 @@ func (r run) field(path string) any {
 	return nil
 }
 
+// dig follows path's keys through maps, and a number through a list.
 func dig(v any, path string) any {
 	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
+			}
+			v = c[i]
+		default:
 			return nil
 		}
-		v = m[k]
 	}
 	return v
 }
