@@ -16,12 +16,19 @@
 #   BENCH_NODES="10 1000"       node counts (small: 20); a 5000-node cluster holds
 #                               on 2 cores and 24 GiB with the heartbeat factor
 #                               below; idle, each of its 6 restart rollouts
-#                               takes about 10 minutes
+#                               takes about 10 minutes; then 6 restarts of 5
+#                               pools of 1000 (BENCH_POOLS_NODES)
 #   BENCH_RESTART_NODES="1000 5000"   node counts that get the restart phase (small: all)
 #   BENCH_KUBESPRAY_NODES=1000  node counts that get kubespray's delete (small: all)
-#   BENCH_ROUNDS=5              restart rounds at 1000 nodes or fewer (small: 1)
-#   BENCH_LARGE_ROUNDS=3        restart rounds above 1000 nodes (small: 1)
-#   BENCH_MAX_UNAVAILABLE=10%   the DaemonSet's maxUnavailable in the restart phase
+#   BENCH_POOLS_NODES=5000      node counts that get the pools phase (small: all):
+#                               the restart as one DaemonSet and as BENCH_POOLS
+#                               pools; a count runs only if BENCH_NODES has it
+#   BENCH_POOLS=5               pools in the pools phase, the nodes dealt out in turn
+#   BENCH_ROUNDS=5              restart rounds (and pools rounds of each layout)
+#                               at 1000 nodes or fewer (small: 1)
+#   BENCH_LARGE_ROUNDS=3        the same above 1000 nodes (small: 1)
+#   BENCH_MAX_UNAVAILABLE=10%   every DaemonSet's maxUnavailable in the restart
+#                               and pools phases
 #   BENCH_ANSIBLE=1             time the Ansible task with the small build and
 #                               48 MB ones (small: 0); needs the kubespray venv
 #                               (made here, hack/build/venv.sh)
@@ -49,6 +56,8 @@ flag BENCH_SMALL small
 flag BENCH_NODES nodes
 flag BENCH_RESTART_NODES restart-nodes
 flag BENCH_KUBESPRAY_NODES kubespray-nodes
+flag BENCH_POOLS_NODES pools-nodes
+flag BENCH_POOLS pools
 flag BENCH_ROUNDS rounds
 flag BENCH_LARGE_ROUNDS large-rounds
 flag BENCH_MAX_UNAVAILABLE max-unavailable

@@ -39,6 +39,12 @@ func (b *bench) exec(ctx context.Context, argv ...string) (timed, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// an interrupted bench interrupts the command as a user would, so that
+	// kube-proxy-sync releases its Lease (a killed run's holds it for 30s,
+	// which the next run would wait out inside its measurement); killed
+	// only if it has not exited 30s later
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
 	load := loadAvg()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -127,7 +133,9 @@ type syncResult struct {
 	Changed bool   `json:"changed"`
 	Failed  bool   `json:"failed"`
 	Msg     string `json:"msg"`
-	Facts   struct {
+	// Pools is each DaemonSet of a run with --pool: --daemonset first.
+	Pools []syncPool `json:"pools"`
+	Facts struct {
 		KPS struct {
 			ConfigMapChanged bool   `json:"configmap_changed"`
 			Restarted        bool   `json:"restarted"`
@@ -141,6 +149,35 @@ type syncResult struct {
 			} `json:"rollout"`
 		}
 	} `json:"-"` // the module's return values, top-level in the same object (parseSync)
+}
+
+// syncPool is one DaemonSet's entry in the result's pools.
+type syncPool struct {
+	DaemonSet string `json:"daemonset"`
+	Restarted bool   `json:"restarted"`
+	Failed    bool   `json:"failed"`
+	Msg       string `json:"msg"`
+}
+
+// restartedAll fails unless the run restarted each of daemonSets: base's
+// is the top-level restarted, a pool's its entry in pools. Pure.
+func (s syncResult) restartedAll(daemonSets []string, base string) error {
+	var missed []string
+	for _, ds := range daemonSets {
+		restarted := ds == base && s.Facts.KPS.Restarted
+		for _, p := range s.Pools {
+			if p.DaemonSet == ds && ds != base {
+				restarted = p.Restarted
+			}
+		}
+		if !restarted {
+			missed = append(missed, ds)
+		}
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("did not restart daemonset %s: %s", strings.Join(missed, ", "), s.Msg)
+	}
+	return nil
 }
 
 func parseSync(r timed) (syncResult, error) {

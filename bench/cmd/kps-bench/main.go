@@ -15,6 +15,10 @@
 //	kubespray  kubespray's `kubectl delete pod --force --grace-period=0`
 //	restart    binary change+restart+wait vs `kubectl rollout restart` +
 //	           `kubectl rollout status`, alternating, with a pod watch
+//	pools      the same restart as one DaemonSet and as --pools pools
+//	           (issue 49): the nodes dealt out to pool DaemonSets, the
+//	           binary with --pool for each, kubectl restarting them all;
+//	           one DaemonSet again afterwards
 //	rss        one command's wall time and peak RSS (-- COMMAND...), any exit
 //	size       stripped linux/amd64 and arm64 sizes of the dist builds
 //	ansible    the Ansible task running the binary module (module copy
@@ -51,7 +55,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kps-bench run|nochange|needless|kubespray|restart|rss|ansible|size|report [flags] (--help for each)")
+		return fmt.Errorf("usage: kps-bench run|nochange|needless|kubespray|restart|pools|rss|ansible|size|report [flags] (--help for each)")
 	}
 	phase, args := args[0], args[1:]
 	if phase == "run" {
@@ -86,6 +90,8 @@ func runPhase(ctx context.Context, o *options, out, errOut io.Writer) error {
 		return b.kubespray(ctx)
 	case "restart":
 		return b.restart(ctx)
+	case "pools":
+		return b.pools(ctx)
 	case "rss":
 		return b.rss(ctx, o.Label, o.rest)
 	case "ansible":

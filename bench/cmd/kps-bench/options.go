@@ -27,6 +27,9 @@ type options struct {
 	Rounds     int
 	MaxUnavail string
 	Timeout    time.Duration
+	// pools
+	Pools        int
+	OneDaemonSet bool
 	// report
 	Results string
 	QPSNote string
@@ -44,6 +47,7 @@ func newOptions(phase string) *options {
 	return &options{
 		phase: phase, Namespace: "kube-system", Name: "kube-proxy",
 		Reps: 5, Reruns: 10, Rounds: 3, MaxUnavail: "10%", Timeout: 30 * time.Minute,
+		Pools: 5, OneDaemonSet: true,
 	}
 }
 
@@ -58,8 +62,10 @@ func (o *options) parse(args []string, errOut io.Writer) error {
 	fs.StringVar(&o.Dir, "dir", o.Dir, "directory for this benchmark run's phase files")
 	fs.IntVar(&o.Reps, "reps", o.Reps, "nochange: measured runs of each command")
 	fs.IntVar(&o.Reruns, "reruns", o.Reruns, "needless: unchanged reruns")
-	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "restart: rounds, each one binary and one kubectl restart")
-	fs.StringVar(&o.MaxUnavail, "max-unavailable", o.MaxUnavail, "restart: the DaemonSet's maxUnavailable for both tools")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "restart, pools: rounds (of each layout), each one binary and one kubectl restart")
+	fs.StringVar(&o.MaxUnavail, "max-unavailable", o.MaxUnavail, "restart, pools: every DaemonSet's maxUnavailable, for both tools")
+	fs.IntVar(&o.Pools, "pools", o.Pools, "pools: how many pools the nodes are dealt out to")
+	fs.BoolVar(&o.OneDaemonSet, "one-daemonset", o.OneDaemonSet, "pools: also run the rounds as one DaemonSet first (false: the report takes them from the restart phase at the same node count)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "bound of one rollout or settle wait")
 	fs.StringVar(&o.Results, "results", o.Results, "report: where to write the results JSON")
 	fs.StringVar(&o.QPSNote, "qps", o.QPSNote, "report: the control plane's client rate limit setting, as recorded")

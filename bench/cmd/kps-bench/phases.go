@@ -83,11 +83,16 @@ func (b *bench) currentServer(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("configmap %s/%s kubeconfig.conf has no cluster", b.Namespace, b.Name)
 }
 
-// syncArgv is one kube-proxy-sync run. The readiness probe is left alone
-// (--probe-path none), so the ConfigMap alone decides a restart.
-func (b *bench) syncArgv(server string) []string {
-	return []string{b.Binary, "--kubeconfig", b.Kubeconfig, "-n", b.Namespace, "--configmap", b.Name, "--daemonset", b.Name,
+// syncArgv is one kube-proxy-sync run, over --daemonset and then each
+// pool. The readiness probe is left alone (--probe-path none), so the
+// ConfigMap alone decides a restart.
+func (b *bench) syncArgv(server string, pools ...string) []string {
+	argv := []string{b.Binary, "--kubeconfig", b.Kubeconfig, "-n", b.Namespace, "--configmap", b.Name, "--daemonset", b.Name,
 		"--server", server, "--probe-path", "none", "--output", "json", "--timeout", b.Timeout.String()}
+	for _, p := range pools {
+		argv = append(argv, "--pool", p)
+	}
+	return argv
 }
 
 // unchangedRun runs the binary with the current inputs and fails unless it
@@ -346,28 +351,29 @@ type restartRun struct {
 	Round int     `json:"round"`
 	Order int     `json:"order_in_round"`
 	Wall  float64 `json:"wall_seconds"`
-	// Steps: the binary is one process; kubectl is restart then status.
+	// Steps: the binary is one process; kubectl is restart then status
+	// (one status per DaemonSet).
 	Steps []timed `json:"steps"`
 	// WaitMaxRSSKB is the peak RSS of the process that waited: the binary,
-	// or `kubectl rollout status`.
+	// or `kubectl rollout status` (the largest of them).
 	WaitMaxRSSKB int64 `json:"wait_max_rss_kb"`
 	APIRequests  int64 `json:"api_requests,omitempty"`
 	// Load1 is the 1-minute load average when the tool started.
 	Load1 float64 `json:"load1"`
 	// RolloutSeconds is the binary's own rollout.duration_seconds: the wait
 	// alone, so that wall - rollout is its time before and after the wait.
+	// Only for one DaemonSet: with pools the binary reports it for the base.
 	RolloutSeconds float64   `json:"rollout_seconds,omitempty"`
 	Pods           podReport `json:"pod_watch"`
 }
 
-type restartResult struct {
-	Kind           string       `json:"kind"`
-	Nodes          int32        `json:"nodes"`
-	MaxUnavailable string       `json:"max_unavailable"`
-	Runs           []restartRun `json:"runs"`
-	Binary         stats        `json:"binary_wall_seconds"`
-	Kubectl        stats        `json:"kubectl_wall_seconds"`
-	Ratio          float64      `json:"ratio_median"`
+// comparison is the rounds of one tool against the other over the same
+// DaemonSets, and what they sum up to.
+type comparison struct {
+	Runs    []restartRun `json:"runs"`
+	Binary  stats        `json:"binary_wall_seconds"`
+	Kubectl stats        `json:"kubectl_wall_seconds"`
+	Ratio   float64      `json:"ratio_median"`
 	// RoundRatio is the binary's wall over kubectl's within each round:
 	// the spread of the ratio, each pair run back to back.
 	RoundRatio  stats `json:"ratio_per_round"`
@@ -375,6 +381,108 @@ type restartResult struct {
 	KubectlRSS  stats `json:"kubectl_rollout_status_max_rss_mb"`
 	BinaryPeak  int   `json:"binary_peak_unavailable"`
 	KubectlPeak int   `json:"kubectl_peak_unavailable"`
+}
+
+// compare sums up runs: each tool's wall times and waiting-process RSS
+// (MB), the ratio of the medians, and the ratio within each round that
+// has both tools. Pure.
+func compare(runs []restartRun) comparison {
+	c := comparison{Runs: runs}
+	var bw, kw, brss, krss []float64
+	binary, kubectl := map[int]float64{}, map[int]float64{}
+	var rounds []int
+	for _, run := range runs {
+		mb := float64(run.WaitMaxRSSKB) * 1024 / 1e6
+		if run.Tool == "kubectl" {
+			kw, krss = append(kw, run.Wall), append(krss, mb)
+			c.KubectlPeak = max(c.KubectlPeak, run.Pods.PeakUnavailable)
+			kubectl[run.Round] = run.Wall
+		} else {
+			bw, brss = append(bw, run.Wall), append(brss, mb)
+			c.BinaryPeak = max(c.BinaryPeak, run.Pods.PeakUnavailable)
+			binary[run.Round] = run.Wall
+		}
+		if !slices.Contains(rounds, run.Round) {
+			rounds = append(rounds, run.Round)
+		}
+	}
+	var perRound []float64
+	for _, r := range rounds {
+		if k, ok := kubectl[r]; ok && k > 0 {
+			if bin, ok := binary[r]; ok {
+				perRound = append(perRound, bin/k)
+			}
+		}
+	}
+	c.Binary, c.Kubectl = statsOf(bw), statsOf(kw)
+	c.BinaryRSS, c.KubectlRSS = statsOf(brss), statsOf(krss)
+	c.RoundRatio = statsOf(perRound)
+	if c.Kubectl.Median > 0 {
+		c.Ratio = c.Binary.Median / c.Kubectl.Median
+	}
+	return c
+}
+
+type restartResult struct {
+	Kind           string `json:"kind"`
+	Nodes          int32  `json:"nodes"`
+	MaxUnavailable string `json:"max_unavailable"`
+	comparison
+}
+
+// layout is what one restart goes over: the base DaemonSet (--name) alone,
+// or the base, kept off every pool's node, and its pools.
+type layout struct {
+	// Name is how the report calls it: "one DaemonSet", "5 pools".
+	Name  string
+	Pools []string
+}
+
+// daemonSets are the DaemonSets whose pods the layout runs: the base first.
+func (l layout) daemonSets(base string) []string {
+	return append([]string{base}, l.Pools...)
+}
+
+// restarted are the DaemonSets kubectl restarts: the ones with nodes.
+func (l layout) restarted(base string) []string {
+	if len(l.Pools) > 0 {
+		return l.Pools
+	}
+	return []string{base}
+}
+
+// kubectlSteps is kubectl's restart of the DaemonSets: one `rollout
+// restart` of them all, then one `rollout status` each, in order. Pure.
+func kubectlSteps(daemonSets []string, timeout time.Duration) [][]string {
+	restart := []string{"rollout", "restart"}
+	var status [][]string
+	for _, ds := range daemonSets {
+		restart = append(restart, "daemonset/"+ds)
+		status = append(status, []string{"rollout", "status", "daemonset/" + ds, "--timeout", timeout.String()})
+	}
+	return append([][]string{restart}, status...)
+}
+
+// servers hands out API server addresses for restarts: a new one each
+// time, never the one the ConfigMap has (a run with it changes nothing).
+type servers struct {
+	n     int
+	avoid string
+}
+
+// newServers starts at seed (the bench's start time, so that a rerun does
+// not begin where the last one ended).
+func newServers(seed int64, avoid string) *servers {
+	return &servers{n: int(seed % 65536), avoid: avoid}
+}
+
+func (s *servers) next() string {
+	for {
+		s.n = (s.n + 1) % 65536
+		if a := fmt.Sprintf("https://10.96.%d.%d:6443", s.n>>8, s.n&255); a != s.avoid {
+			return a
+		}
+	}
 }
 
 // restart: --rounds rounds of one binary restart and one kubectl restart,
@@ -388,55 +496,47 @@ func (b *bench) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if _, err := b.setMaxUnavailable(context.WithoutCancel(ctx), restore); err != nil {
-			b.log.Warnf("restore maxUnavailable %s: %v", restore, err)
-		}
-	}()
-	if _, err := b.prime(ctx); err != nil {
+	defer b.restoreMaxUnavailable(ctx, restore)
+	server, err := b.prime(ctx)
+	if err != nil {
 		return err
 	}
-	res := restartResult{Kind: "restart", Nodes: nodes, MaxUnavailable: b.MaxUnavail}
-	var bw, kw, brss, krss []float64
-	serial := time.Now().Unix() % 200
+	runs, err := b.restartRounds(ctx, nodes, layout{Name: "one DaemonSet"}, newServers(time.Now().Unix(), server))
+	if err != nil {
+		return err
+	}
+	return b.write(nodes, restartResult{Kind: "restart", Nodes: nodes, MaxUnavailable: b.MaxUnavail, comparison: compare(runs)})
+}
+
+// restoreMaxUnavailable puts back what setMaxUnavailable changed, also
+// when the phase failed or was interrupted.
+func (b *bench) restoreMaxUnavailable(ctx context.Context, v string) {
+	if _, err := b.setMaxUnavailable(context.WithoutCancel(ctx), v); err != nil {
+		b.log.Warnf("restore maxUnavailable %s: %v", v, err)
+	}
+}
+
+// restartRounds runs --rounds rounds over l, each one binary restart and
+// one kubectl restart, alternating which goes first.
+func (b *bench) restartRounds(ctx context.Context, nodes int32, l layout, srv *servers) ([]restartRun, error) {
+	var runs []restartRun
 	for round := 1; round <= b.Rounds; round++ {
 		tools := []string{"kube-proxy-sync", "kubectl"}
 		if round%2 == 0 {
 			tools = []string{"kubectl", "kube-proxy-sync"}
 		}
 		for order, tool := range tools {
-			server := fmt.Sprintf("https://10.96.%d.%d:6443", serial, 10*round+order)
-			run, err := b.restartOnce(ctx, tool, server)
+			run, err := b.restartOnce(ctx, l, tool, srv.next())
 			if err != nil {
-				return err
+				return runs, fmt.Errorf("%s, round %d, %s: %w", l.Name, round, tool, err)
 			}
 			run.Round, run.Order = round, order+1
-			res.Runs = append(res.Runs, run)
-			mb := float64(run.WaitMaxRSSKB) * 1024 / 1e6
-			if tool == "kubectl" {
-				kw, krss = append(kw, run.Wall), append(krss, mb)
-				res.KubectlPeak = max(res.KubectlPeak, run.Pods.PeakUnavailable)
-			} else {
-				bw, brss = append(bw, run.Wall), append(brss, mb)
-				res.BinaryPeak = max(res.BinaryPeak, run.Pods.PeakUnavailable)
-			}
-			b.log.Infof("nodes=%d round %d %s: %.1fs, peak RSS %.1f MB, peak unavailable %d, replaced %d/%d (load %.1f)",
-				nodes, round, tool, run.Wall, mb, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected, run.Load1)
+			runs = append(runs, run)
+			b.log.Infof("nodes=%d %s round %d %s: %.1fs, peak RSS %.1f MB, peak unavailable %d, replaced %d/%d (load %.1f)",
+				nodes, l.Name, round, tool, run.Wall, float64(run.WaitMaxRSSKB)*1024/1e6, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected, run.Load1)
 		}
 	}
-	res.Binary, res.Kubectl = statsOf(bw), statsOf(kw)
-	res.BinaryRSS, res.KubectlRSS = statsOf(brss), statsOf(krss)
-	var perRound []float64
-	for i := range min(len(bw), len(kw)) {
-		if kw[i] > 0 {
-			perRound = append(perRound, bw[i]/kw[i])
-		}
-	}
-	res.RoundRatio = statsOf(perRound)
-	if res.Kubectl.Median > 0 {
-		res.Ratio = res.Binary.Median / res.Kubectl.Median
-	}
-	return b.write(nodes, res)
+	return runs, nil
 }
 
 // kubectlRestartedAt is the pod template annotation `kubectl rollout
@@ -448,10 +548,10 @@ const kubectlRestartedAt = "kubectl.kubernetes.io/restartedAt"
 // a second restart within it ("if restart has already been triggered within
 // the past second"), which a small fast cluster reaches when a round that
 // starts with kubectl follows one that ended with it.
-func (b *bench) afterLastKubectlRestart(ctx context.Context) error {
-	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+func (b *bench) afterLastKubectlRestart(ctx context.Context, name string) error {
+	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("daemonset %s/%s before kubectl's restart: %w", b.Namespace, b.Name, err)
+		return fmt.Errorf("daemonset %s/%s before kubectl's restart: %w", b.Namespace, name, err)
 	}
 	at, err := time.Parse(time.RFC3339, ds.Spec.Template.Annotations[kubectlRestartedAt])
 	if err != nil {
@@ -467,9 +567,14 @@ func (b *bench) afterLastKubectlRestart(ctx context.Context) error {
 	}
 }
 
-func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRun, error) {
+// restartOnce restarts every pod of l with one tool and waits until the
+// pods are settled again. kube-proxy-sync: one run with --server set to
+// server (and --pool for each pool), which must restart every DaemonSet
+// with nodes. kubectl: kubectlSteps, the wall time their sum, the waiting
+// process the largest `rollout status`.
+func (b *bench) restartOnce(ctx context.Context, l layout, tool, server string) (restartRun, error) {
 	run := restartRun{Tool: tool}
-	w, err := b.watchPods(ctx)
+	w, err := b.watchPods(ctx, l.daemonSets(b.Name)...)
 	if err != nil {
 		return run, err
 	}
@@ -479,13 +584,12 @@ func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRu
 	}
 	switch tool {
 	case "kubectl":
-		if err := b.afterLastKubectlRestart(ctx); err != nil {
-			return fail(err)
+		for _, ds := range l.restarted(b.Name) {
+			if err := b.afterLastKubectlRestart(ctx, ds); err != nil {
+				return fail(err)
+			}
 		}
-		for _, verb := range [][]string{
-			{"rollout", "restart", "daemonset/" + b.Name},
-			{"rollout", "status", "daemonset/" + b.Name, "--timeout", b.Timeout.String()},
-		} {
+		for i, verb := range kubectlSteps(l.restarted(b.Name), b.Timeout) {
 			r, err := b.exec(ctx, append(slices.Clone(b.kubectlBase), verb...)...)
 			if err == nil {
 				err = r.mustSucceed()
@@ -495,10 +599,12 @@ func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRu
 			}
 			run.Steps = append(run.Steps, r)
 			run.Wall += r.Wall
-			run.WaitMaxRSSKB = r.MaxRSSKB // the last step is the wait
+			if i > 0 { // the status steps wait
+				run.WaitMaxRSSKB = max(run.WaitMaxRSSKB, r.MaxRSSKB)
+			}
 		}
 	default:
-		r, err := b.exec(ctx, b.syncArgv(server)...)
+		r, err := b.exec(ctx, b.syncArgv(server, l.Pools...)...)
 		if err != nil {
 			return fail(err)
 		}
@@ -506,12 +612,14 @@ func (b *bench) restartOnce(ctx context.Context, tool, server string) (restartRu
 		if err != nil {
 			return fail(err)
 		}
-		if !s.Facts.KPS.Restarted {
-			return fail(fmt.Errorf("kube-proxy-sync --server %s restarted nothing: %s", server, s.Msg))
+		if err := s.restartedAll(l.restarted(b.Name), b.Name); err != nil {
+			return fail(fmt.Errorf("kube-proxy-sync --server %s: %w", server, err))
 		}
 		run.Steps = []timed{r}
 		run.Wall, run.WaitMaxRSSKB, run.APIRequests = r.Wall, r.MaxRSSKB, s.Facts.KPS.APIRequests
-		run.RolloutSeconds = s.Facts.KPS.Rollout.Duration
+		if len(l.Pools) == 0 {
+			run.RolloutSeconds = s.Facts.KPS.Rollout.Duration
+		}
 	}
 	if len(run.Steps) > 0 {
 		run.Load1 = run.Steps[0].Load1

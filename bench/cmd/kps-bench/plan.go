@@ -13,11 +13,15 @@ const largeNodes = 1000
 
 // step is one phase of the plan, with the flags it runs with.
 type step struct {
-	Phase          string // nochange, needless, kubespray, ansible, restart
+	Phase          string // nochange, needless, kubespray, ansible, restart, pools
 	Reps           int    // nochange, ansible
 	Reruns         int    // needless
-	Rounds         int    // restart
-	MaxUnavailable string // restart
+	Rounds         int    // restart, pools
+	MaxUnavailable string // restart, pools
+	Pools          int    // pools
+	// OneDaemonSet: the pools phase runs the one-DaemonSet rounds itself;
+	// false when the restart phase at this count has just run them.
+	OneDaemonSet bool
 }
 
 // stage is one node count: the cluster brought there (unless external), then
@@ -46,12 +50,16 @@ func (o *runOptions) plan(external bool, externalNodes int) []stage {
 		if o.Ansible {
 			s.Phases = append(s.Phases, step{Phase: "ansible", Reps: o.Reps})
 		}
-		if external || slices.Contains(o.RestartNodes, n) {
-			rounds := o.Rounds
-			if n > largeNodes {
-				rounds = o.LargeRounds
-			}
+		rounds := o.Rounds
+		if n > largeNodes {
+			rounds = o.LargeRounds
+		}
+		restart := external || slices.Contains(o.RestartNodes, n)
+		if restart {
 			s.Phases = append(s.Phases, step{Phase: "restart", Rounds: rounds, MaxUnavailable: o.MaxUnavailable})
+		}
+		if external || slices.Contains(o.PoolsNodes, n) {
+			s.Phases = append(s.Phases, step{Phase: "pools", Rounds: rounds, MaxUnavailable: o.MaxUnavailable, Pools: o.Pools, OneDaemonSet: !restart})
 		}
 		stages = append(stages, s)
 	}

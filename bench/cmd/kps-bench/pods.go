@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -66,14 +68,59 @@ func podReadyState(p *corev1.Pod) podState {
 	return st
 }
 
-// watchPods starts the informer and returns once it has synced.
-func (b *bench) watchPods(ctx context.Context) (*podWatch, error) {
-	ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("get daemonset %s/%s: %w", b.Namespace, b.Name, err)
+// watchPods starts an informer on the pods of each DaemonSet named (the
+// phase's --name when none), all feeding one watch, and returns once every
+// one has synced. Expected is the sum of their desiredNumberScheduled.
+func (b *bench) watchPods(ctx context.Context, daemonSets ...string) (*podWatch, error) {
+	if len(daemonSets) == 0 {
+		daemonSets = []string{b.Name}
 	}
-	sel := metav1.FormatLabelSelector(ds.Spec.Selector)
-	pods := b.cs.CoreV1().Pods(b.Namespace)
+	w := &podWatch{
+		initial: map[types.UID]bool{}, pods: map[types.UID]podState{}, readyOn: map[string]int{},
+		changed: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w.stop = cancel
+	var running sync.WaitGroup
+	go func() {
+		<-wctx.Done()
+		running.Wait()
+		close(w.done)
+	}()
+	var synced []cache.InformerSynced
+	for _, name := range daemonSets {
+		ds, err := b.cs.AppsV1().DaemonSets(b.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("get daemonset %s/%s: %w", b.Namespace, name, err)
+		}
+		w.expected += int(ds.Status.DesiredNumberScheduled)
+		inf, err := w.informer(b.cs.CoreV1().Pods(b.Namespace), metav1.FormatLabelSelector(ds.Spec.Selector))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			inf.RunWithContext(wctx)
+		}()
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
+		cancel()
+		return nil, fmt.Errorf("pod watch on the pods of daemonsets %s/%s did not sync", b.Namespace, strings.Join(daemonSets, ","))
+	}
+	w.mu.Lock()
+	w.synced = true
+	w.unavailAt0 = w.unavailableLocked()
+	w.peak = w.unavailAt0
+	w.mu.Unlock()
+	return w, nil
+}
+
+// informer is a pod informer on sel feeding w.
+func (w *podWatch) informer(pods corev1client.PodInterface, sel string) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
@@ -84,13 +131,8 @@ func (b *bench) watchPods(ctx context.Context) (*podWatch, error) {
 			return pods.Watch(ctx, o)
 		},
 	}
-	w := &podWatch{
-		expected: int(ds.Status.DesiredNumberScheduled),
-		initial:  map[types.UID]bool{}, pods: map[types.UID]podState{}, readyOn: map[string]int{},
-		changed: make(chan struct{}, 1), done: make(chan struct{}),
-	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				w.set(p, initial)
@@ -109,25 +151,8 @@ func (b *bench) watchPods(ctx context.Context) (*podWatch, error) {
 				w.remove(p.UID)
 			}
 		},
-	}); err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.stop = cancel
-	go func() {
-		defer close(w.done)
-		inf.RunWithContext(wctx)
-	}()
-	if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
-		cancel()
-		return nil, fmt.Errorf("pod watch on %s/%s did not sync", b.Namespace, sel)
-	}
-	w.mu.Lock()
-	w.synced = true
-	w.unavailAt0 = w.unavailableLocked()
-	w.peak = w.unavailAt0
-	w.mu.Unlock()
-	return w, nil
+	})
+	return inf, err
 }
 
 func (w *podWatch) set(p *corev1.Pod, initial bool) {
@@ -221,6 +246,26 @@ func (w *podWatch) waitSettled(ctx context.Context, timeout time.Duration, wantR
 		case <-w.changed:
 		case <-ctx.Done():
 			return fmt.Errorf("pods did not settle within %s: %d pods, %d of %d nodes without a Ready pod", timeout, n, u, w.expected)
+		}
+	}
+}
+
+// waitGone waits until the watch sees no pod at all: the DaemonSets
+// deleted, their pods gone.
+func (w *podWatch) waitGone(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		w.mu.Lock()
+		n := len(w.pods)
+		w.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-w.changed:
+		case <-ctx.Done():
+			return fmt.Errorf("pods not gone within %s: %d left", timeout, n)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ type results struct {
 	Needless  []needlessResult  `json:"needless"`
 	Kubespray []kubesprayResult `json:"kubespray"`
 	Restart   []restartResult   `json:"restart"`
+	Pools     []poolsResult     `json:"pools,omitempty"`
 	RSS       []rssResult       `json:"rss,omitempty"`
 	Ansible   []ansibleResult   `json:"ansible,omitempty"`
 	Size      *sizeResult       `json:"size,omitempty"`
@@ -100,6 +102,9 @@ func (o *options) report(ctx context.Context, out io.Writer) error {
 		case "restart":
 			res.Restart = append(res.Restart, restartResult{})
 			target = &res.Restart[len(res.Restart)-1]
+		case "pools":
+			res.Pools = append(res.Pools, poolsResult{})
+			target = &res.Pools[len(res.Pools)-1]
 		case "rss":
 			res.RSS = append(res.RSS, rssResult{})
 			target = &res.RSS[len(res.RSS)-1]
@@ -120,6 +125,7 @@ func (o *options) report(ctx context.Context, out io.Writer) error {
 	sort.SliceStable(res.Needless, func(i, j int) bool { return res.Needless[i].Nodes < res.Needless[j].Nodes })
 	sort.SliceStable(res.Kubespray, func(i, j int) bool { return res.Kubespray[i].Nodes < res.Kubespray[j].Nodes })
 	sort.SliceStable(res.Restart, func(i, j int) bool { return res.Restart[i].Nodes < res.Restart[j].Nodes })
+	sort.SliceStable(res.Pools, func(i, j int) bool { return res.Pools[i].Nodes < res.Pools[j].Nodes })
 	writeTables(out, res)
 	if o.Results == "" {
 		return nil
@@ -239,6 +245,8 @@ func writeTables(w io.Writer, r results) {
 		}
 	}
 
+	writePoolsTables(w, r)
+
 	if len(r.RSS) > 0 {
 		fmt.Fprintf(w, "\nSingle memory measurements (a wait cut short by its own --timeout counts: it watched the rollout as long):\n\n| nodes | what | exit | wall | peak RSS |\n|---:|---|---:|---:|---:|\n")
 		for _, x := range r.RSS {
@@ -293,4 +301,72 @@ func writeTables(w io.Writer, r results) {
 			fmt.Fprintf(w, "| binary ≤ %d MB (%s) | %.1f MB | %s |\n", targetBinaryMB, arch, mb, mark(mb <= targetBinaryMB))
 		}
 	}
+}
+
+// poolsLayouts are the layouts of one pools phase, side by side: one
+// DaemonSet first, from the phase or, when it left that to the restart
+// phase (--one-daemonset=false), from the restart phase at the same node
+// count and maxUnavailable (From "restart"); then the pools. Pure.
+func poolsLayouts(p poolsResult, restarts []restartResult) []layoutResult {
+	var out []layoutResult
+	if !slices.ContainsFunc(p.Layouts, func(l layoutResult) bool { return l.Pools == 0 }) {
+		for _, x := range restarts {
+			if x.Nodes == p.Nodes && x.MaxUnavailable == p.MaxUnavailable {
+				out = append(out, layoutResult{Layout: "one DaemonSet", From: "restart", comparison: x.comparison})
+				break
+			}
+		}
+	}
+	return append(out, p.Layouts...)
+}
+
+func writePoolsTables(w io.Writer, r results) {
+	if len(r.Pools) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### Pools: one DaemonSet against pools\n\nThe same restart of every node's kube-proxy as one DaemonSet, and with the nodes dealt out to pool DaemonSets (the base kept off them): kube-proxy-sync with `--pool` for each restarts one pool after the other, kubectl restarts every pool in one `rollout restart` and then waits with one `rollout status` each. Every DaemonSet has the same maxUnavailable. The waiting process's peak RSS is the binary's, or the largest `rollout status`'s.\n\n")
+	fmt.Fprintf(w, "| nodes | layout | maxUnavailable | tool | rounds | wall median (min–max) | ratio to kubectl | peak unavailable | peak RSS median (max) | load (1 min) |\n|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.Pools {
+		for _, l := range poolsLayouts(p, r.Restart) {
+			name := l.Layout
+			if l.From == "restart" {
+				name += " (the restart phase's rounds)"
+			}
+			loads := map[string][]float64{}
+			for _, run := range l.Runs {
+				loads[run.Tool] = append(loads[run.Tool], run.Load1)
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | kube-proxy-sync | %d | %.1fs (%.1f–%.1f) | %.2f× (%.2f–%.2f per round) | %d | %.1f MB (%.1f) | %s |\n", p.Nodes, name, p.MaxUnavailable, l.Binary.N,
+				l.Binary.Median, l.Binary.Min, l.Binary.Max, l.Ratio, l.RoundRatio.Min, l.RoundRatio.Max, l.BinaryPeak, l.BinaryRSS.Median, l.BinaryRSS.Max, loadRange(loads["kube-proxy-sync"]))
+			fmt.Fprintf(w, "| %d | %s | %s | `kubectl rollout restart` + `status` | %d | %.1fs (%.1f–%.1f) | 1.00× | %d | %.1f MB (%.1f) | %s |\n", p.Nodes, name, p.MaxUnavailable, l.Kubectl.N,
+				l.Kubectl.Median, l.Kubectl.Min, l.Kubectl.Max, l.KubectlPeak, l.KubectlRSS.Median, l.KubectlRSS.Max, loadRange(loads["kubectl"]))
+		}
+	}
+	fmt.Fprintf(w, "\nEvery round of the pools phase, in the order run (nodes per pool in the layout's name):\n\n| nodes | layout | round | order | tool | wall | waiting process peak RSS | peak unavailable | pods replaced | load (1 min) |\n|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.Pools {
+		for _, l := range p.Layouts {
+			name := l.Layout
+			if l.Pools > 0 && len(p.PoolNodes) > 0 {
+				name = fmt.Sprintf("%s of %s nodes", l.Layout, sizesText(p.PoolNodes))
+			}
+			for _, run := range l.Runs {
+				fmt.Fprintf(w, "| %d | %s | %d | %d | %s | %.1fs | %.1f MB | %d | %d/%d | %.1f |\n", p.Nodes, name, run.Round, run.Order, run.Tool, run.Wall,
+					float64(run.WaitMaxRSSKB)*1024/1e6, run.Pods.PeakUnavailable, run.Pods.Replaced, run.Pods.Expected, run.Load1)
+			}
+		}
+	}
+}
+
+// sizesText is "1000" when all pools are that size, else "1000, 999, ...".
+func sizesText(sizes []int) string {
+	parts := make([]string, len(sizes))
+	same := true
+	for i, n := range sizes {
+		parts[i] = fmt.Sprint(n)
+		same = same && n == sizes[0]
+	}
+	if same && len(sizes) > 0 {
+		return parts[0]
+	}
+	return strings.Join(parts, ", ")
 }

@@ -30,6 +30,8 @@ type runOptions struct {
 	Nodes            nodeList
 	RestartNodes     nodeList
 	KubesprayNodes   nodeList
+	PoolsNodes       nodeList
+	Pools            int
 	Rounds           int
 	LargeRounds      int
 	Reps             int
@@ -55,6 +57,7 @@ type runOptions struct {
 func newRunOptions() *runOptions {
 	return &runOptions{
 		Nodes: nodeList{10, 1000}, RestartNodes: nodeList{1000, 5000}, KubesprayNodes: nodeList{1000},
+		PoolsNodes: nodeList{5000}, Pools: 5,
 		Rounds: 5, LargeRounds: 3, Reps: 5, Reruns: 10, MaxUnavailable: "10%",
 		Ansible: true, OldCommit: "3d17aa1", DisableQPSLimits: true, HeartbeatFactor: 20,
 		Binary: "bin/kube-proxy-sync", CacheDir: ".cache", ClusterName: "kps",
@@ -85,6 +88,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&o.Nodes, "nodes", "node counts to run at, in order, separated by commas or spaces (small: 20)")
 	fs.Var(&o.RestartNodes, "restart-nodes", "node counts that get the restart phase (small: every count of --nodes)")
 	fs.Var(&o.KubesprayNodes, "kubespray-nodes", "node counts that get kubespray's forced delete of every pod (small: every count of --nodes)")
+	fs.Var(&o.PoolsNodes, "pools-nodes", "node counts that get the pools phase: the restart as one DaemonSet and as --pools pools (small: every count of --nodes)")
+	fs.IntVar(&o.Pools, "pools", o.Pools, "pools in the pools phase, the nodes dealt out to them in turn")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, fmt.Sprintf("restart rounds at %d nodes or fewer, each one kube-proxy-sync and one kubectl restart (small: 1)", largeNodes))
 	fs.IntVar(&o.LargeRounds, "large-rounds", o.LargeRounds, fmt.Sprintf("restart rounds above %d nodes (small: 1)", largeNodes))
 	fs.IntVar(&o.Reps, "reps", o.Reps, "measured runs of each command in the no-change and Ansible phases (small: 3)")
@@ -140,6 +145,7 @@ func (o *runOptions) smallDefaults() {
 	set("nodes", func() { o.Nodes = nodeList{20} })
 	set("restart-nodes", func() { o.RestartNodes = o.Nodes })
 	set("kubespray-nodes", func() { o.KubesprayNodes = o.Nodes })
+	set("pools-nodes", func() { o.PoolsNodes = o.Nodes })
 	set("rounds", func() { o.Rounds = 1 })
 	set("large-rounds", func() { o.LargeRounds = 1 })
 	set("reps", func() { o.Reps = 3 })
@@ -153,7 +159,7 @@ func (o *runOptions) validate() error {
 	if len(o.Nodes) == 0 && o.Kubeconfig == "" {
 		errs = append(errs, errors.New("--nodes: no node count"))
 	}
-	for name, v := range map[string]int{"--rounds": o.Rounds, "--large-rounds": o.LargeRounds, "--reps": o.Reps, "--reruns": o.Reruns} {
+	for name, v := range map[string]int{"--rounds": o.Rounds, "--large-rounds": o.LargeRounds, "--reps": o.Reps, "--reruns": o.Reruns, "--pools": o.Pools} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", name, v))
 		}
@@ -436,6 +442,13 @@ func (r *runner) phase(ctx context.Context, nodes int, p step) error {
 	case "restart":
 		r.log.Infof("[%d nodes] restart: kube-proxy-sync vs kubectl rollout restart + status, %d round(s), maxUnavailable %s", nodes, p.Rounds, p.MaxUnavailable)
 		o.Rounds, o.MaxUnavail = p.Rounds, p.MaxUnavailable
+	case "pools":
+		what := "one DaemonSet (the restart phase's rounds) and"
+		if p.OneDaemonSet {
+			what = "one DaemonSet and"
+		}
+		r.log.Infof("[%d nodes] pools: %s %d pools, kube-proxy-sync vs kubectl rollout restart + status, %d round(s) each, maxUnavailable %s", nodes, what, p.Pools, p.Rounds, p.MaxUnavailable)
+		o.Rounds, o.MaxUnavail, o.Pools, o.OneDaemonSet = p.Rounds, p.MaxUnavailable, p.Pools, p.OneDaemonSet
 	}
 	return runPhase(ctx, o, r.out, r.errOut)
 }
