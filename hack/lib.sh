@@ -30,8 +30,13 @@ ansible_env() {
 # cache, so playbooks run from the checkout find its modules and role by FQCN.
 COLLECTIONS_DIR="${CACHE_DIR}/collections"
 collections_link() {
-  mkdir -p "${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync"
-  ln -sfn "${REPO_ROOT}" "${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync/kube_proxy_sync"
+  local link="${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync/kube_proxy_sync"
+  # Left alone when right: ln -sfn removes the link before it makes it again,
+  # and a molecule run beside this one (CI runs the kind scenario beside the
+  # others) would find no collection in between.
+  [[ -L "${link}" && "$(readlink "${link}")" == "${REPO_ROOT}" ]] && return 0
+  mkdir -p "$(dirname "${link}")"
+  ln -sfn "${REPO_ROOT}" "${link}"
 }
 
 # Pinned versions, from the one file the Makefile includes too.

@@ -34,49 +34,66 @@ if [[ -z "${KUBECONFIG:-}" ]]; then
   trap bg_stop EXIT
 fi
 
-step "go lint"
-hack/verify/lint-go.sh
-step "generated files up to date, one version (make verify)"
-hack/verify/generated.sh
-hack/verify/version.sh
-step "unit tests"
-go test -short -count=1 ./...
-# the crash tests' pause hook exists only in a testhooks build
-go test -short -count=1 -tags testhooks ./internal/app/
-# Every supported minor when what the differential test proves changed
-# since its last green run of every minor (hack/difftest/proven.sum), else
-# the sentinel minors: a cold build compiles Kubernetes once per minor.
-# DIFFTEST_MINORS="1.27 1.37" picks a subset (see docs/validation.md).
-if [[ -z "${DIFFTEST_MINORS:-}" ]]; then
-  if [[ "$(hack/difftest/digest.sh)" == "$(cat hack/difftest/proven.sum 2>/dev/null)" ]]; then
-    DIFFTEST_MINORS="$(hack/difftest/digest.sh --sentinels)"
-    # the fuzz target's seeds still run; its search (a coverage rebuild of
-    # Kubernetes) runs with every minor
-    export FUZZTIME="${FUZZTIME:-0}"
-    step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS}; every minor is proven for this validation, hack/difftest/proven.sum)"
-  else
-    step "differential test: config validation against kube-proxy's own (every minor: the validation changed since hack/difftest/proven.sum)"
-  fi
-else
-  step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS})"
-fi
-# shellcheck disable=SC2086
-DIFFTEST_REALBINARY=0 hack/difftest/run.sh ${DIFFTEST_MINORS:-}
-step "which modes read each field: the effect table against kube-proxy's source"
-# downloads only (go/parser, no build): every minor, always
-hack/difftest/effectsrc.sh
+# What both tiers and the molecule scenarios run on, built first: the
+# Ansible toolchains, the Go binaries of both clusters (kind's node image
+# takes the control plane's too) and the release. On a cold machine these
+# builds are most of CI's first half hour; the kind tier, the longest chain
+# (its cluster, then a suite that mostly waits on real rollouts, then its
+# molecule scenario), starts as soon as they are done, and the checks below
+# run beside it.
 step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
 hack/build/venv.sh
-step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
-"$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
+step "the binaries of both clusters: kubeadm, kubelet, kube-proxy and kind (hack/build/tools.sh kind), the control plane (hack/build/tools.sh)"
+hack/build/tools.sh kind
+[[ -n "${KUBECONFIG:-}" ]] || hack/build/tools.sh
 step "build the binary and the release (make release: the size budget, the collection's modules and tarball, the bare binaries, SHA256SUMS, kubespray's checksums.yml lines)"
 make --no-print-directory build
 hack/build/release.sh
 hack/verify/release.sh
-step "ansible lint"
-hack/verify/lint-ansible.sh
-step "ansible-test sanity on the collection"
-hack/verify/sanity.sh
+step "differential test against the real kube-proxy binaries"
+REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
+
+# checks: lint, generated files, unit and differential tests, Ansible lint
+# and sanity; the same with or without a cluster of the user's.
+checks() {
+  step "go lint"
+  hack/verify/lint-go.sh
+  step "generated files up to date, one version (make verify)"
+  hack/verify/generated.sh
+  hack/verify/version.sh
+  step "unit tests"
+  go test -short -count=1 ./...
+  # the crash tests' pause hook exists only in a testhooks build
+  go test -short -count=1 -tags testhooks ./internal/app/
+  # Every supported minor when what the differential test proves changed
+  # since its last green run of every minor (hack/difftest/proven.sum), else
+  # the sentinel minors: a cold build compiles Kubernetes once per minor.
+  # DIFFTEST_MINORS="1.27 1.37" picks a subset (see docs/validation.md).
+  if [[ -z "${DIFFTEST_MINORS:-}" ]]; then
+    if [[ "$(hack/difftest/digest.sh)" == "$(cat hack/difftest/proven.sum 2>/dev/null)" ]]; then
+      DIFFTEST_MINORS="$(hack/difftest/digest.sh --sentinels)"
+      # the fuzz target's seeds still run; its search (a coverage rebuild of
+      # Kubernetes) runs with every minor
+      export FUZZTIME="${FUZZTIME:-0}"
+      step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS}; every minor is proven for this validation, hack/difftest/proven.sum)"
+    else
+      step "differential test: config validation against kube-proxy's own (every minor: the validation changed since hack/difftest/proven.sum)"
+    fi
+  else
+    step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS})"
+  fi
+  # shellcheck disable=SC2086
+  DIFFTEST_REALBINARY=0 hack/difftest/run.sh ${DIFFTEST_MINORS:-}
+  step "which modes read each field: the effect table against kube-proxy's source"
+  # downloads only (go/parser, no build): every minor, always
+  hack/difftest/effectsrc.sh
+  step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
+  "$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
+  step "ansible lint"
+  hack/verify/lint-ansible.sh
+  step "ansible-test sanity on the collection"
+  hack/verify/sanity.sh
+}
 
 # The kwok tier: scale and API behaviour, on a local control plane whose
 # nodes are fake (kwok marks every pod Ready whatever its probe or config).
@@ -85,10 +102,7 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
   # writes made-up server addresses and refuses real nodes).
   kubectl_bin="${TOOLS_BIN}/kubectl"
   [[ -x "${kubectl_bin}" ]] || kubectl_bin="kubectl"
-  step "kube-proxy binaries for the real-binary check (hack/build/tools.sh kind)"
-  hack/build/tools.sh kind
-  step "differential test against the real kube-proxy binaries"
-  REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
+  checks
   if [[ -n "$("${kubectl_bin}" get nodes -l 'type!=kwok' -o name)" ]]; then
     step "real-node e2e tests against KUBECONFIG"
     hack/test/e2e-real.sh
@@ -101,20 +115,16 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
   step "green on KUBECONFIG's cluster; NOT run: ${skipped} (unset KUBECONFIG for everything)"
   exit 0
 fi
-# kubeadm rewrites kube-proxy's objects in the kubespray upgrade e2e test; it
-# is built with the kind tier's binaries, which that tier needs anyway.
-step "kubeadm and the kind tier's binaries (hack/build/tools.sh kind)"
-hack/build/tools.sh kind
-# the refusals checked against the real kube-proxy binaries just built
-step "differential test against the real kube-proxy binaries"
-REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
 # The real tier: real kubelets and a real kube-proxy in a kind cluster,
-# built offline. Everything promised about kube-proxy itself is shown here.
-# It runs in the background, beside the kwok tier below: its suite mostly
-# waits (kubelets stopped until their nodes go NotReady, real rollouts), so
-# the two share the cores with little loss, and CI's time is the longer of
-# them rather than their sum. Its log follows once the kwok tier is done.
-step "kind cluster and the real-node e2e tests, in the background"
+# built offline; then the molecule kind scenario on that cluster, on the
+# newest toolchain only (the default scenario covers both; each kind run
+# rolls real kube-proxies). Everything promised about kube-proxy itself is
+# shown here. It runs in the background, beside the checks and the kwok
+# tier below: its suite mostly waits (kubelets stopped until their nodes go
+# NotReady, real rollouts), so the two share the cores with little loss, and
+# CI's time is the longer of them rather than their sum. Its log follows
+# once the kwok tier is done.
+step "kind cluster, the real-node e2e tests and the molecule kind scenario, in the background"
 if [[ -n "${bg_pid}" ]]; then
   # the root filesystems, made since the start
   if ! wait "${bg_pid}"; then
@@ -133,6 +143,8 @@ setsid bash -c '
   hack/kind/up.sh
   printf "\n==== real-node e2e tests\n" >&2
   KUBECONFIG="$1/kind/kubeconfig" hack/test/e2e-real.sh
+  printf "\n==== molecule kind scenario (newest)\n" >&2
+  ANSIBLE_TOOLCHAINS=newest hack/test/molecule.sh kind
 ' kind-tier "${CACHE_DIR}" >"${real_log}" 2>&1 </dev/null &
 real_pid=$!
 real_stop() {
@@ -142,6 +154,8 @@ real_stop() {
   fi
 }
 trap 'real_stop; step "cluster down"; hack/cluster/down.sh; step "kind down"; hack/kind/down.sh' EXIT
+
+checks
 
 step "local control plane"
 hack/cluster/up.sh
@@ -170,11 +184,6 @@ wait "${real_pid}" || real_rc=$?
 real_pid=""
 cat "${real_log}" >&2
 ((real_rc == 0)) || die "the kind tier failed (exit ${real_rc}, its log above)"
-trap 'step "kind down"; hack/kind/down.sh' EXIT
-# On the newest toolchain only (the default scenario covers both): each kind
-# run rolls real kube-proxies, CI time is counted.
-step "molecule kind scenario (newest)"
-ANSIBLE_TOOLCHAINS=newest hack/test/molecule.sh kind
 trap - EXIT
 step "kind down"
 hack/kind/down.sh
