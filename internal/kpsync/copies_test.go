@@ -822,9 +822,20 @@ func terminatingPodMountsTheRecord(t *testing.T) (f *fixture, end time.Time, wat
 	f = newFixture(t, objs...)
 	podListsAtAVersion(f)
 	watches = &atomic.Int32{}
-	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+	// counted once the tracker has the watch: a pod deleted after the count
+	// reaches the watch (the fake does not replay from a resourceVersion, so
+	// a delete between the list and the watch would never be seen)
+	f.client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := f.client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
 		watches.Add(1)
-		return false, nil, nil
+		return true, w, nil
 	})
 	return f, end, watches
 }
