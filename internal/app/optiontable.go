@@ -300,8 +300,9 @@ func OptionTable() []Option {
 		{
 			Flag: "merge", Metavar: "NAME", Arg: "merge", Role: "kpsync_merge", Since: "1.0.0",
 			Help: "Merge pool NAME back into O(daemonset): its nodes go back one at a time, as O(split) moves them, then its DaemonSet " +
-				"(with its copies) and its ConfigMap are deleted. Refused while the pool runs another proxy mode than O(daemonset) " +
-				"(move it first with O(pools), with that move's checks). Needs patch on nodes, delete on DaemonSets.",
+				"(with its copies) and its ConfigMap are deleted. Refused while the pool runs another proxy mode or image than O(daemonset) " +
+				"(move it first with O(pools), with that move's checks); other settings of the pool's own are named in a warning. " +
+				"Needs patch on nodes, delete on DaemonSets.",
 			See:         "Pools",
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Merge },

@@ -266,6 +266,54 @@ func TestMergeOfAnotherModeRefused(t *testing.T) {
 	assert.Zero(t, writes(c))
 }
 
+// poolOfBase is pool kube-proxy-b of kubeadm's DaemonSet, its record
+// kubeadm's config with edit applied.
+func poolOfBase(t *testing.T, edit func(config string) string) (*fake.Clientset, kube.Interface, *appsv1.DaemonSet) {
+	t.Helper()
+	p := poolDaemonSet("kube-proxy-b", "kube-proxy-b")
+	p.Labels = map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
+	c, api := poolCluster(p)
+	cm, _ := seed()
+	cm.Name = "kube-proxy-b"
+	cm.Labels = map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
+	cm.Data["config.conf"] = edit(cm.Data["config.conf"])
+	_, err := c.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.ClearActions()
+	return c, api, p
+}
+
+// Another image is another kube-proxy version on the pool's nodes: a
+// merge is refused, nothing changed, and the pool run that judges that
+// move named.
+func TestMergeOfAnotherImageRefused(t *testing.T) {
+	c, api, p := poolOfBase(t, func(s string) string { return s })
+	p.Spec.Template.Spec.Containers[0].Image = "registry.k8s.io/kube-proxy:v1.32.9"
+	_, err := c.AppsV1().DaemonSets("kube-system").Update(context.Background(), p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	c.ClearActions()
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs image registry.k8s.io/kube-proxy:v1.32.9 and daemonset kube-system/kube-proxy registry.k8s.io/kube-proxy:v1.33.6")
+	assert.Contains(t, res.Msg, "--pool kube-proxy-b --image registry.k8s.io/kube-proxy:v1.33.6")
+	assert.Zero(t, writes(c))
+}
+
+// Settings of the pool's own (not the mode) go the base's way on its
+// nodes: the merge goes ahead and says which, from what to what. An empty
+// mode is iptables, kube-proxy's Linux default, so no mode change.
+func TestMergeWarnsOfTheSettingsThePoolSetsApart(t *testing.T) {
+	_, api, _ := poolOfBase(t, func(s string) string {
+		return strings.Replace(s, "mode: iptables\n", "mode: \"\"\niptables:\n  minSyncPeriod: 7s\n", 1)
+	})
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+	require.Equal(t, ExitOK, code, res.Msg)
+	require.Len(t, res.Warnings, 1, res.Warnings)
+	assert.Equal(t, `pool kube-proxy-b sets apart from daemonset kube-system/kube-proxy: iptables.minSyncPeriod "7s" -> unset; `+
+		`merged, its nodes run the daemonset's values (for the pool's own checks first: --pool kube-proxy-b --pool-set kube-proxy-b:PATH=VALUE, then merge)`, res.Warnings[0])
+	assert.Contains(t, res.PoolMove.Deleted, "daemonset/kube-proxy-b")
+}
+
 // A pool merged already (no DaemonSet, no node labelled for it, no config)
 // is no change: a rerun of the same merge ends green.
 func TestMergeOfAMergedPoolIsNoChange(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
@@ -92,7 +92,9 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	}
 	var res *kpsync.Result
 	if o.Merge != "" {
-		if err := sameMode(ctx, o, d); err != nil {
+		more, err := judgeMerge(ctx, o, d)
+		warnings = append(warnings, more...)
+		if err != nil {
 			return nil, nil, warnings, err
 		}
 		out, err := m.Merge(ctx, o.Merge)
@@ -118,50 +120,73 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	return res, &out, warnings, err
 }
 
-// sameMode refuses a merge whose pool runs another proxy mode than the
-// base: its nodes would change mode by a label, past every check a mode
-// change has.
-func sameMode(ctx context.Context, o *Options, d kpsync.Deps) error {
-	modeOf := func(ds, record string) (string, error) {
+// judgeMerge judges the move a merge makes the pool's nodes make: from
+// what the pool runs to what the base runs. A merge moves nodes, never a
+// mode or a version: another proxy mode or another image is refused, since
+// by a label the nodes would pass every check a mode or an image change
+// has; the way named is a run of the pool onto the base's, which has them.
+// Other settings the pool sets apart go the base's way on its nodes,
+// one node at a time, each waited for: said in a warning.
+func judgeMerge(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
+	type runs struct{ image, config string }
+	runsOf := func(ds, record string) (runs, error) {
 		got, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, ds, metav1.GetOptions{})
 		if err != nil {
-			return "", fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, ds, err)
+			return runs{}, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, ds, err)
 		}
 		_, cm := pools.ConfigVolume(got, o.Container, record)
 		if cm == "" {
-			return "", fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the proxy mode it runs is not known; nothing was changed", o.Container, o.Namespace, ds, record)
+			return runs{}, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the config it runs is not known; nothing was changed", o.Container, o.Namespace, ds, record)
 		}
 		c, err := d.Kube.ConfigMaps(o.Namespace).Get(ctx, cm, metav1.GetOptions{})
 		if err != nil {
-			return "", fmt.Errorf("read configmap %s/%s, daemonset %s's config: %w; nothing was changed", o.Namespace, cm, ds, err)
+			return runs{}, fmt.Errorf("read configmap %s/%s, daemonset %s's config: %w; nothing was changed", o.Namespace, cm, ds, err)
 		}
-		var cfg struct {
-			Mode string `json:"mode"`
-		}
-		if err := yaml.Unmarshal([]byte(c.Data[configmap.ConfigKey]), &cfg); err != nil {
-			return "", fmt.Errorf("configmap %s/%s: %s: %w; nothing was changed", o.Namespace, cm, configmap.ConfigKey, err)
-		}
-		if cfg.Mode == "" {
-			cfg.Mode = "iptables" // kube-proxy's default on Linux
-		}
-		return cfg.Mode, nil
+		return runs{image: rollout.ContainerImage(got, o.Container), config: c.Data[configmap.ConfigKey]}, nil
 	}
-	baseMode, err := modeOf(o.DaemonSet, o.ConfigMap)
+	base, err := runsOf(o.DaemonSet, o.ConfigMap)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.Merge, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return nil // no DaemonSet: its nodes run no kube-proxy, whatever mode
+		return nil, nil // no DaemonSet: its nodes run no kube-proxy, whatever config
 	}
-	poolMode, err := modeOf(o.Merge, o.Merge)
+	pool, err := runsOf(o.Merge, o.Merge)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if baseMode != poolMode {
-		return fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: merged, its nodes would change mode with none of a mode change's checks; nothing was changed: move the pool first (--pool %s --pool-set %s:mode=%s), then merge it",
-			o.Merge, poolMode, o.Namespace, o.DaemonSet, baseMode, o.Merge, o.Merge, baseMode)
+	diffs, err := kpconfig.Differences(pool.config, base.config)
+	if err != nil {
+		return nil, fmt.Errorf("configmaps of daemonsets %s/%s and %s/%s: %s: %w; nothing was changed", o.Namespace, o.Merge, o.Namespace, o.DaemonSet, configmap.ConfigKey, err)
 	}
-	return nil
+	var rest []string
+	for _, df := range diffs {
+		if df.Path == "mode" {
+			poolMode, baseMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
+			return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: merged, its nodes would change mode with none of a mode change's checks; nothing was changed: move the pool first (--pool %s --pool-set %s:mode=%s), then merge it",
+				o.Merge, poolMode, o.Namespace, o.DaemonSet, baseMode, o.Merge, o.Merge, baseMode)
+		}
+		rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
+	}
+	if pool.image != base.image {
+		return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s: merged, its nodes would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: move the pool first (--pool %s --image %s), then merge it",
+			o.Merge, pool.image, o.Namespace, o.DaemonSet, base.image, o.Merge, base.image)
+	}
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	w := fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
+		o.Merge, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), o.Merge, o.Merge)
+	d.Log.Warn(w)
+	return []string{w}, nil
+}
+
+// orUnset is a value of a Difference, or "unset".
+func orUnset(v string) string {
+	if v == "" {
+		return "unset"
+	}
+	return v
 }
 
 // splitOutcome is a --split or --merge run's result: the base's run (when

@@ -427,3 +427,38 @@ func HealthzEndpoint(text string) (port int, host string, err error) {
 	}
 	return port, host, nil
 }
+
+// Difference is one leaf two configs set apart: its dotted path and each
+// side's value as kube-proxy reads it (JSON; "" where the side leaves it
+// out).
+type Difference struct {
+	Path, From, To string
+}
+
+// Differences lists, sorted by path, the leaves in which config.conf to
+// differs from config.conf from, as kube-proxy reads them (key order,
+// comments and quoting aside). An empty mode is kube-proxy's Linux
+// default, iptables, on either side.
+func Differences(from, to string) ([]Difference, error) {
+	a, err := kubeProxyView(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := kubeProxyView(to)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range []map[string]string{a, b} {
+		if m, ok := v["mode"]; !ok || m == `""` {
+			v["mode"] = `"iptables"`
+		}
+	}
+	var out []Difference
+	for p := range union(a, b) {
+		if a[p] != b[p] {
+			out = append(out, Difference{Path: p, From: a[p], To: b[p]})
+		}
+	}
+	slices.SortFunc(out, func(x, y Difference) int { return strings.Compare(x.Path, y.Path) })
+	return out, nil
+}

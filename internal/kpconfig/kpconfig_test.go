@@ -251,3 +251,21 @@ func TestSetEditsTheKeyKubeProxyReads(t *testing.T) {
 		})
 	}
 }
+
+// Differences compares as kube-proxy reads: order, quoting and an empty
+// mode (iptables on Linux) aside, every leaf that differs, by path.
+func TestDifferences(t *testing.T) {
+	from := "kind: KubeProxyConfiguration\nmode: \"\"\niptables:\n  minSyncPeriod: 7s\n  syncPeriod: 30s\nclusterCIDR: 10.0.0.0/8\n"
+	to := "clusterCIDR: \"10.0.0.0/8\"\niptables:\n  syncPeriod: 30s\nkind: KubeProxyConfiguration\nmode: iptables\nconntrack:\n  maxPerCore: 0\n"
+	got, err := Differences(from, to)
+	require.NoError(t, err)
+	assert.Equal(t, []Difference{
+		{Path: "conntrack.maxPerCore", From: "", To: "0"},
+		{Path: "iptables.minSyncPeriod", From: `"7s"`, To: ""},
+	}, got)
+	got, err = Differences("mode: nftables\n", "kind: KubeProxyConfiguration\n")
+	require.NoError(t, err)
+	assert.Equal(t, []Difference{{Path: "kind", To: `"KubeProxyConfiguration"`}, {Path: "mode", From: `"nftables"`, To: `"iptables"`}}, got)
+	_, err = Differences("mode: [", "")
+	assert.Error(t, err)
+}
