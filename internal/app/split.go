@@ -93,9 +93,16 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	var res *kpsync.Result
 	if o.Merge != "" {
 		more, err := judgeMerge(ctx, o, d)
+		for _, w := range more {
+			d.Log.Warn(w)
+		}
 		warnings = append(warnings, more...)
 		if err != nil {
 			return nil, nil, warnings, err
+		}
+		m.Judge = func(ctx context.Context) error {
+			_, err := judgeMerge(ctx, o, d) // its warnings said already
+			return err
 		}
 		out, err := m.Merge(ctx, o.Merge)
 		return res, &out, warnings, err
@@ -177,7 +184,6 @@ func judgeMerge(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error
 	}
 	w := fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
 		o.Merge, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), o.Merge, o.Merge)
-	d.Log.Warn(w)
 	return []string{w}, nil
 }
 

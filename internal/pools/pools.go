@@ -63,6 +63,9 @@ type Mover struct {
 	// most LockTimeout.
 	Lease       *lock.Lease
 	LockTimeout time.Duration
+	// Judge, when set, judges a merge again once the Lease is held (the
+	// caller's checks of the move the pool's nodes make).
+	Judge func(ctx context.Context) error
 }
 
 // locked runs fn under the Lease.
@@ -117,10 +120,62 @@ type Outcome struct {
 // finds the nodes, and refuses what the real split would refuse first.
 func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Outcome, error) {
 	out := Outcome{Pool: name, Action: "split", Nodes: []string{}, Moved: []Move{}, Created: []string{}, Deleted: []string{}}
+	p, err := m.planSplit(ctx, name, sel)
+	if err != nil {
+		return out, err
+	}
+	out.Nodes = p.nodes
+	if m.Check {
+		if p.ds == nil {
+			out.Created = append(out.Created, "configmap/"+name, "daemonset/"+name)
+		}
+		return out, nil
+	}
+	if len(out.Nodes) == 0 {
+		return out, nil // split already
+	}
+	err = m.locked(ctx, func(ctx context.Context) error {
+		if m.Lease != nil {
+			// the plan again, under the Lease: a run that held it
+			// meanwhile may have moved nodes, made the pool or changed
+			// the config the base runs
+			if p, err = m.planSplit(ctx, name, sel); err != nil {
+				return err
+			}
+			out.Nodes = p.nodes
+			if len(out.Nodes) == 0 {
+				return nil // split meanwhile
+			}
+		}
+		if p.ds == nil {
+			if err := m.makePool(ctx, p.base, name, p.volume, p.src, &out); err != nil {
+				return err
+			}
+		}
+		return m.moveAll(ctx, &out, &name, p.base, name)
+	})
+	return out, err
+}
+
+// splitPlan is what a split reads before it writes: the base, the pool's
+// DaemonSet (nil: to make), the base's config volume and the config it
+// mounts, and the nodes to move.
+type splitPlan struct {
+	base, ds *appsv1.DaemonSet
+	volume   string
+	src      *corev1.ConfigMap
+	nodes    []string
+}
+
+// planSplit reads the cluster for a split, and refuses what the split
+// would refuse, before any write.
+func (m Mover) planSplit(ctx context.Context, name string, sel labels.Selector) (splitPlan, error) {
+	p := splitPlan{nodes: []string{}}
 	base, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, m.Base, metav1.GetOptions{})
 	if err != nil {
-		return out, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, m.Base, err)
+		return p, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, m.Base, err)
 	}
+	p.base = base
 	// the nodes the base would run on but for the pools: the split's candidates
 	spec := base.Spec.Template.Spec.DeepCopy()
 	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
@@ -129,38 +184,38 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 	runs := nodes.Runs(spec)
 	list, err := m.Kube.Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return out, fmt.Errorf("list the nodes %s selects: %w", sel, err)
+		return p, fmt.Errorf("list the nodes %s selects: %w", sel, err)
 	}
 	var candidates []string
 	for i := range list.Items {
 		n := &list.Items[i]
 		switch pool, in := n.Labels[rollout.PoolLabel]; {
 		case in && pool != name:
-			return out, fmt.Errorf("node %s is in pool %s already: select it out (%s!=%s) or merge that pool first; nothing was changed", n.Name, pool, rollout.PoolLabel, pool)
+			return p, fmt.Errorf("node %s is in pool %s already: select it out (%s!=%s) or merge that pool first; nothing was changed", n.Name, pool, rollout.PoolLabel, pool)
 		case runs(n):
 			candidates = append(candidates, n.Name)
 		}
 	}
 	sort.Strings(candidates)
 	if len(candidates) == 0 {
-		return out, fmt.Errorf("no node that daemonset %s/%s runs on matches %s; nothing was changed", m.Namespace, m.Base, sel)
+		return p, fmt.Errorf("no node that daemonset %s/%s runs on matches %s; nothing was changed", m.Namespace, m.Base, sel)
 	}
 	volume, mounted := ConfigVolume(base, m.Container, m.Record)
 	if volume == "" {
-		return out, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the pool has no config to start from; nothing was changed", m.Container, m.Namespace, m.Base, m.Record)
+		return p, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the pool has no config to start from; nothing was changed", m.Container, m.Namespace, m.Base, m.Record)
 	}
 	src, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, mounted, metav1.GetOptions{})
 	if err != nil {
-		return out, fmt.Errorf("read configmap %s/%s, the config daemonset %s runs: %w; nothing was changed", m.Namespace, mounted, m.Base, err)
+		return p, fmt.Errorf("read configmap %s/%s, the config daemonset %s runs: %w; nothing was changed", m.Namespace, mounted, m.Base, err)
 	}
 	ds, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		ds = nil
 	case err != nil:
-		return out, fmt.Errorf("read daemonset %s/%s: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml)", m.Namespace, name, err)
+		return p, fmt.Errorf("read daemonset %s/%s: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml)", m.Namespace, name, err)
 	case ds.Labels[PoolOfLabel] != m.Base:
-		return out, fmt.Errorf("daemonset %s/%s exists and is not a pool split from %s (label %s): name the pool otherwise; nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
+		return p, fmt.Errorf("daemonset %s/%s exists and is not a pool split from %s (label %s): name the pool otherwise; nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
 	}
 	if ds == nil {
 		// a ConfigMap of the pool's name would be its config: only one
@@ -169,9 +224,9 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return out, fmt.Errorf("read configmap %s/%s: %w; nothing was changed", m.Namespace, name, err)
+			return p, fmt.Errorf("read configmap %s/%s: %w; nothing was changed", m.Namespace, name, err)
 		case rec.Labels[PoolOfLabel] != m.Record || configmap.Hash(rec.Data, rec.BinaryData) != configmap.Hash(src.Data, src.BinaryData):
-			return out, fmt.Errorf("configmap %s/%s exists and does not hold the config daemonset %s runs (configmap %s): the pool's nodes would change config by a label, past every check of a change; nothing was changed: delete it, or name the pool otherwise", m.Namespace, name, m.Base, mounted)
+			return p, fmt.Errorf("configmap %s/%s exists and does not hold the config daemonset %s runs (configmap %s): the pool's nodes would change config by a label, past every check of a change; nothing was changed: delete it, or name the pool otherwise", m.Namespace, name, m.Base, mounted)
 		}
 	}
 	// the nodes in the pool already (a split run again) stay as they are
@@ -180,34 +235,18 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 		if n := nodeNamed(list, node); n.Labels[rollout.PoolLabel] == name && n.Labels[rollout.MovingLabel] == "" {
 			there, err = m.inPlace(ctx, node, base, name, name)
 			if err != nil {
-				return out, err
+				return p, err
 			}
 		}
 		if !there {
-			out.Nodes = append(out.Nodes, node)
+			p.nodes = append(p.nodes, node)
 		}
 	}
-	if m.Check {
-		if ds == nil {
-			out.Created = append(out.Created, "configmap/"+name, "daemonset/"+name)
-		}
-		return out, nil
+	if len(p.nodes) > 0 && !m.Check && !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+		return p, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (a required node affinity on %s): no node was moved", m.Namespace, m.Base, rollout.PoolLabel)
 	}
-	if len(out.Nodes) == 0 {
-		return out, nil // split already
-	}
-	if !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
-		return out, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (a required node affinity on %s): no node was moved", m.Namespace, m.Base, rollout.PoolLabel)
-	}
-	err = m.locked(ctx, func(ctx context.Context) error {
-		if ds == nil {
-			if err := m.makePool(ctx, base, name, volume, src, &out); err != nil {
-				return err
-			}
-		}
-		return m.moveAll(ctx, &out, &name, base, name)
-	})
-	return out, err
+	p.ds, p.volume, p.src = ds, volume, src
+	return p, nil
 }
 
 // moveAll moves out.Nodes in turn, recording each, and stops at the first
@@ -238,72 +277,51 @@ func nodeNamed(list *corev1.NodeList, name string) *corev1.Node {
 // DaemonSet is gone (they run no kube-proxy) go back too.
 func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 	out := Outcome{Pool: name, Action: "merge", Nodes: []string{}, Moved: []Move{}, Created: []string{}, Deleted: []string{}}
-	base, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, m.Base, metav1.GetOptions{})
+	p, err := m.planMerge(ctx, name)
 	if err != nil {
-		return out, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, m.Base, err)
+		return out, err
 	}
-	ds, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		ds = nil
-	case err != nil:
-		return out, fmt.Errorf("read daemonset %s/%s, the pool to merge: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml); nothing was changed", m.Namespace, name, err)
-	case ds.Labels[PoolOfLabel] != m.Base:
-		return out, fmt.Errorf("daemonset %s/%s is not a pool split from %s (label %s); nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
-	}
-	list, err := m.Kube.Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{rollout.PoolLabel: name}.String()})
-	if err != nil {
-		return out, fmt.Errorf("list pool %s's nodes: %w", name, err)
-	}
-	if len(list.Items) > 0 && !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
-		return out, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (its node affinity on %s was dropped), so a node of pool %s could not leave the pool's kube-proxy first; nothing was changed: run `--split %s --split-nodes %s=%s` (it rolls the affinity back in and moves nothing), then the merge",
-			m.Namespace, m.Base, rollout.PoolLabel, name, name, rollout.PoolLabel, name)
-	}
-	// kubeadm's DaemonSet must run on each of them once unlabelled
-	spec := base.Spec.Template.Spec.DeepCopy()
-	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = withoutPools(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
-	}
-	runs := nodes.Runs(spec)
-	for i := range list.Items {
-		n := &list.Items[i]
-		if !runs(n) {
-			return out, fmt.Errorf("node %s of pool %s is not one daemonset %s/%s runs on (its node selector, affinity or tolerations): merged, it would run no kube-proxy; nothing was changed", n.Name, name, m.Namespace, m.Base)
-		}
-		out.Nodes = append(out.Nodes, n.Name)
-	}
-	sort.Strings(out.Nodes)
-	rec, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || err == nil && rec.Labels[PoolOfLabel] != m.Record:
-		rec = nil // none, or not the pool's: left alone
-	case err != nil:
-		return out, fmt.Errorf("read configmap %s/%s, pool %s's config: %w; nothing was changed", m.Namespace, name, name, err)
-	}
+	out.Nodes = p.nodes
 	if m.Check {
-		if ds != nil {
+		if p.ds != nil {
 			out.Deleted = append(out.Deleted, "daemonset/"+name)
 		}
-		if rec != nil {
+		if p.rec != nil {
 			out.Deleted = append(out.Deleted, "configmap/"+name)
 		}
 		return out, nil
 	}
-	if ds == nil && rec == nil && len(out.Nodes) == 0 {
-		return out, nil // merged already
+	if p.merged() {
+		return out, nil
 	}
 	err = m.locked(ctx, func(ctx context.Context) error {
-		if err := m.moveAll(ctx, &out, nil, base, name); err != nil {
+		if m.Lease != nil {
+			// judged and planned again, under the Lease: a run that held
+			// it meanwhile may have moved the pool or its nodes
+			if m.Judge != nil {
+				if err := m.Judge(ctx); err != nil {
+					return err
+				}
+			}
+			if p, err = m.planMerge(ctx, name); err != nil {
+				return err
+			}
+			out.Nodes = p.nodes
+			if p.merged() {
+				return nil
+			}
+		}
+		if err := m.moveAll(ctx, &out, nil, p.base, name); err != nil {
 			return err
 		}
-		if ds != nil {
+		if ds := p.ds; ds != nil {
 			bg := metav1.DeletePropagationBackground
 			if err := m.Kube.DaemonSets(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &ds.UID}}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("every node of pool %s is back on daemonset %s/%s; delete its daemonset: %w (delete on daemonsets, see roles/kpsync/files/rbac.yaml); run the merge again", name, m.Namespace, m.Base, err)
 			}
 			out.Deleted = append(out.Deleted, "daemonset/"+name)
 		}
-		if rec != nil {
+		if rec := p.rec; rec != nil {
 			err := m.Kube.ConfigMaps(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rec.UID}})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("pool %s merged and its daemonset deleted; delete its configmap %s/%s: %w; run the merge again", name, m.Namespace, name, err)
@@ -316,6 +334,67 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 		m.Log.Infof("pool %s merged into daemonset %s/%s: %d node(s) back", name, m.Namespace, m.Base, len(out.Moved))
 	}
 	return out, err
+}
+
+// mergePlan is what a merge reads before it writes: the base, the pool's
+// DaemonSet and record (nil: gone, or not the pool's), and its nodes.
+type mergePlan struct {
+	base, ds *appsv1.DaemonSet
+	rec      *corev1.ConfigMap
+	nodes    []string
+}
+
+// merged: nothing of the pool is left.
+func (p mergePlan) merged() bool { return p.ds == nil && p.rec == nil && len(p.nodes) == 0 }
+
+// planMerge reads the cluster for a merge, and refuses what the merge
+// would refuse, before any write.
+func (m Mover) planMerge(ctx context.Context, name string) (mergePlan, error) {
+	p := mergePlan{nodes: []string{}}
+	base, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, m.Base, metav1.GetOptions{})
+	if err != nil {
+		return p, fmt.Errorf("read daemonset %s/%s: %w", m.Namespace, m.Base, err)
+	}
+	ds, err := m.Kube.DaemonSets(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		ds = nil
+	case err != nil:
+		return p, fmt.Errorf("read daemonset %s/%s, the pool to merge: %w (get on daemonsets, see roles/kpsync/files/rbac.yaml); nothing was changed", m.Namespace, name, err)
+	case ds.Labels[PoolOfLabel] != m.Base:
+		return p, fmt.Errorf("daemonset %s/%s is not a pool split from %s (label %s); nothing was changed", m.Namespace, name, m.Base, PoolOfLabel)
+	}
+	list, err := m.Kube.Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{rollout.PoolLabel: name}.String()})
+	if err != nil {
+		return p, fmt.Errorf("list pool %s's nodes: %w", name, err)
+	}
+	if len(list.Items) > 0 && !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+		return p, fmt.Errorf("daemonset %s/%s does not keep off the pools' nodes (its node affinity on %s was dropped), so a node of pool %s could not leave the pool's kube-proxy first; nothing was changed: run `--split %s --split-nodes %s=%s` (it rolls the affinity back in and moves nothing), then the merge",
+			m.Namespace, m.Base, rollout.PoolLabel, name, name, rollout.PoolLabel, name)
+	}
+	// kubeadm's DaemonSet must run on each of them once unlabelled
+	spec := base.Spec.Template.Spec.DeepCopy()
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = withoutPools(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	runs := nodes.Runs(spec)
+	for i := range list.Items {
+		n := &list.Items[i]
+		if !runs(n) {
+			return p, fmt.Errorf("node %s of pool %s is not one daemonset %s/%s runs on (its node selector, affinity or tolerations): merged, it would run no kube-proxy; nothing was changed", n.Name, name, m.Namespace, m.Base)
+		}
+		p.nodes = append(p.nodes, n.Name)
+	}
+	sort.Strings(p.nodes)
+	rec, err := m.Kube.ConfigMaps(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && rec.Labels[PoolOfLabel] != m.Record:
+		rec = nil // none, or not the pool's: left alone
+	case err != nil:
+		return p, fmt.Errorf("read configmap %s/%s, pool %s's config: %w; nothing was changed", m.Namespace, name, name, err)
+	}
+	p.base, p.ds, p.rec = base, ds, rec
+	return p, nil
 }
 
 // makePool creates pool name's record, a copy of src (the config the

@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
@@ -311,4 +313,75 @@ func TestSplitRunAgainFinishesANodeLeftHalfWay(t *testing.T) {
 	assert.Equal(t, []string{toEmpty, toPool}, nodePatches(c))
 	_, err = c.CoreV1().Pods("kube-system").Get(context.Background(), "rhel8-n1", metav1.GetOptions{})
 	assert.NoError(t, err, "the pool's kube-proxy on the node")
+}
+
+// leased is m under a Lease whose taking first runs meanwhile: what another
+// run did while this one waited for the Lease (on the tracker: a reactor
+// holds the fake's lock).
+func leased(t *testing.T, c *fake.Clientset, api kube.Interface, m Mover, meanwhile func()) Mover {
+	t.Helper()
+	once := false
+	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !once {
+			once = true
+			meanwhile()
+		}
+		return false, nil, nil
+	})
+	m.Lease = &lock.Lease{Leases: api.Leases("kube-system"), Namespace: "kube-system", Name: "kube-proxy-sync", Identity: "this-run",
+		Duration: 30 * time.Second, Poll: 10 * time.Millisecond, Clock: clock.RealClock{}, Log: m.Log}
+	m.LockTimeout = time.Second
+	return m
+}
+
+// A split plans again once it holds the Lease: the node another run moved
+// while this one waited is not moved twice, and the pool it made is kept.
+func TestSplitPlansAgainUnderTheLease(t *testing.T) {
+	c, api := splitCluster(t, nil)
+	nodesGVR := corev1.SchemeGroupVersion.WithResource("nodes")
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	m := leased(t, c, api, mover(api, false), func() {
+		base := baseDaemonSet()
+		pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
+		obj, err := c.Tracker().Get(nodesGVR, "", "n1")
+		require.NoError(t, err)
+		n := obj.(*corev1.Node).DeepCopy()
+		n.Labels[rollout.PoolLabel] = "rhel8"
+		require.NoError(t, c.Tracker().Update(nodesGVR, n, ""))
+		require.NoError(t, c.Tracker().Delete(podsGVR, "kube-system", "kube-proxy-n1"))
+		require.NoError(t, c.Tracker().Add(pool))
+		require.NoError(t, c.Tracker().Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rhel8", Namespace: "kube-system",
+			Labels: map[string]string{PoolOfLabel: "kube-proxy"}}, Data: map[string]string{"config.conf": "mode: iptables\n"}}))
+		require.NoError(t, c.Tracker().Add(kubeProxyPod("rhel8-n1", "n1", pool, true)))
+	})
+	out, err := m.Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	assert.Empty(t, out.Nodes, "split meanwhile")
+	assert.Empty(t, out.Moved)
+	assert.Empty(t, out.Created)
+	assert.Empty(t, nodePatches(c))
+}
+
+// A merge is judged and planned again once it holds the Lease: a pool
+// moved meanwhile to what the merge refuses (the caller's Judge) is
+// refused then, nothing moved.
+func TestMergeJudgedAgainUnderTheLease(t *testing.T) {
+	c, api := splitCluster(t, nil)
+	_, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	c.ClearActions()
+	moved := false
+	m := leased(t, c, api, mover(api, false), func() { moved = true })
+	m.Judge = func(context.Context) error {
+		if moved {
+			return errors.New("pool rhel8 runs proxy mode nftables")
+		}
+		return nil
+	}
+	out, err := m.Merge(context.Background(), "rhel8")
+	require.EqualError(t, err, "pool rhel8 runs proxy mode nftables")
+	assert.Empty(t, out.Moved)
+	assert.Empty(t, out.Deleted)
+	assert.Empty(t, nodePatches(c))
+	assert.Equal(t, "rhel8", nodeLabels(t, c)[rollout.PoolLabel])
 }
