@@ -409,7 +409,8 @@ func OptionTable() []Option {
 		{
 			Flag: "timeout", Arg: "timeout", Role: "kpsync_timeout", Since: "1.0.0",
 			DefaultText: "none",
-			Help:        "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back.",
+			Help: "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back. " +
+				"With O(split) or O(merge), no node moves past it (the one moving arrives, or goes back); the same run again goes on.",
 			Range:       between(0, 24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Timeout },

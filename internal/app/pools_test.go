@@ -28,6 +28,9 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools/poolstest"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
 // poolDaemonSet is a pool of kubeadm's DaemonSet: its template mounting
@@ -343,4 +346,32 @@ func TestPoolsRunRefusedWhilePoolNodesRunTwoKubeProxies(t *testing.T) {
 	assert.Zero(t, writes(c))
 	require.NotEmpty(t, res.Warnings)
 	assert.Contains(t, res.Warnings[0], "nodes n2 are labelled for pool kube-proxy-gone, whose daemonset kube-system/kube-proxy-gone is gone")
+}
+
+// --timeout bounds a merge's moves as it bounds a rollout: a node whose
+// kube-proxy does not come back before it goes back to its pool, the run
+// fails saying so and how to go on, well before the progress deadline.
+func TestMergeStopsAtTheTimeout(t *testing.T) {
+	cm, base := seed()
+	base.UID = "uid-kube-proxy"
+	base.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	base.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
+	rollout.KeepOffPools(&base.Spec.Template.Spec)
+	p := pools.PoolDaemonSet(base, "kube-proxy-b", "kube-proxy")
+	p.UID = "uid-kube-proxy-b"
+	rec := cm.DeepCopy()
+	rec.Name, rec.Labels = "kube-proxy-b", map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
+	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{rollout.PoolLabel: "kube-proxy-b"}}}
+	c, api := kubefake.New(cm, base, p, rec, n1, poolstest.KubeProxyPod("kube-proxy-b-n1", "n1", p, true))
+	// kubeadm's pods never Ready
+	poolstest.DaemonSets(t, c, map[string]bool{"kube-proxy": true}, base, p)
+
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b", "--timeout", "300ms", "--progress-deadline", "1m")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "--timeout (300ms) reached with 0 of 1 node(s) moved; the others stay where they are, each with its kube-proxy: run the same --merge kube-proxy-b again to go on")
+	got, err := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "kube-proxy-b", got.Labels[rollout.PoolLabel], "back in its pool")
+	_, err = c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
+	assert.NoError(t, err, "the pool is kept")
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -90,6 +91,25 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	for _, w := range warnings {
 		d.Log.Warn(w)
 	}
+	// --timeout bounds the moves too: once past it no further node moves
+	// (the one moving arrives, or goes back); the same run again goes on
+	mctx := ctx
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errMovesTimeout)
+		defer cancel()
+	}
+	timedOut := func(out pools.Outcome, err error) error {
+		if err == nil || !errors.Is(context.Cause(mctx), errMovesTimeout) {
+			return err
+		}
+		flag := "--split " + o.Split
+		if o.Merge != "" {
+			flag = "--merge " + o.Merge
+		}
+		return fmt.Errorf("--timeout (%s) reached with %d of %d node(s) moved; the others stay where they are, each with its kube-proxy: run the same %s again to go on: %w",
+			o.Timeout, len(out.Moved), len(out.Nodes), flag, err)
+	}
 	var res *kpsync.Result
 	if o.Merge != "" {
 		more, err := judgeMerge(ctx, o, d)
@@ -104,8 +124,8 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 			_, err := judgeMerge(ctx, o, d) // its warnings said already
 			return err
 		}
-		out, err := m.Merge(ctx, o.Merge)
-		return res, &out, warnings, err
+		out, err := m.Merge(mctx, o.Merge)
+		return res, &out, warnings, timedOut(out, err)
 	}
 	sel, _ := labels.Parse(o.SplitNodes) // validated
 	// the nodes first: a split that would move none rolls nothing
@@ -123,9 +143,12 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 			return res, nil, warnings, err
 		}
 	}
-	out, err := m.Split(ctx, o.Split, sel)
-	return res, &out, warnings, err
+	out, err := m.Split(mctx, o.Split, sel)
+	return res, &out, warnings, timedOut(out, err)
 }
+
+// errMovesTimeout is the cause of a split or merge stopped by --timeout.
+var errMovesTimeout = errors.New("--timeout exceeded")
 
 // judgeMerge judges the move a merge makes the pool's nodes make: from
 // what the pool runs to what the base runs. A merge moves nodes, never a

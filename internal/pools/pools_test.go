@@ -2,7 +2,6 @@ package pools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -15,16 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube/kubefake"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
-	"github.com/kube-proxy-sync/kube-proxy-sync/internal/nodes"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools/poolstest"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -60,53 +57,6 @@ func TestPoolDaemonSetRunsOnItsNodesWithItsOwnConfig(t *testing.T) {
 	assert.Equal(t, "kube-proxy-0123456789", base.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
 }
 
-// daemonSets plays the DaemonSet controller on node patches: after each,
-// the node runs a pod of every DaemonSet whose template it matches (Ready
-// unless unready names it) and none of the others'.
-func daemonSets(t *testing.T, c *fake.Clientset, unready map[string]bool, dss ...*appsv1.DaemonSet) {
-	nodesGVR := corev1.SchemeGroupVersion.WithResource("nodes")
-	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchActionImpl)
-		obj, err := c.Tracker().Get(nodesGVR, "", p.Name)
-		require.NoError(t, err)
-		n := obj.(*corev1.Node).DeepCopy()
-		var patch struct {
-			Metadata struct {
-				Labels map[string]*string `json:"labels"`
-			} `json:"metadata"`
-		}
-		require.NoError(t, json.Unmarshal(p.Patch, &patch))
-		for k, v := range patch.Metadata.Labels {
-			if v == nil {
-				delete(n.Labels, k)
-			} else {
-				n.Labels[k] = *v
-			}
-		}
-		require.NoError(t, c.Tracker().Update(nodesGVR, n, ""))
-		for _, ds := range dss {
-			name := ds.Name + "-" + n.Name
-			_, err := c.Tracker().Get(podsGVR, "kube-system", name)
-			switch runs := nodes.Runs(&ds.Spec.Template.Spec)(n); {
-			case !runs && err == nil:
-				require.NoError(t, c.Tracker().Delete(podsGVR, "kube-system", name))
-			case runs && err != nil:
-				require.NoError(t, c.Tracker().Create(podsGVR, kubeProxyPod(name, n.Name, ds, !unready[ds.Name]), "kube-system"))
-			}
-		}
-		return true, n, nil
-	})
-}
-
-func kubeProxyPod(name, node string, ds *appsv1.DaemonSet, ready bool) *corev1.Pod {
-	status := map[bool]corev1.ConditionStatus{true: corev1.ConditionTrue, false: corev1.ConditionFalse}[ready]
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID(name),
-		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)}}},
-		Spec:   corev1.PodSpec{NodeName: node},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
-}
-
 // splitCluster is kubeadm's DaemonSet with its pod on node n1, which the
 // selector rhel=8 picks, and the config it mounts.
 func splitCluster(t *testing.T, unready map[string]bool) (*fake.Clientset, kube.Interface) {
@@ -114,8 +64,8 @@ func splitCluster(t *testing.T, unready map[string]bool) (*fake.Clientset, kube.
 	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
 	base := baseDaemonSet()
 	pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
-	c, api := kubefake.New(base, n, copyCM, kubeProxyPod("kube-proxy-n1", "n1", base, true))
-	daemonSets(t, c, unready, base, pool)
+	c, api := kubefake.New(base, n, copyCM, poolstest.KubeProxyPod("kube-proxy-n1", "n1", base, true))
+	poolstest.DaemonSets(t, c, unready, base, pool)
 	return c, api
 }
 
@@ -200,7 +150,7 @@ func TestMergePutsANodeBackInThePoolOnATimeout(t *testing.T) {
 	require.NoError(t, err)
 	pool, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "rhel8", metav1.GetOptions{})
 	require.NoError(t, err)
-	daemonSets(t, c, map[string]bool{"kube-proxy": true}, base, pool)
+	poolstest.DaemonSets(t, c, map[string]bool{"kube-proxy": true}, base, pool)
 
 	out, err := mover(api, false).Merge(context.Background(), "rhel8")
 	require.Error(t, err)
@@ -271,7 +221,7 @@ func TestSplitKeepsTheOldPodWhenItDoesNotGoInTime(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8"}}}
 	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
 	base := baseDaemonSet()
-	c, api := kubefake.New(base, n, copyCM, kubeProxyPod("kube-proxy-n1", "n1", base, true))
+	c, api := kubefake.New(base, n, copyCM, poolstest.KubeProxyPod("kube-proxy-n1", "n1", base, true))
 	_, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the kube-proxy pods on node n1 not gone within 100ms")
@@ -304,7 +254,7 @@ func TestSplitRunAgainFinishesANodeLeftHalfWay(t *testing.T) {
 	base := baseDaemonSet()
 	pool := PoolDaemonSet(base, "rhel8", "kube-proxy")
 	c, api := kubefake.New(base, pool, n, copyCM)
-	daemonSets(t, c, nil, base, pool)
+	poolstest.DaemonSets(t, c, nil, base, pool)
 	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"n1"}, out.Nodes)
@@ -352,7 +302,7 @@ func TestSplitPlansAgainUnderTheLease(t *testing.T) {
 		require.NoError(t, c.Tracker().Add(pool))
 		require.NoError(t, c.Tracker().Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rhel8", Namespace: "kube-system",
 			Labels: map[string]string{PoolOfLabel: "kube-proxy"}}, Data: map[string]string{"config.conf": "mode: iptables\n"}}))
-		require.NoError(t, c.Tracker().Add(kubeProxyPod("rhel8-n1", "n1", pool, true)))
+		require.NoError(t, c.Tracker().Add(poolstest.KubeProxyPod("rhel8-n1", "n1", pool, true)))
 	})
 	out, err := m.Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
 	require.NoError(t, err)
