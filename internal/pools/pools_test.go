@@ -109,7 +109,7 @@ func TestSplitMovesANodeWithNoStepOnTwoDaemonSets(t *testing.T) {
 // way, and the run says so.
 func TestSplitPutsANodeBackWhenItsPoolPodIsNotReadyInTime(t *testing.T) {
 	c, api := splitCluster(t, map[string]bool{"rhel8": true})
-	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	out, err := impatient(api).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node n1: no Ready kube-proxy of daemonset rhel8 alone on node n1")
 	assert.Contains(t, err.Error(), "it is back on daemonset kube-proxy")
@@ -132,10 +132,19 @@ func nodePatches(c *fake.Clientset) []string {
 	return out
 }
 
+// mover is a Mover whose waits end as soon as what they wait for is there
+// (the fake controller makes it at once), at the latest after 30 s: a
+// deadline, not a sleep, long enough for a loaded machine.
 func mover(api kube.Interface, check bool) Mover {
-	// a deadline, not a sleep: each wait ends at the latest after it
 	return Mover{Kube: api, Clock: clock.RealClock{}, Log: logrus.NewEntry(logrus.New()), Namespace: "kube-system",
-		Base: "kube-proxy", Record: "kube-proxy", Container: "kube-proxy", NodeTimeout: 100 * time.Millisecond, Check: check}
+		Base: "kube-proxy", Record: "kube-proxy", Container: "kube-proxy", NodeTimeout: 30 * time.Second, Check: check}
+}
+
+// impatient is a mover for a wait that must run out: 100 ms.
+func impatient(api kube.Interface) Mover {
+	m := mover(api, false)
+	m.NodeTimeout = 100 * time.Millisecond
+	return m
 }
 
 // A merge whose node's kube-proxy does not come back in time puts the node
@@ -152,7 +161,7 @@ func TestMergePutsANodeBackInThePoolOnATimeout(t *testing.T) {
 	require.NoError(t, err)
 	poolstest.DaemonSets(t, c, map[string]bool{"kube-proxy": true}, base, pool)
 
-	out, err := mover(api, false).Merge(context.Background(), "rhel8")
+	out, err := impatient(api).Merge(context.Background(), "rhel8")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "it is back on daemonset rhel8")
 	assert.Equal(t, []string{"n1"}, out.Nodes)
@@ -222,7 +231,7 @@ func TestSplitKeepsTheOldPodWhenItDoesNotGoInTime(t *testing.T) {
 	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
 	base := baseDaemonSet()
 	c, api := kubefake.New(base, n, copyCM, poolstest.KubeProxyPod("kube-proxy-n1", "n1", base, true))
-	_, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	_, err := impatient(api).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the kube-proxy pods on node n1 not gone within 100ms")
 	assert.Contains(t, err.Error(), "it is back on daemonset kube-proxy")
