@@ -58,12 +58,14 @@ stale() {
 }
 
 # build MODULE_DIR LDFLAGS STAMP NAME=PACKAGE...: builds the stale ones of the
-# given binaries, one `go build` each (later ones reuse the build cache).
+# given binaries in one `go build`, so that they compile their shared
+# packages once and link side by side (a cold build of Kubernetes' binaries
+# one after the other left a core idle through each link).
 # Static (CGO_ENABLED=0) unless BUILD_CGO=1; build tags from BUILD_TAGS.
 build() {
   local dir="$1" ldflags="$2" stamp="$3"
   shift 3
-  local pair name pkg start
+  local pair name pkg start out base i blog names=() pkgs=()
   for pair in "$@"; do
     name="${pair%%=*}"
     pkg="${pair#*=}"
@@ -71,19 +73,43 @@ build() {
       log "up to date: ${name} (${stamp%% *})"
       continue
     fi
-    log "building ${name} ${stamp%% *} from ${pkg} ..."
-    start=${SECONDS}
-    mkdir -p "${CACHE_DIR}/logs"
-    if ! (cd "${dir}" && CGO_ENABLED="${BUILD_CGO:-0}" go build -trimpath -tags "${BUILD_TAGS:-}" -ldflags "${ldflags}" \
-      -o "${TOOLS_BIN}/.${name}.tmp" "${pkg}") >"${CACHE_DIR}/logs/build-${name}.log" 2>&1; then
-      tail -n 30 "${CACHE_DIR}/logs/build-${name}.log" >&2
-      die "building ${name} failed (log: ${CACHE_DIR#"${REPO_ROOT}/"}/logs/build-${name}.log)"
-    fi
-    # Rename, so a running copy of the old binary is not written over.
-    mv -f "${TOOLS_BIN}/.${name}.tmp" "${TOOLS_BIN}/${name}"
-    printf '%s\n' "${stamp}" >"${TOOLS_BIN}/${name}.stamp"
-    log "built ${name} in $((SECONDS - start))s"
+    names+=("${name}")
+    pkgs+=("${pkg}")
   done
+  ((${#names[@]} > 0)) || return 0
+  log "building ${names[*]} ${stamp%% *} from ${pkgs[*]} ..."
+  start=${SECONDS}
+  mkdir -p "${CACHE_DIR}/logs"
+  blog="${CACHE_DIR}/logs/build-${names[0]}.log"
+  out="${TOOLS_BIN}/.build-${names[0]}"
+  rm -rf "${out}"
+  mkdir -p "${out}"
+  # one package: -o names the file; more: a directory, each binary named
+  # by go after its package path
+  local target="${out}/${names[0]}"
+  ((${#pkgs[@]} == 1)) || target="${out}/"
+  if ! (cd "${dir}" && CGO_ENABLED="${BUILD_CGO:-0}" go build -trimpath -tags "${BUILD_TAGS:-}" -ldflags "${ldflags}" \
+    -o "${target}" "${pkgs[@]}") >"${blog}" 2>&1; then
+    tail -n 30 "${blog}" >&2
+    rm -rf "${out}"
+    die "building ${names[*]} failed (log: ${blog#"${REPO_ROOT}/"})"
+  fi
+  for i in "${!names[@]}"; do
+    name="${names[i]}"
+    if ((${#pkgs[@]} == 1)); then
+      base="${name}"
+    else
+      # go's name for a main package: its last path element, or the one
+      # before a major version suffix (etcdctl/v3)
+      base="${pkgs[i]##*/}"
+      [[ ! "${base}" =~ ^v[0-9]+$ ]] || { base="${pkgs[i]%/*}"; base="${base##*/}"; }
+    fi
+    # Renamed, so a running copy of the old binary is not written over.
+    mv -f "${out}/${base}" "${TOOLS_BIN}/${name}"
+    printf '%s\n' "${stamp}" >"${TOOLS_BIN}/${name}.stamp"
+  done
+  rm -rf "${out}"
+  log "built ${names[*]} in $((SECONDS - start))s"
 }
 
 # k8s_ldflags VERSION: the version stamps Kubernetes' own build sets (kubeadm

@@ -53,8 +53,10 @@ hack/verify/release.sh
 step "differential test against the real kube-proxy binaries"
 REALBINARY_REQUIRED=1 hack/difftest/realbinary.sh
 
-# checks: lint, generated files, unit and differential tests, Ansible lint
-# and sanity; the same with or without a cluster of the user's.
+# checks: lint, generated files, unit tests, Ansible lint and sanity; the
+# same with or without a cluster of the user's. The differential test
+# (hack/ci/difftest.sh) runs in the kind tier's lane once its cluster is
+# down (below), or after these with a cluster of the user's.
 checks() {
   step "go lint"
   hack/verify/lint-go.sh
@@ -65,28 +67,6 @@ checks() {
   go test -short -count=1 ./...
   # the crash tests' pause hook exists only in a testhooks build
   go test -short -count=1 -tags testhooks ./internal/app/
-  # Every supported minor when what the differential test proves changed
-  # since its last green run of every minor (hack/difftest/proven.sum), else
-  # the sentinel minors: a cold build compiles Kubernetes once per minor.
-  # DIFFTEST_MINORS="1.27 1.37" picks a subset (see docs/validation.md).
-  if [[ -z "${DIFFTEST_MINORS:-}" ]]; then
-    if [[ "$(hack/difftest/digest.sh)" == "$(cat hack/difftest/proven.sum 2>/dev/null)" ]]; then
-      DIFFTEST_MINORS="$(hack/difftest/digest.sh --sentinels)"
-      # the fuzz target's seeds still run; its search (a coverage rebuild of
-      # Kubernetes) runs with every minor
-      export FUZZTIME="${FUZZTIME:-0}"
-      step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS}; every minor is proven for this validation, hack/difftest/proven.sum)"
-    else
-      step "differential test: config validation against kube-proxy's own (every minor: the validation changed since hack/difftest/proven.sum)"
-    fi
-  else
-    step "differential test: config validation against kube-proxy's own (${DIFFTEST_MINORS})"
-  fi
-  # shellcheck disable=SC2086
-  DIFFTEST_REALBINARY=0 hack/difftest/run.sh ${DIFFTEST_MINORS:-}
-  step "which modes read each field: the effect table against kube-proxy's source"
-  # downloads only (go/parser, no build): every minor, always
-  hack/difftest/effectsrc.sh
   step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
   "$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
   step "ansible lint"
@@ -103,6 +83,7 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
   kubectl_bin="${TOOLS_BIN}/kubectl"
   [[ -x "${kubectl_bin}" ]] || kubectl_bin="kubectl"
   checks
+  hack/ci/difftest.sh
   if [[ -n "$("${kubectl_bin}" get nodes -l 'type!=kwok' -o name)" ]]; then
     step "real-node e2e tests against KUBECONFIG"
     hack/test/e2e-real.sh
@@ -122,9 +103,11 @@ fi
 # shown here. It runs in the background, beside the checks and the kwok
 # tier below: its suite mostly waits (kubelets stopped until their nodes go
 # NotReady, real rollouts), so the two share the cores with little loss, and
-# CI's time is the longer of them rather than their sum. Its log follows
-# once the kwok tier is done.
-step "kind cluster, the real-node e2e tests and the molecule kind scenario, in the background"
+# CI's time is the longer of them rather than their sum. Once its cluster
+# is down, the same lane runs the differential test (CPU only, no cluster),
+# which would otherwise lengthen the kwok lane, the longer one cold. Its log
+# follows once the kwok tier is done.
+step "kind cluster, the real-node e2e tests, the molecule kind scenario and the differential test, in the background"
 if [[ -n "${bg_pid}" ]]; then
   # the root filesystems, made since the start
   if ! wait "${bg_pid}"; then
@@ -145,6 +128,9 @@ setsid bash -c '
   KUBECONFIG="$1/kind/kubeconfig" hack/test/e2e-real.sh
   printf "\n==== molecule kind scenario (newest)\n" >&2
   ANSIBLE_TOOLCHAINS=newest hack/test/molecule.sh kind
+  printf "\n==== kind down\n" >&2
+  hack/kind/down.sh
+  hack/ci/difftest.sh
 ' kind-tier "${CACHE_DIR}" >"${real_log}" 2>&1 </dev/null &
 real_pid=$!
 real_stop() {
