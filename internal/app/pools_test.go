@@ -253,15 +253,7 @@ func TestSplitOptionsRefused(t *testing.T) {
 // A merge would move the pool's nodes onto the base's config by a label:
 // another proxy mode is refused, nothing changed, and the way named.
 func TestMergeOfAnotherModeRefused(t *testing.T) {
-	p := poolDaemonSet("kube-proxy-b", "kube-proxy-b")
-	p.Labels = map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
-	c, api := poolCluster(p)
-	cm, _ := seed()
-	cm.Name = "kube-proxy-b"
-	cm.Data["config.conf"] = strings.Replace(cm.Data["config.conf"], "mode: iptables", "mode: nftables", 1)
-	_, err := c.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{})
-	require.NoError(t, err)
-	c.ClearActions()
+	c, api, _ := poolOfBase(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
 	assert.Equal(t, ExitFailed, code)
 	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables")
