@@ -485,23 +485,35 @@ func (s *servers) next() string {
 	}
 }
 
+// restartSetup is where every restart phase starts: the nodes the
+// DaemonSet wants, --max-unavailable set on it (restore puts the value
+// before back) and the servers the rounds write in turn, primed.
+func (b *bench) restartSetup(ctx context.Context) (nodes int32, srv *servers, restore func(), err error) {
+	if nodes, err = b.desired(ctx); err != nil {
+		return 0, nil, nil, err
+	}
+	before, err := b.setMaxUnavailable(ctx, b.MaxUnavail)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	restore = func() { b.restoreMaxUnavailable(ctx, before) }
+	server, err := b.prime(ctx)
+	if err != nil {
+		restore()
+		return 0, nil, nil, err
+	}
+	return nodes, newServers(time.Now().Unix(), server), restore, nil
+}
+
 // restart: --rounds rounds of one binary restart and one kubectl restart,
 // alternating which goes first, with the same maxUnavailable.
 func (b *bench) restart(ctx context.Context) error {
-	nodes, err := b.desired(ctx)
+	nodes, srv, restore, err := b.restartSetup(ctx)
 	if err != nil {
 		return err
 	}
-	restore, err := b.setMaxUnavailable(ctx, b.MaxUnavail)
-	if err != nil {
-		return err
-	}
-	defer b.restoreMaxUnavailable(ctx, restore)
-	server, err := b.prime(ctx)
-	if err != nil {
-		return err
-	}
-	runs, err := b.restartRounds(ctx, nodes, layout{Name: "one DaemonSet"}, newServers(time.Now().Unix(), server))
+	defer restore()
+	runs, err := b.restartRounds(ctx, nodes, layout{Name: "one DaemonSet"}, srv)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -177,20 +176,11 @@ func (b *bench) pools(ctx context.Context) error {
 	if err := b.oneDaemonSet(ctx, 0); err != nil {
 		return fmt.Errorf("back to one daemonset before the phase: %w", err)
 	}
-	nodes, err := b.desired(ctx)
+	nodes, srv, restore, err := b.restartSetup(ctx)
 	if err != nil {
 		return err
 	}
-	restore, err := b.setMaxUnavailable(ctx, b.MaxUnavail)
-	if err != nil {
-		return err
-	}
-	defer b.restoreMaxUnavailable(ctx, restore)
-	server, err := b.prime(ctx)
-	if err != nil {
-		return err
-	}
-	srv := newServers(time.Now().Unix(), server)
+	defer restore()
 	res := poolsResult{Kind: "pools", Nodes: nodes, MaxUnavailable: b.MaxUnavail, Pools: b.Pools}
 	if b.OneDaemonSet {
 		one := layout{Name: "one DaemonSet"}
