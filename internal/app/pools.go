@@ -18,6 +18,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/verify"
 )
 
 // Pools (--pool): more kube-proxy DaemonSets than kubeadm's, each with a
@@ -75,6 +76,11 @@ type poolResult struct {
 	// top-level api_requests counts the whole run's, the plan of every
 	// pool before the first write included.
 	APIRequests int64 `json:"api_requests"`
+	// Migration is the pool's proxy-mode change, as the top-level
+	// migration (its canary nodes, strategy and checks).
+	Migration *kpsync.Migration `json:"migration,omitempty"`
+	// Connectivity is the pool's traffic check, as the top-level connectivity.
+	Connectivity *verify.Report `json:"connectivity,omitempty"`
 }
 
 // completePools parses --pool-set into each pool's settings.
@@ -377,6 +383,7 @@ func poolResults(o *Options, runs []poolRun) []poolResult {
 			pr.Changed, pr.Msg = r.res.Changed, r.res.Msg
 			pr.Restarted, pr.RestartReason, pr.ConfigMapName, pr.RolledBack = f.Restarted, f.RestartReason, f.ConfigMapName, f.RolledBack
 			pr.APIRequests = f.APIRequests
+			pr.Migration, pr.Connectivity = f.Migration, f.Connectivity
 			if f.ChangedKeys != nil {
 				pr.ChangedKeys = f.ChangedKeys
 			}

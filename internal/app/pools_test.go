@@ -367,3 +367,18 @@ func TestMergeStopsAtTheTimeout(t *testing.T) {
 	_, err = c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
 	assert.NoError(t, err, "the pool is kept")
 }
+
+// A pool's proxy-mode change reports its migration in its entry (the base,
+// moving nothing, has none), as the top-level migration does without pools.
+func TestPoolEntryReportsItsMigration(t *testing.T) {
+	_, api := poolCluster(poolDaemonSet("kube-proxy-b", "kube-proxy-b"))
+	code, res, stderr := runOn(t, api, "--check", "--verify-traffic", "none", "--pool", "kube-proxy-b", "--pool-set", "kube-proxy-b:mode=nftables")
+	require.Equal(t, ExitOK, code, res.Msg+stderr)
+	require.Len(t, res.Pools, 2)
+	assert.Nil(t, res.Pools[0].Migration, "the base keeps its mode")
+	require.NotNil(t, res.Pools[1].Migration)
+	assert.Equal(t, "iptables", res.Pools[1].Migration.From)
+	assert.Equal(t, "nftables", res.Pools[1].Migration.To)
+	assert.Equal(t, "canary", res.Pools[1].Migration.Strategy)
+	assert.Nil(t, res.Pools[1].Connectivity, "no traffic check asked")
+}

@@ -102,6 +102,10 @@ func TestPoolSplitIntoAnotherModeAndMergeBack(t *testing.T) {
 	assert.Equal(t, false, r.field("pools.0.changed"), "kubeadm's DaemonSet's config is as it was: %s", r)
 	assert.Equal(t, true, r.field("pools.1.changed"), "%s", r)
 	assert.Equal(t, true, r.field("pools.1.restarted"), "%s", r)
+	// the pool's own migration: its one node the canary, kubeadm's none
+	assert.Nil(t, r.field("pools.0.migration"), "%s", r)
+	assert.Equal(t, "nftables", r.field("pools.1.migration.to"), "%s", r)
+	assert.Equal(t, []any{node}, r.field("pools.1.migration.canary_nodes"), "%s", r)
 	assert.Equal(t, basePods, e.podUIDs(t), "kubeadm's DaemonSet's pods kept")
 	assert.NotEqual(t, poolPods[node], e.podsOf(t, pool)[node], "the pool's kube-proxy restarted")
 	t.Logf("pool to nftables: restarted for %v, kubeadm's DaemonSet's pods kept", r.field("pools.1.restart_reason"))
