@@ -31,9 +31,8 @@ ansible_env() {
 COLLECTIONS_DIR="${CACHE_DIR}/collections"
 collections_link() {
   local link="${COLLECTIONS_DIR}/ansible_collections/kube_proxy_sync/kube_proxy_sync"
-  # Left alone when right: ln -sfn removes the link before it makes it again,
-  # and a molecule run beside this one (CI runs the kind scenario beside the
-  # others) would find no collection in between.
+  # left alone when right: nothing written under the cache while a molecule
+  # run beside this one (CI runs the kind scenario beside the others) reads it
   [[ -L "${link}" && "$(readlink "${link}")" == "${REPO_ROOT}" ]] && return 0
   mkdir -p "$(dirname "${link}")"
   ln -sfn "${REPO_ROOT}" "${link}"

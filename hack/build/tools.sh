@@ -100,9 +100,9 @@ build() {
       base="${name}"
     else
       # go's name for a main package: its last path element, or the one
-      # before a major version suffix (etcdctl/v3)
+      # before a major version suffix, v2 and up (etcdctl/v3)
       base="${pkgs[i]##*/}"
-      [[ ! "${base}" =~ ^v[0-9]+$ ]] || { base="${pkgs[i]%/*}"; base="${base##*/}"; }
+      [[ ! "${base}" =~ ^v([2-9]|[1-9][0-9]+)$ ]] || { base="${pkgs[i]%/*}"; base="${base##*/}"; }
     fi
     # Renamed, so a running copy of the old binary is not written over.
     mv -f "${out}/${base}" "${TOOLS_BIN}/${name}"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# What `make test` and CI run: lint, unit tests, then the e2e tests, molecule
-# and a small benchmark against a real local control plane, which is brought
-# down at the end even when something failed.
+# What `make test` and CI run: the builds both tiers need, then the kind
+# tier in the background (its cluster, the real-node tests, molecule's kind
+# scenario, then the differential test) beside lint, unit tests, Ansible
+# lint and sanity, and the kwok tier (e2e tests, a small benchmark, molecule
+# default and kubespray); every cluster is brought down at the end, also
+# when something failed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "${REPO_ROOT}"
@@ -43,7 +46,9 @@ fi
 # run beside it.
 step "Ansible toolchains (${ANSIBLE_TOOLCHAINS})"
 hack/build/venv.sh
-step "the binaries of both clusters: kubeadm, kubelet, kube-proxy and kind (hack/build/tools.sh kind), the control plane (hack/build/tools.sh)"
+cp_tools=", the local control plane (hack/build/tools.sh)"
+[[ -z "${KUBECONFIG:-}" ]] || cp_tools="; not the local control plane's, KUBECONFIG is set"
+step "the binaries: kubeadm, kubelet, kube-proxy and kind (hack/build/tools.sh kind)${cp_tools}"
 hack/build/tools.sh kind
 [[ -n "${KUBECONFIG:-}" ]] || hack/build/tools.sh
 step "build the binary and the release (make release: the size budget, the collection's modules and tarball, the bare binaries, SHA256SUMS, kubespray's checksums.yml lines)"
@@ -137,6 +142,9 @@ real_stop() {
   if [[ -n "${real_pid}" ]]; then
     kill -- "-${real_pid}" 2>/dev/null || true
     wait "${real_pid}" 2>/dev/null || true
+    # stopped by a failure here: how far it got
+    step "the kind tier, stopped (the end of ${real_log#"${REPO_ROOT}/"}):"
+    tail -n 40 "${real_log}" >&2 || true
   fi
 }
 trap 'real_stop; step "cluster down"; hack/cluster/down.sh; step "kind down"; hack/kind/down.sh' EXIT

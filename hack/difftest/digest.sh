@@ -2,8 +2,8 @@
 # The digest of everything the differential test proves: the validation
 # (internal/kpvalidate), the root module's dependencies, the per-minor
 # modules and their list. hack/difftest/run.sh records it in proven.sum after
-# every minor agreed; hack/ci/test.sh compares it to decide whether `make test`
-# must run every minor again or only the sentinel minors (SENTINELS below).
+# every minor agreed; hack/ci/difftest.sh compares it to decide whether `make
+# test` must run every minor again or only the sentinel minors (SENTINELS below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # the sentinel minor `make test` runs when nothing proven has changed: the

@@ -284,7 +284,8 @@ func OptionTable() []Option {
 				"each node's new kube-proxy Ready before the next node moves, never two on one node. A node moves by its label " +
 				"C(kube-proxy-sync.io/pool); O(daemonset) keeps off labelled nodes by a required node affinity, which the first split " +
 				"adds through a rollout of its own (canary, checks and rollback as any). A node whose new kube-proxy is not Ready " +
-				"within O(progress_deadline) goes back, and the nodes after it stay. Needs patch on nodes, create on DaemonSets. " +
+				"within O(progress_deadline) goes back, and the nodes after it stay. A split into a pool that exists is refused while " +
+				"the pool runs another proxy mode or image than O(daemonset). Needs patch on nodes, create on DaemonSets. " +
 				"Then give the pool its own values with O(pools). Not with the options that change a config.",
 			See:         "Pools",
 			RoleDefault: `""`,
@@ -410,7 +411,7 @@ func OptionTable() []Option {
 			Flag: "timeout", Arg: "timeout", Role: "kpsync_timeout", Since: "1.0.0",
 			DefaultText: "none",
 			Help: "Optional bound on the whole rollout; none by default. Reaching it fails the run but rolls nothing back. " +
-				"With O(split) or O(merge), no node moves past it (the one moving arrives, or goes back); the same run again goes on.",
+				"With O(split) or O(merge), no node starts to move past it (the one moving arrives, or goes back); the same run again goes on.",
 			Range:       between(0, 24*time.Hour),
 			RoleDefault: `""`,
 			field:       func(o *Options) any { return &o.Timeout },

@@ -56,9 +56,15 @@ func poolCluster(pools ...*appsv1.DaemonSet) (*fake.Clientset, kube.Interface) {
 // runOn runs the command against api.
 func runOn(t *testing.T, api kube.Interface, args ...string) (int, moduleResult, string) {
 	t.Helper()
+	return runOnClock(t, api, clocktesting.NewFakeClock(time.Unix(0, 0)), args...)
+}
+
+// runOnClock runs the command against api with clk as its clock.
+func runOnClock(t *testing.T, api kube.Interface, clk *clocktesting.FakeClock, args ...string) (int, moduleResult, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), Streams{Out: &out, ErrOut: &errOut}, append(args, "-o", "json"), Deps{
-		Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Kube: api,
+		Clock: clk, Kube: api,
 	})
 	var res moduleResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String()+errOut.String())
@@ -340,9 +346,9 @@ func TestPoolsRunRefusedWhilePoolNodesRunTwoKubeProxies(t *testing.T) {
 	assert.Contains(t, res.Warnings[0], "nodes n2 are labelled for pool kube-proxy-gone, whose daemonset kube-system/kube-proxy-gone is gone")
 }
 
-// --timeout bounds a merge's moves as it bounds a rollout: a node whose
-// kube-proxy does not come back before it goes back to its pool, the run
-// fails saying so and how to go on, well before the progress deadline.
+// --timeout bounds a merge's moves as it bounds a rollout: the node moving
+// when it passes arrives, no further node starts to move, and the run
+// fails saying how many moved and how to go on; the pool is kept.
 func TestMergeStopsAtTheTimeout(t *testing.T) {
 	cm, base := seed()
 	base.UID = "uid-kube-proxy"
@@ -353,18 +359,34 @@ func TestMergeStopsAtTheTimeout(t *testing.T) {
 	p.UID = "uid-kube-proxy-b"
 	rec := cm.DeepCopy()
 	rec.Name, rec.Labels = "kube-proxy-b", map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
-	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{rollout.PoolLabel: "kube-proxy-b"}}}
-	c, api := kubefake.New(cm, base, p, rec, n1, poolstest.KubeProxyPod("kube-proxy-b-n1", "n1", p, true))
-	// kubeadm's pods never Ready
-	poolstest.DaemonSets(t, c, map[string]bool{"kube-proxy": true}, base, p)
+	objs := []runtime.Object{cm, base, p, rec}
+	for _, n := range []string{"n1", "n2"} {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{rollout.PoolLabel: "kube-proxy-b"}}},
+			poolstest.KubeProxyPod("kube-proxy-b-"+n, n, p, true))
+	}
+	c, api := kubefake.New(objs...)
+	poolstest.DaemonSets(t, c, nil, base, p)
+	// the time passes while n1 moves back: past the deadline once it is there
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.PatchAction).GetName() == "n1" && strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"kube-proxy-sync.io/pool":null`) {
+			clk.Step(2 * time.Minute)
+		}
+		return false, nil, nil
+	})
 
-	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b", "--timeout", "300ms", "--progress-deadline", "1m")
+	code, res, _ := runOnClock(t, api, clk, "--merge", "kube-proxy-b", "--timeout", "1m")
 	assert.Equal(t, ExitFailed, code)
-	assert.Contains(t, res.Msg, "--timeout (300ms) reached with 0 of 1 node(s) moved; the others stay where they are, each with its kube-proxy: run the same --merge kube-proxy-b again to go on")
-	got, err := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "kube-proxy-b", got.Labels[rollout.PoolLabel], "back in its pool")
-	_, err = c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
+	assert.Equal(t, "--timeout (1m0s) reached with 1 of 2 node(s) moved; the others stay where they are, each with its kube-proxy: run the same --merge kube-proxy-b again to go on", res.Msg)
+	require.NotNil(t, res.PoolMove)
+	require.Len(t, res.PoolMove.Moved, 1)
+	assert.Equal(t, "n1", res.PoolMove.Moved[0].Node, "the node moving arrived")
+	for node, pool := range map[string]string{"n1": "", "n2": "kube-proxy-b"} {
+		got, err := c.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, pool, got.Labels[rollout.PoolLabel], node)
+	}
+	_, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
 	assert.NoError(t, err, "the pool is kept")
 }
 
@@ -381,4 +403,16 @@ func TestPoolEntryReportsItsMigration(t *testing.T) {
 	assert.Equal(t, "nftables", res.Pools[1].Migration.To)
 	assert.Equal(t, "canary", res.Pools[1].Migration.Strategy)
 	assert.Nil(t, res.Pools[1].Connectivity, "no traffic check asked")
+}
+
+// A split into a pool that runs another mode than kubeadm's DaemonSet
+// would change the nodes' mode by a label: refused before anything is
+// written, with the ways named.
+func TestSplitIntoAPoolOfAnotherModeRefused(t *testing.T) {
+	c, api, _ := poolOfBase(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
+	code, res, _ := runOn(t, api, "--split", "kube-proxy-b", "--split-nodes", "rhel=8")
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables: split into it, the nodes would change mode")
+	assert.Contains(t, res.Msg, "(--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables), split, then move the pool with its checks; or split into a new pool")
+	assert.Zero(t, writes(c))
 }

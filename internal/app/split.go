@@ -91,40 +91,39 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	for _, w := range warnings {
 		d.Log.Warn(w)
 	}
-	// --timeout bounds the moves too: once past it no further node moves
-	// (the one moving arrives, or goes back); the same run again goes on
-	mctx := ctx
+	// --timeout bounds the moves too: past it no further node starts to
+	// move (the one moving arrives, or goes back); the same run again goes on
 	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		mctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, errMovesTimeout)
-		defer cancel()
+		m.Deadline = d.Clock.Now().Add(o.Timeout)
 	}
 	timedOut := func(out pools.Outcome, err error) error {
-		if err == nil || !errors.Is(context.Cause(mctx), errMovesTimeout) {
+		if !errors.Is(err, pools.ErrDeadline) {
 			return err
 		}
 		flag := "--split " + o.Split
 		if o.Merge != "" {
 			flag = "--merge " + o.Merge
 		}
-		return fmt.Errorf("--timeout (%s) reached with %d of %d node(s) moved; the others stay where they are, each with its kube-proxy: run the same %s again to go on: %w",
-			o.Timeout, len(out.Moved), len(out.Nodes), flag, err)
+		return fmt.Errorf("--timeout (%s) reached with %d of %d node(s) moved; the others stay where they are, each with its kube-proxy: run the same %s again to go on",
+			o.Timeout, len(out.Moved), len(out.Nodes), flag)
+	}
+	// the move the nodes make, judged before the plan and again under the
+	// Lease (its warnings said once)
+	more, err := judgeMove(ctx, o, d)
+	for _, w := range more {
+		d.Log.Warn(w)
+	}
+	warnings = append(warnings, more...)
+	if err != nil {
+		return nil, nil, warnings, err
+	}
+	m.Judge = func(ctx context.Context) error {
+		_, err := judgeMove(ctx, o, d)
+		return err
 	}
 	var res *kpsync.Result
 	if o.Merge != "" {
-		more, err := judgeMerge(ctx, o, d)
-		for _, w := range more {
-			d.Log.Warn(w)
-		}
-		warnings = append(warnings, more...)
-		if err != nil {
-			return nil, nil, warnings, err
-		}
-		m.Judge = func(ctx context.Context) error {
-			_, err := judgeMerge(ctx, o, d) // its warnings said already
-			return err
-		}
-		out, err := m.Merge(mctx, o.Merge)
+		out, err := m.Merge(ctx, o.Merge)
 		return res, &out, warnings, timedOut(out, err)
 	}
 	sel, _ := labels.Parse(o.SplitNodes) // validated
@@ -143,21 +142,20 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 			return res, nil, warnings, err
 		}
 	}
-	out, err := m.Split(mctx, o.Split, sel)
+	out, err := m.Split(ctx, o.Split, sel)
 	return res, &out, warnings, timedOut(out, err)
 }
 
-// errMovesTimeout is the cause of a split or merge stopped by --timeout.
-var errMovesTimeout = errors.New("--timeout exceeded")
-
-// judgeMerge judges the move a merge makes the pool's nodes make: from
-// what the pool runs to what the base runs. A merge moves nodes, never a
-// mode or a version: another proxy mode or another image is refused, since
-// by a label the nodes would pass every check a mode or an image change
-// has; the way named is a run of the pool onto the base's, which has them.
-// Other settings the pool sets apart go the base's way on its nodes,
-// one node at a time, each waited for: said in a warning.
-func judgeMerge(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
+// judgeMove judges the move a split or merge makes the nodes make: a merge
+// from what the pool runs to what the base runs, a split into a pool that
+// exists from what the base runs to what the pool runs (a new pool is a
+// copy of the base's config: no change). Nodes move, never a mode or a
+// version: another proxy mode or another image is refused, since by a
+// label the nodes would pass every check a mode or an image change has;
+// the way named is a pool run, which has them. Other settings that differ
+// go the new DaemonSet's way on the nodes, one node at a time, each waited
+// for: said in a warning.
+func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
 	type runs struct{ image, config string }
 	runsOf := func(ds, record string) (runs, error) {
 		got, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, ds, metav1.GetOptions{})
@@ -174,40 +172,58 @@ func judgeMerge(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error
 		}
 		return runs{image: rollout.ContainerImage(got, o.Container), config: c.Data[configmap.ConfigKey]}, nil
 	}
+	name, merge := o.Split, o.Merge != ""
+	if merge {
+		name = o.Merge
+	}
+	if _, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		// a merge: its nodes run no kube-proxy, whatever config; a split:
+		// the pool it makes runs the base's
+		return nil, nil
+	}
 	base, err := runsOf(o.DaemonSet, o.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, o.Merge, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return nil, nil // no DaemonSet: its nodes run no kube-proxy, whatever config
-	}
-	pool, err := runsOf(o.Merge, o.Merge)
+	pool, err := runsOf(name, name)
 	if err != nil {
 		return nil, err
 	}
-	diffs, err := kpconfig.Differences(pool.config, base.config)
+	from, to := pool, base
+	moved, way := "merged, its nodes", "move the pool first (%s), then merge it"
+	if !merge {
+		from, to = base, pool
+		moved, way = "split into it, the nodes", "make the pool run what daemonset "+o.Namespace+"/"+o.DaemonSet+" runs first (%s), split, then move the pool with its checks; or split into a new pool"
+	}
+	diffs, err := kpconfig.Differences(from.config, to.config)
 	if err != nil {
-		return nil, fmt.Errorf("configmaps of daemonsets %s/%s and %s/%s: %s: %w; nothing was changed", o.Namespace, o.Merge, o.Namespace, o.DaemonSet, configmap.ConfigKey, err)
+		return nil, fmt.Errorf("configmaps of daemonsets %s/%s and %s/%s: %s: %w; nothing was changed", o.Namespace, name, o.Namespace, o.DaemonSet, configmap.ConfigKey, err)
 	}
 	var rest []string
 	for _, df := range diffs {
 		if df.Path == "mode" {
 			poolMode, baseMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
-			return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: merged, its nodes would change mode with none of a mode change's checks; nothing was changed: move the pool first (--pool %s --pool-set %s:mode=%s), then merge it",
-				o.Merge, poolMode, o.Namespace, o.DaemonSet, baseMode, o.Merge, o.Merge, baseMode)
+			if !merge {
+				poolMode, baseMode = baseMode, poolMode
+			}
+			return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: %s would change mode with none of a mode change's checks; nothing was changed: "+way,
+				name, poolMode, o.Namespace, o.DaemonSet, baseMode, moved, fmt.Sprintf("--pool %s --pool-set %s:mode=%s", name, name, baseMode))
 		}
 		rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
 	}
 	if pool.image != base.image {
-		return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s: merged, its nodes would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: move the pool first (--pool %s --image %s), then merge it",
-			o.Merge, pool.image, o.Namespace, o.DaemonSet, base.image, o.Merge, base.image)
+		return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
+			name, pool.image, o.Namespace, o.DaemonSet, base.image, moved, fmt.Sprintf("--pool %s --image %s", name, base.image))
 	}
 	if len(rest) == 0 {
 		return nil, nil
 	}
-	w := fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
-		o.Merge, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), o.Merge, o.Merge)
-	return []string{w}, nil
+	if merge {
+		return []string{fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
+			name, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), name, name)}, nil
+	}
+	return []string{fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; split into it, the nodes run the pool's values",
+		name, o.Namespace, o.DaemonSet, strings.Join(rest, ", "))}, nil
 }
 
 // orUnset is a value of a Difference, or "unset".

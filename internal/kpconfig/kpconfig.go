@@ -436,9 +436,10 @@ type Difference struct {
 }
 
 // Differences lists, sorted by path, the leaves in which config.conf to
-// differs from config.conf from, as kube-proxy reads them (key order,
-// comments and quoting aside). An empty mode is kube-proxy's Linux
-// default, iptables, on either side.
+// differs from config.conf from, as written (key order, comments and
+// quoting aside; defaults are not applied, so a value given on one side and
+// left to its default on the other is named). An empty or null mode is
+// kube-proxy's Linux default, iptables, on either side.
 func Differences(from, to string) ([]Difference, error) {
 	a, err := kubeProxyView(from)
 	if err != nil {
@@ -449,7 +450,7 @@ func Differences(from, to string) ([]Difference, error) {
 		return nil, err
 	}
 	for _, v := range []map[string]string{a, b} {
-		if m, ok := v["mode"]; !ok || m == `""` {
+		if m, ok := v["mode"]; !ok || m == `""` || m == "null" {
 			v["mode"] = `"iptables"`
 		}
 	}

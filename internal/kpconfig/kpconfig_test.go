@@ -266,6 +266,9 @@ func TestDifferences(t *testing.T) {
 	got, err = Differences("mode: nftables\n", "kind: KubeProxyConfiguration\n")
 	require.NoError(t, err)
 	assert.Equal(t, []Difference{{Path: "kind", To: `"KubeProxyConfiguration"`}, {Path: "mode", From: `"nftables"`, To: `"iptables"`}}, got)
+	got, err = Differences("mode: null\n", "mode: iptables\n")
+	require.NoError(t, err)
+	assert.Empty(t, got, "a null mode is iptables too")
 	_, err = Differences("mode: [", "")
 	assert.Error(t, err)
 }

@@ -7,6 +7,7 @@ package pools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -63,10 +64,16 @@ type Mover struct {
 	// most LockTimeout.
 	Lease       *lock.Lease
 	LockTimeout time.Duration
-	// Judge, when set, judges a merge again once the Lease is held (the
-	// caller's checks of the move the pool's nodes make).
+	// Judge, when set, judges the move again once the Lease is held (the
+	// caller's checks of the move the nodes make).
 	Judge func(ctx context.Context) error
+	// Deadline, when set, is when no further node starts to move (by
+	// Clock); the moves stop there with ErrDeadline.
+	Deadline time.Time
 }
+
+// ErrDeadline: the moves stopped at Mover.Deadline, between two nodes.
+var ErrDeadline = errors.New("the deadline passed")
 
 // locked runs fn under the Lease.
 func (m Mover) locked(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -136,9 +143,14 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 	}
 	err = m.locked(ctx, func(ctx context.Context) error {
 		if m.Lease != nil {
-			// the plan again, under the Lease: a run that held it
-			// meanwhile may have moved nodes, made the pool or changed
-			// the config the base runs
+			// judged and planned again, under the Lease: a run that held
+			// it meanwhile may have moved nodes, made the pool or changed
+			// the config the base or the pool runs
+			if m.Judge != nil {
+				if err := m.Judge(ctx); err != nil {
+					return err
+				}
+			}
 			if p, err = m.planSplit(ctx, name, sel); err != nil {
 				return err
 			}
@@ -232,7 +244,9 @@ func (m Mover) planSplit(ctx context.Context, name string, sel labels.Selector) 
 	// the nodes in the pool already (a split run again) stay as they are
 	for _, node := range candidates {
 		there := false
-		if n := nodeNamed(list, node); n.Labels[rollout.PoolLabel] == name && n.Labels[rollout.MovingLabel] == "" {
+		// in place: labelled, and a Ready pod of the pool's DaemonSet there
+		// (none while it is gone: its pods may outlive it a moment)
+		if n := nodeNamed(list, node); ds != nil && n.Labels[rollout.PoolLabel] == name && n.Labels[rollout.MovingLabel] == "" {
 			there, err = m.inPlace(ctx, node, base, name, name)
 			if err != nil {
 				return p, err
@@ -253,6 +267,11 @@ func (m Mover) planSplit(ctx context.Context, name string, sel labels.Selector) 
 // that fails.
 func (m Mover) moveAll(ctx context.Context, out *Outcome, pool *string, base *appsv1.DaemonSet, name string) error {
 	for _, node := range out.Nodes {
+		// the deadline is looked at between nodes only: the node moving
+		// arrives, or goes back, with its kube-proxy
+		if !m.Deadline.IsZero() && !m.Clock.Now().Before(m.Deadline) {
+			return ErrDeadline
+		}
 		mv, err := m.move(ctx, node, pool, base, name)
 		if err != nil {
 			return err
@@ -330,7 +349,7 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 		}
 		return nil
 	})
-	if err == nil {
+	if err == nil && (len(out.Moved) > 0 || len(out.Deleted) > 0) {
 		m.Log.Infof("pool %s merged into daemonset %s/%s: %d node(s) back", name, m.Namespace, m.Base, len(out.Moved))
 	}
 	return out, err
@@ -554,9 +573,11 @@ func (m Mover) inPlace(ctx context.Context, node string, base *appsv1.DaemonSet,
 	if err != nil {
 		return false, fmt.Errorf("list the pods on node %s: %w", node, err)
 	}
-	st := nodeState{base: base.Name, pool: name, to: to, pods: map[types.UID]*corev1.Pod{}}
+	st := nodeState{base: base.Name, pool: name, to: to, node: node, pods: map[types.UID]*corev1.Pod{}}
 	for i := range list.Items {
-		st.pods[list.Items[i].UID] = &list.Items[i]
+		if list.Items[i].Spec.NodeName == node {
+			st.pods[list.Items[i].UID] = &list.Items[i]
+		}
 	}
 	return st.done(), nil
 }
@@ -574,7 +595,10 @@ func (m Mover) label(ctx context.Context, node string, pool, moving *string) err
 // nodeState is the kube-proxy pods of the base and the pool on one node.
 type nodeState struct {
 	base, pool, to string
-	pods           map[types.UID]*corev1.Pod
+	// node is the node's name: pods elsewhere are left out (the field
+	// selector does that too, where the server applies it)
+	node string
+	pods map[types.UID]*corev1.Pod
 }
 
 func owner(p *corev1.Pod) string {
@@ -676,9 +700,11 @@ func (m Mover) wait(ctx context.Context, node string, base *appsv1.DaemonSet, na
 			_ = pause(err)
 			continue
 		}
-		st := nodeState{base: base.Name, pool: name, to: to, pods: map[types.UID]*corev1.Pod{}}
+		st := nodeState{base: base.Name, pool: name, to: to, node: node, pods: map[types.UID]*corev1.Pod{}}
 		for i := range list.Items {
-			st.pods[list.Items[i].UID] = &list.Items[i]
+			if list.Items[i].Spec.NodeName == node {
+				st.pods[list.Items[i].UID] = &list.Items[i]
+			}
 		}
 		if mv, ok := check(st); ok {
 			return mv, nil
@@ -723,7 +749,7 @@ func (m Mover) follow(ctx context.Context, w watch.Interface, st nodeState, chec
 				return Move{}, false, apierrors.FromObject(ev.Object)
 			}
 			p, isPod := ev.Object.(*corev1.Pod)
-			if !isPod {
+			if !isPod || p.Spec.NodeName != st.node {
 				continue
 			}
 			if ev.Type == watch.Deleted {

@@ -344,3 +344,20 @@ func TestMergeJudgedAgainUnderTheLease(t *testing.T) {
 	assert.Empty(t, nodePatches(c))
 	assert.Equal(t, "rhel8", nodeLabels(t, c)[rollout.PoolLabel])
 }
+
+// A node labelled for the pool whose DaemonSet is gone is not in place,
+// even while that DaemonSet's pod is still there (collected a moment
+// later): the split makes the pool and moves the node.
+func TestSplitMovesANodeWhosePoolIsGoneThoughItsPodLingers(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux", "rhel": "8", rollout.PoolLabel: "rhel8"}}}
+	copyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-0123456789", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: iptables\n"}}
+	base := baseDaemonSet()
+	gone := PoolDaemonSet(base, "rhel8", "kube-proxy")
+	c, api := kubefake.New(base, n, copyCM, poolstest.KubeProxyPod("rhel8-n1", "n1", gone, true))
+	poolstest.DaemonSets(t, c, nil, base, gone)
+	out, err := mover(api, false).Split(context.Background(), "rhel8", labels.SelectorFromSet(labels.Set{"rhel": "8"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n1"}, out.Nodes, "not in place: its pool's DaemonSet is gone")
+	assert.Equal(t, []string{"configmap/rhel8", "daemonset/rhel8"}, out.Created)
+	require.Len(t, out.Moved, 1)
+}
