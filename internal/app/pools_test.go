@@ -280,8 +280,43 @@ func poolOfBase(t *testing.T, edit func(config string) string) (*fake.Clientset,
 	cm.Data["config.conf"] = edit(cm.Data["config.conf"])
 	_, err := c.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// split before: kubeadm's DaemonSet keeps off the pools' nodes
+	base, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	rollout.KeepOffPools(&base.Spec.Template.Spec)
+	_, err = c.AppsV1().DaemonSets("kube-system").Update(context.Background(), base, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// a node of the pool, which a merge would move
+	_, err = c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0",
+		Labels: map[string]string{"kube-proxy-sync.io/pool": "kube-proxy-b"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	c.ClearActions()
 	return c, api, p
+}
+
+// movingPool is kubeadm's DaemonSet, keeping off the pools' nodes, and its
+// pool kube-proxy-b (its record kubeadm's config with edit applied) on
+// nodes n1 and n2, with the DaemonSet controller played on node patches.
+func movingPool(t *testing.T, edit func(config string) string) (*fake.Clientset, kube.Interface) {
+	t.Helper()
+	cm, base := seed()
+	base.UID = "uid-kube-proxy"
+	base.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	base.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
+	rollout.KeepOffPools(&base.Spec.Template.Spec)
+	p := pools.PoolDaemonSet(base, "kube-proxy-b", "kube-proxy")
+	p.UID = "uid-kube-proxy-b"
+	rec := cm.DeepCopy()
+	rec.Name, rec.Labels = "kube-proxy-b", map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
+	rec.Data["config.conf"] = edit(rec.Data["config.conf"])
+	objs := []runtime.Object{cm, base, p, rec}
+	for _, n := range []string{"n1", "n2"} {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{rollout.PoolLabel: "kube-proxy-b"}}},
+			poolstest.KubeProxyPod("kube-proxy-b-"+n, n, p, true))
+	}
+	c, api := kubefake.New(objs...)
+	poolstest.DaemonSets(t, c, nil, base, p)
+	return c, api
 }
 
 // Another image is another kube-proxy version on the pool's nodes: a
@@ -304,7 +339,7 @@ func TestMergeOfAnotherImageRefused(t *testing.T) {
 // nodes: the merge goes ahead and says which, from what to what. An empty
 // mode is iptables, kube-proxy's Linux default, so no mode change.
 func TestMergeWarnsOfTheSettingsThePoolSetsApart(t *testing.T) {
-	_, api, _ := poolOfBase(t, func(s string) string {
+	_, api := movingPool(t, func(s string) string {
 		return strings.Replace(s, "mode: iptables\n", "mode: \"\"\niptables:\n  minSyncPeriod: 7s\n", 1)
 	})
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
@@ -350,22 +385,7 @@ func TestPoolsRunRefusedWhilePoolNodesRunTwoKubeProxies(t *testing.T) {
 // when it passes arrives, no further node starts to move, and the run
 // fails saying how many moved and how to go on; the pool is kept.
 func TestMergeStopsAtTheTimeout(t *testing.T) {
-	cm, base := seed()
-	base.UID = "uid-kube-proxy"
-	base.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
-	base.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
-	rollout.KeepOffPools(&base.Spec.Template.Spec)
-	p := pools.PoolDaemonSet(base, "kube-proxy-b", "kube-proxy")
-	p.UID = "uid-kube-proxy-b"
-	rec := cm.DeepCopy()
-	rec.Name, rec.Labels = "kube-proxy-b", map[string]string{"kube-proxy-sync.io/pool-of": "kube-proxy"}
-	objs := []runtime.Object{cm, base, p, rec}
-	for _, n := range []string{"n1", "n2"} {
-		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{rollout.PoolLabel: "kube-proxy-b"}}},
-			poolstest.KubeProxyPod("kube-proxy-b-"+n, n, p, true))
-	}
-	c, api := kubefake.New(objs...)
-	poolstest.DaemonSets(t, c, nil, base, p)
+	c, api := movingPool(t, func(s string) string { return s })
 	// the time passes while n1 moves back: past the deadline once it is there
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -409,10 +429,30 @@ func TestPoolEntryReportsItsMigration(t *testing.T) {
 // would change the nodes' mode by a label: refused before anything is
 // written, with the ways named.
 func TestSplitIntoAPoolOfAnotherModeRefused(t *testing.T) {
-	c, api, _ := poolOfBase(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
+	c, api, p := poolOfBase(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
+	// n1 in the pool already, n2 to move
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"rhel": "8", "kube-proxy-sync.io/pool": "kube-proxy-b"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"rhel": "8"}}},
+	} {
+		_, err := c.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := c.CoreV1().Pods("kube-system").Create(context.Background(), poolstest.KubeProxyPod("kube-proxy-b-n1", "n1", p, true), metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.ClearActions()
 	code, res, _ := runOn(t, api, "--split", "kube-proxy-b", "--split-nodes", "rhel=8")
 	assert.Equal(t, ExitFailed, code)
 	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables: split into it, the nodes would change mode")
 	assert.Contains(t, res.Msg, "(--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables), split, then move the pool with its checks; or split into a new pool")
+	assert.Zero(t, writes(c))
+
+	// with n2 out of the selection no node moves: the same split again
+	// (kubespray's every run) is no change, whatever mode the pool runs
+	require.NoError(t, c.CoreV1().Nodes().Delete(context.Background(), "n2", metav1.DeleteOptions{}))
+	c.ClearActions()
+	code, res, _ = runOn(t, api, "--split", "kube-proxy-b", "--split-nodes", "rhel=8")
+	assert.Equal(t, ExitOK, code, res.Msg)
+	assert.False(t, res.Changed, res.Msg)
 	assert.Zero(t, writes(c))
 }

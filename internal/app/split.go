@@ -107,30 +107,45 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 		return fmt.Errorf("--timeout (%s) reached with %d of %d node(s) moved; the others stay where they are, each with its kube-proxy: run the same %s again to go on",
 			o.Timeout, len(out.Moved), len(out.Nodes), flag)
 	}
-	// the move the nodes make, judged before the plan and again under the
-	// Lease (its warnings said once)
-	more, err := judgeMove(ctx, o, d)
-	for _, w := range more {
-		d.Log.Warn(w)
-	}
-	warnings = append(warnings, more...)
-	if err != nil {
-		return nil, nil, warnings, err
+	// the move the nodes make, judged once the plan has nodes to move and
+	// again under the Lease (its warnings said once); no node moving, no
+	// move to judge (a pool's DaemonSet and config deleted, a rerun)
+	judge := func(nodes []string) error {
+		if len(nodes) == 0 {
+			return nil
+		}
+		more, err := judgeMove(ctx, o, d)
+		for _, w := range more {
+			d.Log.Warn(w)
+		}
+		warnings = append(warnings, more...)
+		return err
 	}
 	m.Judge = func(ctx context.Context) error {
 		_, err := judgeMove(ctx, o, d)
 		return err
 	}
+	plan := m
+	plan.Check = true
 	var res *kpsync.Result
 	if o.Merge != "" {
-		out, err := m.Merge(ctx, o.Merge)
+		out, err := plan.Merge(ctx, o.Merge)
+		if err == nil {
+			err = judge(out.Nodes)
+		}
+		if err != nil || o.Check {
+			return res, &out, warnings, err
+		}
+		out, err = m.Merge(ctx, o.Merge)
 		return res, &out, warnings, timedOut(out, err)
 	}
 	sel, _ := labels.Parse(o.SplitNodes) // validated
 	// the nodes first: a split that would move none rolls nothing
-	plan := m
-	plan.Check = true
-	if out, err := plan.Split(ctx, o.Split, sel); err != nil || o.Check && rollout.KeepsOffPools(&base.Spec.Template.Spec) {
+	out, err := plan.Split(ctx, o.Split, sel)
+	if err == nil {
+		err = judge(out.Nodes)
+	}
+	if err != nil || o.Check && rollout.KeepsOffPools(&base.Spec.Template.Spec) {
 		return nil, &out, warnings, err
 	}
 	if !rollout.KeepsOffPools(&base.Spec.Template.Spec) {
@@ -142,7 +157,7 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 			return res, nil, warnings, err
 		}
 	}
-	out, err := m.Split(ctx, o.Split, sel)
+	out, err = m.Split(ctx, o.Split, sel)
 	return res, &out, warnings, timedOut(out, err)
 }
 

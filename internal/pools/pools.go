@@ -64,8 +64,8 @@ type Mover struct {
 	// most LockTimeout.
 	Lease       *lock.Lease
 	LockTimeout time.Duration
-	// Judge, when set, judges the move again once the Lease is held (the
-	// caller's checks of the move the nodes make).
+	// Judge, when set, judges the move again once the Lease is held and
+	// nodes are to move (the caller's checks of the move they make).
 	Judge func(ctx context.Context) error
 	// Deadline, when set, is when no further node starts to move (by
 	// Clock); the moves stop there with ErrDeadline.
@@ -146,17 +146,17 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 			// judged and planned again, under the Lease: a run that held
 			// it meanwhile may have moved nodes, made the pool or changed
 			// the config the base or the pool runs
-			if m.Judge != nil {
-				if err := m.Judge(ctx); err != nil {
-					return err
-				}
-			}
 			if p, err = m.planSplit(ctx, name, sel); err != nil {
 				return err
 			}
 			out.Nodes = p.nodes
 			if len(out.Nodes) == 0 {
 				return nil // split meanwhile
+			}
+			if m.Judge != nil {
+				if err := m.Judge(ctx); err != nil {
+					return err
+				}
 			}
 		}
 		if p.ds == nil {
@@ -317,17 +317,17 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 		if m.Lease != nil {
 			// judged and planned again, under the Lease: a run that held
 			// it meanwhile may have moved the pool or its nodes
-			if m.Judge != nil {
-				if err := m.Judge(ctx); err != nil {
-					return err
-				}
-			}
 			if p, err = m.planMerge(ctx, name); err != nil {
 				return err
 			}
 			out.Nodes = p.nodes
 			if p.merged() {
 				return nil
+			}
+			if m.Judge != nil && len(p.nodes) > 0 {
+				if err := m.Judge(ctx); err != nil {
+					return err
+				}
 			}
 		}
 		if err := m.moveAll(ctx, &out, nil, p.base, name); err != nil {
