@@ -404,6 +404,9 @@ func (b *bench) waitDaemonSets(ctx context.Context, names []string, want int32) 
 	dss := b.cs.AppsV1().DaemonSets(b.Namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			// from etcd, not the watch cache, which can lag the write
+			// just made
+			o.ResourceVersion, o.ResourceVersionMatch = "", ""
 			return dss.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -479,6 +479,12 @@ func (c *Cluster) watchDaemonSet(ctx context.Context, cond watchtools.ConditionF
 	lw := &cache.ListWatch{
 		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = sel
+			// The reflector lists at resourceVersion 0, from the API
+			// server's watch cache, which can lag a write the test has
+			// just made: a template patched a moment ago would show as
+			// the one before it, fully rolled out. An empty
+			// resourceVersion reads from etcd.
+			opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 			return c.Client.AppsV1().DaemonSets(c.Namespace).List(ctx, opts)
 		},
 		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
