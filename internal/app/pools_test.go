@@ -335,6 +335,34 @@ func TestMergeOfAnotherImageRefused(t *testing.T) {
 	assert.Zero(t, writes(c))
 }
 
+// The same version by another reference (a mirror's tag, pinned by a
+// digest as well) is no version change: the merge goes ahead. A reference
+// with no version in it is only the same as itself.
+func TestMergeOfTheSameVersionByAnotherReference(t *testing.T) {
+	const digest = "@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	for image, ok := range map[string]bool{
+		"mirror.example/kube-proxy:v1.33.6" + digest: true,
+		"mirror.example/kube-proxy" + digest:         false,
+	} {
+		t.Run(image, func(t *testing.T) {
+			c, api := movingPool(t, func(s string) string { return s })
+			p, err := c.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy-b", metav1.GetOptions{})
+			require.NoError(t, err)
+			p.Spec.Template.Spec.Containers[0].Image = image
+			_, err = c.AppsV1().DaemonSets("kube-system").Update(context.Background(), p, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+			if !ok {
+				assert.Equal(t, ExitFailed, code)
+				assert.Contains(t, res.Msg, "pool kube-proxy-b runs image "+image)
+				return
+			}
+			require.Equal(t, ExitOK, code, res.Msg)
+			assert.Contains(t, res.PoolMove.Deleted, "daemonset/kube-proxy-b")
+		})
+	}
+}
+
 // Settings of the pool's own (not the mode) go the base's way on its
 // nodes: the merge goes ahead and says which, from what to what. An empty
 // mode is iptables, kube-proxy's Linux default, so no mode change.

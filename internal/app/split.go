@@ -20,6 +20,7 @@ import (
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/rollout"
 )
 
@@ -165,9 +166,9 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 // from what the pool runs to what the base runs, a split into a pool that
 // exists from what the base runs to what the pool runs (a new pool is a
 // copy of the base's config: no change). Nodes move, never a mode or a
-// version: another proxy mode or another image is refused, since by a
-// label the nodes would pass every check a mode or an image change has;
-// the way named is a pool run, which has them. Other settings that differ
+// version: another proxy mode or another kube-proxy version (sameVersion)
+// is refused, since by a label the nodes would pass every check a mode or
+// an image change has; the way named is a pool run, which has them. Other settings that differ
 // go the new DaemonSet's way on the nodes, one node at a time, each waited
 // for: said in a warning.
 func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
@@ -226,7 +227,7 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error)
 		}
 		rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
 	}
-	if pool.image != base.image {
+	if !sameVersion(pool.image, base.image) {
 		return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
 			name, pool.image, o.Namespace, o.DaemonSet, base.image, moved, fmt.Sprintf("--pool %s --image %s", name, base.image))
 	}
@@ -239,6 +240,22 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error)
 	}
 	return []string{fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; split into it, the nodes run the pool's values",
 		name, o.Namespace, o.DaemonSet, strings.Join(rest, ", "))}, nil
+}
+
+// sameVersion reports whether two kube-proxy images run the same version:
+// the same reference, or tags of the same version (a mirror's, or one
+// pinned by a digest as well). A reference without a version tag is only
+// the same as itself.
+func sameVersion(a, b string) bool {
+	if a == b {
+		return true
+	}
+	va, err := probe.ImageVersion(a)
+	if err != nil {
+		return false
+	}
+	vb, err := probe.ImageVersion(b)
+	return err == nil && va.EqualTo(vb)
 }
 
 // orUnset is a value of a Difference, or "unset".
