@@ -74,6 +74,8 @@ checks() {
   go test -short -count=1 -tags testhooks ./internal/app/
   step "the kubespray tier's measurements (hack/kubespray/measure_test.py; the tier itself is make test-kubespray)"
   "$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/kubespray -p '*_test.py'
+  step "the check that roles read only their own variables (hack/verify/role_vars_test.py)"
+  "$(venv_dir "${ANSIBLE_TOOLCHAINS##* }")/bin/python" -m unittest discover -s hack/verify -p '*_test.py'
   step "ansible lint"
   hack/verify/lint-ansible.sh
   step "ansible-test sanity on the collection"

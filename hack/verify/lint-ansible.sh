@@ -2,7 +2,8 @@
 # Lint the Ansible side (make lint-ansible) on each pinned toolchain
 # (ANSIBLE_TOOLCHAINS, default: kubespray newest): yamllint, the playbooks'
 # syntax check, ansible-lint (production profile) on the collection (roles/,
-# plugins/, meta/), playbooks/ and molecule/. That the role's argument specs,
+# plugins/, meta/), playbooks/ and molecule/, and that no role reads a
+# variable it does not define (kubespray's, or any caller's). That the role's argument specs,
 # defaults and pass-through and the two modules' docs agree is make verify's
 # (they are generated from one table, hack/gen-options).
 #   hack/verify/lint-ansible.sh [TOOLCHAIN...]
@@ -55,5 +56,7 @@ for toolchain in "${toolchains[@]}"; do
     done
     log "[${toolchain}] ansible-lint (production profile)"
     ansible-lint --strict --profile production
+    log "[${toolchain}] the roles read only their own variables (hack/verify/role_vars.py)"
+    python hack/verify/role_vars.py roles/*/
   )
 done
