@@ -50,13 +50,21 @@ done < "${REPO_ROOT}/hack/versions.mk"
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# ks_upgrade: UPGRADE=1 when KS_UPGRADE=1 asks make test-kubespray for its
-# upgrade step (hack/kubespray/run.sh, and build.sh for its artifacts), else 0.
+# ks_upgrade: what KS_UPGRADE asks make test-kubespray for (hack/kubespray/
+# run.sh, and build.sh for its artifacts): UPGRADE=1 for an upgrade step,
+# else 0; UPGRADE_FROM, the version cluster.yml installs, and UPGRADE_TO,
+# the one upgrade-cluster.yml takes the cluster to; UPGRADE_EXTRA, the one
+# of the two that is not KUBERNETES_VERSION, and UPGRADE_TOOLS, the group of
+# hack/build/tools.sh that builds it.
+#   1 or patch: KUBESPRAY_UPGRADE_FROM to KUBERNETES_VERSION
+#   minor:      KUBERNETES_VERSION to KUBESPRAY_UPGRADE_TO
 ks_upgrade() {
+  UPGRADE_FROM="${KUBERNETES_VERSION}" UPGRADE_TO="${KUBERNETES_VERSION}" UPGRADE_EXTRA="" UPGRADE_TOOLS=""
   case "${KS_UPGRADE:-0}" in
     0 | "") UPGRADE=0 ;;
-    1) UPGRADE=1 ;;
-    *) die "KS_UPGRADE: 1 (cluster.yml installs KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml upgrades to KUBERNETES_VERSION) or 0, got '${KS_UPGRADE}'" ;;
+    1 | patch) UPGRADE=1 UPGRADE_FROM="${KUBESPRAY_UPGRADE_FROM}" UPGRADE_EXTRA="${KUBESPRAY_UPGRADE_FROM}" UPGRADE_TOOLS=upgrade ;;
+    minor) UPGRADE=1 UPGRADE_TO="${KUBESPRAY_UPGRADE_TO}" UPGRADE_EXTRA="${KUBESPRAY_UPGRADE_TO}" UPGRADE_TOOLS=upgrade-to ;;
+    *) die "KS_UPGRADE: 1 or patch (cluster.yml installs KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml upgrades to KUBERNETES_VERSION), minor (KUBERNETES_VERSION, then KUBESPRAY_UPGRADE_TO) or 0, got '${KS_UPGRADE}'" ;;
   esac
 }
 

@@ -31,3 +31,7 @@ NERDCTL_VERSION := v1.7.7
 # 1.34.0 (kube_version_min_required, the first version of its checksum
 # tables), so a 1.33 install is not possible there.
 KUBESPRAY_UPGRADE_FROM := v1.34.3
+# The tier's minor upgrade (KS_UPGRADE=minor): cluster.yml installs
+# KUBERNETES_VERSION, upgrade-cluster.yml takes the cluster to this version,
+# a minor above it (hack/tools/upgrade-to builds it).
+KUBESPRAY_UPGRADE_TO := v1.35.4

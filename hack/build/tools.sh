@@ -9,7 +9,7 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade]
+# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|upgrade-to]
 #   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
@@ -20,6 +20,8 @@
 #   upgrade: the kubespray tier's upgrade (KS_UPGRADE=1): kubeadm, kubelet,
 #         kubectl, kube-apiserver, kube-controller-manager, kube-scheduler
 #         and kube-proxy at KUBESPRAY_UPGRADE_FROM, named NAME-VERSION
+#   upgrade-to: the same at KUBESPRAY_UPGRADE_TO, for the tier's minor
+#         upgrade (KS_UPGRADE=minor)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -29,8 +31,8 @@ FORCE=0 GROUP=control-plane
 for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
-    control-plane | kind | kubespray | upgrade) GROUP="${arg}" ;;
-    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade]" ;;
+    control-plane | kind | kubespray | upgrade | upgrade-to) GROUP="${arg}" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|upgrade-to]" ;;
   esac
 done
 
@@ -189,18 +191,25 @@ if [[ "${GROUP}" == kubespray ]]; then
   log "kubespray tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_PLUGINS_VERSION}, crictl ${CRICTL_VERSION}, nerdctl ${NERDCTL_VERSION}, etcdctl ${ETCD_VERSION}"
   exit 0
 fi
-if [[ "${GROUP}" == upgrade ]]; then
-  dir="${TOOLS_DIR}/upgrade-from"
+# upgrade_tools MODULE VERSION VARIABLE: Kubernetes' binaries at VERSION,
+# named NAME-VERSION, from hack/tools/MODULE, which must pin that version.
+upgrade_tools() {
+  local dir="${TOOLS_DIR}/$1" version="$2" var="$3" pinned name pairs=()
   pinned="$(cd "${dir}" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-  [[ "${pinned}" == "${KUBESPRAY_UPGRADE_FROM}" ]] ||
-    die "hack/tools/upgrade-from pins k8s.io/kubernetes ${pinned}, hack/versions.mk says KUBESPRAY_UPGRADE_FROM ${KUBESPRAY_UPGRADE_FROM}: set the module's kubernetes and staging versions (replace block) to it and run go mod tidy there"
-  pairs=()
+  [[ "${pinned}" == "${version}" ]] ||
+    die "hack/tools/$1 pins k8s.io/kubernetes ${pinned}, hack/versions.mk says ${var} ${version}: set the module's kubernetes and staging versions (replace block) to it and run go mod tidy there"
   for name in kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
-    pairs+=("${name}-${KUBESPRAY_UPGRADE_FROM}=k8s.io/kubernetes/cmd/${name}")
+    pairs+=("${name}-${version}=k8s.io/kubernetes/cmd/${name}")
   done
-  build "${dir}" "$(k8s_ldflags "${KUBESPRAY_UPGRADE_FROM}")" \
-    "${KUBESPRAY_UPGRADE_FROM} $(module_hash "${dir}")" "${pairs[@]}"
-  log "upgrade tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: $("${TOOLS_BIN}/kubeadm-${KUBESPRAY_UPGRADE_FROM}" version -o short) and its kubelet, kubectl, control plane and kube-proxy"
+  build "${dir}" "$(k8s_ldflags "${version}")" "${version} $(module_hash "${dir}")" "${pairs[@]}"
+  log "upgrade tools in ${TOOLS_BIN#"${REPO_ROOT}/"}: $("${TOOLS_BIN}/kubeadm-${version}" version -o short) and its kubelet, kubectl, control plane and kube-proxy"
+}
+if [[ "${GROUP}" == upgrade ]]; then
+  upgrade_tools upgrade-from "${KUBESPRAY_UPGRADE_FROM}" KUBESPRAY_UPGRADE_FROM
+  exit 0
+fi
+if [[ "${GROUP}" == upgrade-to ]]; then
+  upgrade_tools upgrade-to "${KUBESPRAY_UPGRADE_TO}" KUBESPRAY_UPGRADE_TO
   exit 0
 fi
 k8s_ldflags="$(k8s_ldflags "${KUBERNETES_VERSION}")"

@@ -43,9 +43,10 @@
 #              tool: its task changed, one rollout, each pod replaced once,
 #              never more nodes down than maxUnavailable, /configz the new
 #              value
-#     upgrade  KS_UPGRADE=1 only (cluster.yml then installs
-#              KUBESPRAY_UPGRADE_FROM): upgrade-cluster.yml with
-#              -e kube_version=KUBERNETES_VERSION, the settings change kept;
+#     upgrade  KS_UPGRADE=1 (or patch, or minor) only (cluster.yml then
+#              installs KUBESPRAY_UPGRADE_FROM; minor: KUBERNETES_VERSION):
+#              upgrade-cluster.yml with -e kube_version=KUBERNETES_VERSION
+#              (minor: KUBESPRAY_UPGRADE_TO), the settings change kept;
 #              every node and kube-proxy on the new version; the pods it
 #              replaced, the rollouts, the most nodes without a Ready
 #              kube-proxy. unpatched: recorded. toolfree: no kube-proxy pod
@@ -119,7 +120,8 @@ SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETT
 BREAK_VAR=kube_proxy_conntrack_max_per_core BREAK_FIELD=conntrack.maxPerCore BREAK_VALUE=32768 BREAK_BEFORE=0
 # KS_UPGRADE=1: cluster.yml installs KUBESPRAY_UPGRADE_FROM
 # (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
-# step to KUBERNETES_VERSION.
+# step to KUBERNETES_VERSION; KS_UPGRADE=minor: KUBERNETES_VERSION, and the
+# upgrade to KUBESPRAY_UPGRADE_TO (UPGRADE_FROM and UPGRADE_TO, hack/lib.sh).
 ks_upgrade
 # KS_LB=haproxy: kubespray's local API server load balancer on every node, its
 # default layout (hack/kubespray/build.sh builds the image, inventory.sh sets
@@ -207,7 +209,7 @@ for name in ${KS_STEPS}; do
   [[ " ${OPTIONAL_STEPS} " == *" ${name} "* ]] || die "KS_STEPS: some of ${OPTIONAL_STEPS}, got '${name}'"
 done
 [[ " ${KS_STEPS} " != *" upgrade "* && " ${KS_STEPS} " != *" breaking-upgrade "* ]] || ((UPGRADE)) ||
-  log "KS_STEPS names upgrade or breaking-upgrade, which run only with KS_UPGRADE=1"
+  log "KS_STEPS names upgrade or breaking-upgrade, which run only with KS_UPGRADE=1 (or patch, or minor)"
 # wanted STEP: STEP is one of KS_STEPS.
 wanted() { [[ " ${KS_STEPS} " == *" $1 "* ]]; }
 [[ "$(id -u)" == 0 ]] || die "make test-kubespray needs root (debootstrap, iptables)"
@@ -232,7 +234,7 @@ cleanup() {
 trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
-if ((UPGRADE)); then versions="${KUBESPRAY_UPGRADE_FROM}, upgraded to ${KUBERNETES_VERSION}"; fi
+if ((UPGRADE)); then versions="${UPGRADE_FROM}, upgraded to ${UPGRADE_TO}"; fi
 printf 'kubespray %s, modes: %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
   "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
 step_no=0
@@ -1022,8 +1024,8 @@ ran_before() {
 # holds it (kubeadm skips the addon), and the pod started afterwards runs.
 breaking_upgrade() {
   local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
-  MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
-  figure "${name}" "upgrade-cluster.yml at ${KUBERNETES_VERSION} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
+  MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
+  figure "${name}" "upgrade-cluster.yml at ${UPGRADE_TO} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
   figure "${name}" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}$(touched_nodes)"
   cm="$(cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' |
     "${VENV}/bin/python" -c 'import sys, yaml; print((yaml.safe_load(sys.stdin) or {}).get("conntrack", {}).get("maxPerCore"))')" || cm="not read"
@@ -1091,8 +1093,8 @@ egress() {
   fi
 }
 
-# upgrade MODE TREE: upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM to
-# KUBERNETES_VERSION (kubespray's documented -e kube_version=...), the
+# upgrade MODE TREE: upgrade-cluster.yml from UPGRADE_FROM to UPGRADE_TO
+# (hack/lib.sh ks_upgrade; kubespray's documented -e kube_version=...), the
 # settings step's inventory kept, every pod of kube-system watched. Every
 # node's kubelet and every kube-proxy pod on the new version afterwards.
 # Recorded in every mode: who wrote kube-proxy's DaemonSet and ConfigMap
@@ -1113,19 +1115,19 @@ egress() {
 upgrade() {
   local budget image kubelets since writes runs
   image="$(ds_field ".spec.template.spec.containers[0].image")"
-  [[ "${image}" == *":${KUBESPRAY_UPGRADE_FROM}" ]] ||
-    { echo "kube-proxy runs ${image}, not ${KUBESPRAY_UPGRADE_FROM}: cluster.yml did not install KUBESPRAY_UPGRADE_FROM (is .cache/kubespray/files.yml from a build without KS_UPGRADE=1?)"; return 1; }
+  [[ "${image}" == *":${UPGRADE_FROM}" ]] ||
+    { echo "kube-proxy runs ${image}, not ${UPGRADE_FROM}: cluster.yml did not install it (is .cache/kubespray/files.yml from a build with another KS_UPGRADE than ${KS_UPGRADE}?)"; return 1; }
   budget="$(ds_field .spec.updateStrategy.rollingUpdate.maxUnavailable)"
   # the API server's clock: managedFields and the audit log are stamped by it
   # and by the control planes (containers on this machine's clock)
   since="$(cp_ssh 'date -u +%Y-%m-%dT%H:%M:%SZ')"
-  WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${KUBERNETES_VERSION#v}"
+  WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
   image="$(ds_field ".spec.template.spec.containers[0].image")"
   kubelets="$(cp_ssh 'kubectl get nodes -o jsonpath="{range .items[*]}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}"')"
-  figure "upgrade-$1" "${KUBESPRAY_UPGRADE_FROM} to ${KUBERNETES_VERSION}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
-  [[ "${image}" == *":${KUBERNETES_VERSION}" ]] || { echo "after upgrade-cluster.yml kube-proxy's DaemonSet runs ${image}, not ${KUBERNETES_VERSION}"; return 1; }
-  if grep -vqx "${KUBERNETES_VERSION}" <<<"${kubelets}"; then
-    echo "after upgrade-cluster.yml not every kubelet is at ${KUBERNETES_VERSION}: ${kubelets//$'\n'/, }"
+  figure "upgrade-$1" "${UPGRADE_FROM} to ${UPGRADE_TO}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
+  [[ "${image}" == *":${UPGRADE_TO}" ]] || { echo "after upgrade-cluster.yml kube-proxy's DaemonSet runs ${image}, not ${UPGRADE_TO}"; return 1; }
+  if grep -vqx "${UPGRADE_TO}" <<<"${kubelets}"; then
+    echo "after upgrade-cluster.yml not every kubelet is at ${UPGRADE_TO}: ${kubelets//$'\n'/, }"
     return 1
   fi
   # kubectl leaves managedFields out unless asked
@@ -1166,8 +1168,8 @@ upgrade() {
     return 1
   fi
   if [[ "$(grep -c 'restart=yes' <<<"${runs}")" != 1 ]] ||
-    ! grep -q "restart=yes .*image=.*->.*:${KUBERNETES_VERSION} strategy=canary canary=${CANARY_NODE:-?}\$" <<<"${runs}"; then
-    echo "the tool's upgrade needs one run of kube-proxy-sync that restarts kube-proxy onto ${KUBERNETES_VERSION}, canary first on ${CANARY_NODE:-?}, the pod the watch saw replaced first; its runs: ${runs:-none}"
+    ! grep -q "restart=yes .*image=.*->.*:${UPGRADE_TO} strategy=canary canary=${CANARY_NODE:-?}\$" <<<"${runs}"; then
+    echo "the tool's upgrade needs one run of kube-proxy-sync that restarts kube-proxy onto ${UPGRADE_TO}, canary first on ${CANARY_NODE:-?}, the pod the watch saw replaced first; its runs: ${runs:-none}"
     return 1
   fi
 }
