@@ -70,6 +70,19 @@
       stdout when it is one JSON object (kube-proxy-sync's result), else
       `msg=TEXT` from the result itself. Every time the task ran, in order;
       nothing when it never ran on a host Ansible showed.
+  measure.py addon MANIFESTS LIVE.json
+      Whether kubeadm's kube-proxy addon as the cluster's kubeadm renders it
+      (MANIFESTS: `kubeadm init phase addon kube-proxy --print-manifest`,
+      the upgraded version's kubeadm with the cluster's config) is in place
+      (LIVE.json: a `kubectl get -o json` list of the live objects): every
+      field kubeadm sets in the DaemonSet's pod template and in its
+      ServiceAccount, Role, RoleBinding and ClusterRoleBinding has kubeadm's
+      value live (lists of named items matched by name; what others add is
+      left alone), but the name of the ConfigMap the template mounts, which
+      kube-proxy-sync points at its copy. One line an object, `KIND/NAME
+      ok`, `KIND/NAME missing` or `KIND/NAME differs: PATH kubeadm=X
+      live=Y`; exit 1 unless every one is ok. kubeadm's ConfigMap is left
+      out: /configz (configz above) is what counts of the config.
   measure.py traffic HOST=LOG...
       LOG: the traffic prober's lines on HOST during a step (run.sh's
       traffic_start), one per try: `EPOCH_MS TARGET HTTP_CODE`, where 000 is
@@ -526,6 +539,76 @@ def traffic(args):
     return out
 
 
+def subset_diff(want, have, path=""):
+    """The first place where HAVE lacks or differs from what WANT sets:
+    (path, want, have), or None. Lists of dicts with a name are matched by
+    name; other lists must be equal."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return path, want, have
+        for k, v in want.items():
+            d = subset_diff(v, have.get(k), f"{path}.{k}" if path else k)
+            if d:
+                return d
+        return None
+    if isinstance(want, list) and want and all(isinstance(w, dict) and "name" in w for w in want):
+        if not isinstance(have, list):
+            return path, want, have
+        by_name = {h.get("name"): h for h in have if isinstance(h, dict)}
+        for w in want:
+            d = subset_diff(w, by_name.get(w["name"]), f"{path}[{w['name']}]")
+            if d:
+                return d
+        return None
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(want) != len(have):
+            return path, want, have
+        for i, (w, h) in enumerate(zip(want, have)):
+            d = subset_diff(w, h, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if want == have else (path, want, have)
+
+
+ADDON_KINDS = ("DaemonSet", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def addon(manifests, live):
+    """(lines, ok) for `measure.py addon` (its help above)."""
+    have = {(o.get("kind"), o["metadata"]["name"]): o for o in live.get("items", [])}
+    out, ok = [], True
+    for obj in manifests:
+        if not isinstance(obj, dict) or obj.get("kind") not in ADDON_KINDS:
+            continue
+        key = (obj["kind"], obj["metadata"]["name"])
+        got = have.get(key)
+        name = f"{key[0]}/{key[1]}"
+        if got is None:
+            out.append(f"{name} missing")
+            ok = False
+            continue
+        if obj["kind"] == "DaemonSet":
+            want = json.loads(json.dumps(obj["spec"]["template"]))
+            want.get("metadata", {}).pop("annotations", None)
+            for v in want["spec"].get("volumes", []):
+                # kube-proxy-sync mounts its immutable copy: another name
+                if "configMap" in v:
+                    v["configMap"].pop("name", None)
+            d = subset_diff(want, got["spec"]["template"], "spec.template")
+        else:
+            want = {k: v for k, v in obj.items() if k in ("rules", "subjects", "roleRef", "automountServiceAccountToken")}
+            d = subset_diff(want, got)
+        if d:
+            out.append(f"{name} differs: {d[0]} kubeadm={json.dumps(d[1], sort_keys=True)} live={json.dumps(d[2], sort_keys=True)}")
+            ok = False
+        else:
+            out.append(f"{name} ok")
+    if not out:
+        return ["kubeadm printed no kube-proxy DaemonSet or RBAC"], False
+    return out, ok
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "watch":
         watch(sys.argv[2])
@@ -542,6 +625,13 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "task":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             print("\n".join(task_results(f.read().splitlines(), sys.argv[3])))
+    elif len(sys.argv) == 4 and sys.argv[1] == "addon":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            printed = list(yaml.safe_load_all(f))
+        with open(sys.argv[3], encoding="utf-8") as f:
+            lines, good = addon(printed, json.load(f))
+        print("\n".join(lines))
+        sys.exit(0 if good else 1)
     elif len(sys.argv) > 2 and sys.argv[1] == "traffic":
         print("\n".join(traffic(sys.argv[2:])))
     else:

@@ -393,3 +393,72 @@ class Task(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def kubeadm_addon(command=("/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf")):
+    ds = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+        "spec": {"template": {
+            "metadata": {"labels": {"k8s-app": "kube-proxy"}},
+            "spec": {
+                "containers": [{"name": "kube-proxy", "image": "reg/kube-proxy:v1.35.4", "command": list(command),
+                                "volumeMounts": [{"name": "kube-proxy", "mountPath": "/var/lib/kube-proxy"}]}],
+                "volumes": [{"name": "kube-proxy", "configMap": {"name": "kube-proxy"}}],
+                "tolerations": [{"operator": "Exists"}],
+                "serviceAccountName": "kube-proxy",
+            }}},
+    }
+    rb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+          "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+          "roleRef": {"kind": "Role", "name": "kube-proxy"},
+          "subjects": [{"kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}]}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy"}, "data": {"config.conf": "x"}}
+    return [cm, ds, rb]
+
+
+class AddonTest(unittest.TestCase):
+    def live(self, edit=None):
+        objs = json.loads(json.dumps(kubeadm_addon()[1:]))
+        spec = objs[0]["spec"]["template"]["spec"]
+        # what kube-proxy-sync and the API server add: a copy mounted, a
+        # probe, defaults, an annotation
+        spec["volumes"][0]["configMap"] = {"name": "kube-proxy-0123456789", "defaultMode": 420}
+        spec["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/livez", "port": 10256}}
+        spec["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+        objs[0]["spec"]["template"]["metadata"]["annotations"] = {"kube-proxy-sync.io/config": "kube-proxy-0123456789"}
+        objs[0]["spec"]["updateStrategy"] = {"type": "RollingUpdate"}
+        if edit:
+            edit(objs)
+        return {"kind": "List", "items": objs}
+
+    def test_in_place_with_what_others_add(self):
+        lines, ok = measure.addon(kubeadm_addon(), self.live())
+        self.assertTrue(ok, lines)
+        self.assertEqual(lines, ["DaemonSet/kube-proxy ok", "RoleBinding/kube-proxy ok"])
+
+    def test_an_older_template_differs(self):
+        def older(objs):
+            objs[0]["spec"]["template"]["spec"]["containers"][0]["image"] = "reg/kube-proxy:v1.34.4"
+        lines, ok = measure.addon(kubeadm_addon(), self.live(older))
+        self.assertFalse(ok)
+        self.assertEqual(lines[0], 'DaemonSet/kube-proxy differs: spec.template.spec.containers[kube-proxy].image '
+                                   'kubeadm="reg/kube-proxy:v1.35.4" live="reg/kube-proxy:v1.34.4"')
+
+    def test_a_new_flag_of_kubeadms_is_missed(self):
+        lines, ok = measure.addon(kubeadm_addon(command=("/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf",
+                                                         "--hostname-override=$(NODE_NAME)")), self.live())
+        self.assertFalse(ok)
+        self.assertIn("containers[kube-proxy].command", lines[0])
+
+    def test_rbac_missing_or_changed(self):
+        lines, ok = measure.addon(kubeadm_addon(), self.live(lambda objs: objs.pop()))
+        self.assertFalse(ok)
+        self.assertEqual(lines[1], "RoleBinding/kube-proxy missing")
+
+        def other_group(objs):
+            objs[1]["subjects"][0]["name"] = "system:nodes"
+        lines, ok = measure.addon(kubeadm_addon(), self.live(other_group))
+        self.assertFalse(ok)
+        self.assertIn("RoleBinding/kube-proxy differs: subjects[system:bootstrappers:kubeadm:default-node-token]", lines[1])
+        self.assertIn("live=null", lines[1])

@@ -1112,6 +1112,9 @@ egress() {
 # maxUnavailable; no kubeadm write of either object; canary first; no pod
 # newer than an API server; one run of kube-proxy-sync that restarted, with
 # the canary strategy, its canary the first pod replaced, to the new image.
+# toolfree and tool: kubeadm's kube-proxy addon, as the upgraded kubeadm
+# renders it from the cluster's config, in place afterwards (DaemonSet
+# template and RBAC; hack/kubespray/measure.py addon); unpatched: recorded.
 upgrade() {
   local budget image kubelets since writes runs
   image="$(ds_field ".spec.template.spec.containers[0].image")"
@@ -1142,6 +1145,18 @@ upgrade() {
   docker exec "$(last_cp)" sh -c 'cat /var/log/kube-proxy-sync/audit.log 2>/dev/null || true' >"${LOGS}/upgrade-$1.audit.log"
   runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" audit "${since}" "${LOGS}/upgrade-$1.audit.log")"
   figure "upgrade-$1" "kube-proxy-sync's runs: ${runs:-none}"
+  # kubeadm's addon as the upgraded kubeadm renders it, against the live
+  # objects: what kubeadm changes across versions must be in place (under
+  # 0004 kubeadm's addon phase is skipped: the tool brings it)
+  cp_ssh 'kubeadm init phase addon kube-proxy --config /etc/kubernetes/kubeadm-config.yaml --print-manifest' >"${LOGS}/upgrade-$1.addon.yaml"
+  cp_ssh 'kubectl -n kube-system get daemonset/kube-proxy serviceaccount/kube-proxy role/kube-proxy rolebinding/kube-proxy clusterrolebinding/kubeadm:node-proxier --ignore-not-found -o json' >"${LOGS}/upgrade-$1.addon-live.json"
+  local addon addon_rc=0
+  addon="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" addon "${LOGS}/upgrade-$1.addon.yaml" "${LOGS}/upgrade-$1.addon-live.json")" || addon_rc=$?
+  figure "upgrade-$1" "kubeadm ${UPGRADE_TO}'s kube-proxy addon in place: ${addon//$'\n'/; }"
+  if ((addon_rc)) && [[ "$1" != unpatched ]]; then
+    echo "after upgrade-cluster.yml kubeadm ${UPGRADE_TO}'s kube-proxy addon is not in place (${LOGS}/upgrade-$1.addon.yaml against the live objects): ${addon//$'\n'/; }"
+    return 1
+  fi
   if [[ "$1" != tool ]]; then
     configz "$1" upgrade stale=any "${SETTING_FIELD}=${SETTING_VALUE}"
     [[ "$1" == toolfree ]] || return 0
