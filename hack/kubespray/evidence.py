@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""The kubespray tier's evidence: one run as JSON, and the runs as a page.
+
+  evidence.py assemble FIGURES SUMMARY OUT.json KEY=VALUE...
+      One run of hack/kubespray/run.sh as JSON, from what the run wrote:
+      FIGURES, its figures directory (per step `NAME.time`, "SECONDS s" and
+      ", FAILED" when it failed; `NAME`, the step's figure lines; for
+      STEP-MODE also `STEP-MODE.watch`, `measure.py watch`'s key=value lines,
+      and `STEP-MODE.traffic`, `measure.py traffic`'s lines), and SUMMARY,
+      the summary whose first line names the run's layout (kept as
+      `header`). KEY=VALUE: the run's metadata, the keys of RUN_KEYS
+      (started, ended and exit_code required). Written to OUT.json.tmp, then
+      renamed: a run never leaves half a file.
+
+  evidence.py page RUNS_DIR OUT.md [--verify]
+      Every RUNS_DIR/*.json (one a run, as assemble writes it) as a page:
+      the runs (date, commits, layout, modes, duration, passed or where it
+      stopped), then per step a table with a row per figure and a column
+      per mode, each cell the median, the range (min-max) and n, over the
+      runs that have the figure. With no run, the page says so. Sorted
+      throughout: the same runs give the same page, byte for byte.
+      --verify writes nothing: exit 1, showing the difference, when OUT.md
+      is not what it would write (hack/verify/generated.sh, make verify).
+
+Only the standard library: run.sh runs it with the host's python3, also
+when the run stopped before kubespray's venv was made.
+"""
+import difflib
+import json
+import os
+import re
+import statistics
+import sys
+from datetime import datetime
+
+SCHEMA = 1
+MODES = ("unpatched", "toolfree", "tool")
+# the steps before the modes, and each mode's, in the order run.sh runs them
+SETUP_STEPS = ("trees", "engine", "build", "release", "venv")
+MODE_STEPS = ("hosts", "cluster", "nodes", "rerun", "settings", "upgrade", "breaking", "breaking-upgrade", "egress")
+# KEY=VALUE of assemble: the key and how its value is read
+RUN_KEYS = {
+    "kubespray_commit": str,
+    "project_commit": str,
+    "project_dirty": lambda v: v in ("1", "true", "yes"),
+    "started": str,
+    "ended": str,
+    "exit_code": int,
+    "modes": str.split,
+    "steps": str.split,
+    "control_planes": int,
+    "workers": int,
+    "load_balancer": str,
+    "upgrade": str,
+    "kubernetes": str,
+    "upgrade_from": str,
+    "upgrade_to": str,
+}
+REQUIRED = ("started", "ended", "exit_code")
+# figures read from a step's figure lines (run.sh's own words)
+FROM_TEXT = {
+    "replaced": re.compile(r"^kube-proxy pods replaced (\d+) of \d+"),
+    "rollouts": re.compile(r"^rollouts of the DaemonSet: (-?\d+)"),
+    "egress_packets": re.compile(r"^packets that tried to leave the \S+ network: (\d+)$"),
+}
+
+
+def number(text):
+    """An int or a float when text is one, else text."""
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", text):
+        return float(text)
+    return text
+
+
+def read_lines(path):
+    """The non-empty lines of path; None when there is no such file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in f if line.strip()]
+    except FileNotFoundError:
+        return None
+
+
+def read_time(path):
+    """(seconds, passed) of a step's .time file ("12 s" or "12 s, FAILED")."""
+    lines = read_lines(path) or [""]
+    m = re.match(r"^(\d+) s(, FAILED)?$", lines[0].strip())
+    if not m:
+        raise ValueError(f"{path}: not a step time ('SECONDS s' or 'SECONDS s, FAILED'): {lines[0]!r}")
+    return int(m.group(1)), m.group(2) is None
+
+
+def read_watch(path):
+    """measure.py watch's key=value lines as a dict, numbers as numbers;
+    None when there is no file."""
+    lines = read_lines(path)
+    if lines is None:
+        return None
+    out = {}
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = number(value)
+    return out
+
+
+TRAFFIC = re.compile(r"^(\S+) (\S+) tries=(\d+) failed=(\d+) longest_gap=([0-9.]+)$")
+
+
+def read_traffic(path):
+    """measure.py traffic's lines, one dict each; None when there is no file."""
+    lines = read_lines(path)
+    if lines is None:
+        return None
+    out = []
+    for line in lines:
+        m = TRAFFIC.match(line.strip())
+        if m:
+            out.append({"host": m.group(1), "target": m.group(2), "tries": int(m.group(3)),
+                        "failed": int(m.group(4)), "longest_gap": float(m.group(5))})
+    return sorted(out, key=lambda t: (t["host"], t["target"]))
+
+
+def from_text(lines):
+    out = {}
+    for line in lines:
+        for key, pattern in FROM_TEXT.items():
+            m = pattern.match(line)
+            if m and key not in out:
+                out[key] = int(m.group(1))
+    return out
+
+
+def read_step(figures, name):
+    seconds, passed = read_time(os.path.join(figures, name + ".time"))
+    lines = read_lines(os.path.join(figures, name)) or []
+    step = {"seconds": seconds, "passed": passed, "figures": lines}
+    parsed = from_text(lines)
+    if parsed:
+        step["parsed"] = parsed
+    watch = read_watch(os.path.join(figures, name + ".watch"))
+    if watch is not None:
+        step["watch"] = watch
+    traffic = read_traffic(os.path.join(figures, name + ".traffic"))
+    if traffic is not None:
+        step["traffic"] = traffic
+    return step
+
+
+def step_order(step):
+    return (MODE_STEPS.index(step) if step in MODE_STEPS else len(MODE_STEPS), step)
+
+
+def mode_order(mode):
+    return (MODES.index(mode) if mode in MODES else len(MODES), mode)
+
+
+def assemble(figures, summary, pairs):
+    """The run as a dict (see the module's doc)."""
+    run = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in RUN_KEYS:
+            raise ValueError(f"{pair!r}: want KEY=VALUE, KEY one of {', '.join(RUN_KEYS)}")
+        run[key] = RUN_KEYS[key](value)
+    missing = [k for k in REQUIRED if k not in run]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    header = read_lines(summary)
+    run["header"] = header[0] if header else ""
+    run["duration_s"] = seconds_between(run["started"], run["ended"])
+    modes = run.get("modes") or list(MODES)
+    names = sorted(n[:-len(".time")] for n in os.listdir(figures) if n.endswith(".time"))
+    setup, by_mode = {}, {}
+    for name in names:
+        if name in SETUP_STEPS:
+            setup[name] = read_step(figures, name)
+            continue
+        step, _, mode = name.rpartition("-")
+        if mode not in modes or not step:
+            print(f"evidence.py: {name}.time: no step of a mode of this run, left out", file=sys.stderr)
+            continue
+        by_mode.setdefault(mode, {})[step] = read_step(figures, name)
+    setup = {k: setup[k] for k in SETUP_STEPS if k in setup}
+    # every step in the order it ran: (its name, what it recorded)
+    ran = list(setup.items())
+    out_modes = {}
+    for mode in modes:
+        if mode in by_mode:
+            out_modes[mode] = {s: by_mode[mode][s] for s in sorted(by_mode[mode], key=step_order)}
+            ran += [(f"{s}-{mode}", v) for s, v in out_modes[mode].items()]
+    failed = [name for name, step in ran if not step["passed"]]
+    run["failed_step"] = failed[0] if failed else None
+    run["last_step"] = ran[-1][0] if ran else None
+    run["passed"] = run["exit_code"] == 0 and not failed
+    return {"schema": SCHEMA, "run": run, "setup": setup, "modes": out_modes}
+
+
+def seconds_between(start, end):
+    try:
+        a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int((b - a).total_seconds())
+
+
+def write_json(doc, path):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# The page's rows: label, and the value of a step of one run (None: the run
+# has no such figure).
+def _watch(key):
+    def value(step):
+        v = step.get("watch", {}).get(key)
+        return v if isinstance(v, (int, float)) else None
+    return value
+
+
+def _per_node(s):
+    w = s.get("watch", {})
+    if isinstance(w.get("new"), int) and isinstance(w.get("nodes"), int) and w["nodes"] > 0:
+        return w["new"] / w["nodes"]
+    return None
+
+
+def _traffic(f):
+    return lambda s: f(s["traffic"]) if s.get("traffic") else None
+
+
+ROWS = (
+    ("wall time, s", lambda s: s["seconds"]),
+    ("pods made per node", _per_node),
+    ("pods made", _watch("new")),
+    ("pods replaced", lambda s: s.get("parsed", {}).get("replaced")),
+    ("rollouts of the DaemonSet", lambda s: s.get("parsed", {}).get("rollouts")),
+    ("container restarts in place", _watch("restarts")),
+    ("most nodes without a Ready kube-proxy at once", _watch("max_unavailable")),
+    ("nodes touched (a pod made or a container restarted)", _watch("touched")),
+    ("pods made while an API server was older (skew)", _watch("skew")),
+    ("watch restarted (its connection ended)", _watch("gaps")),
+    ("traffic tries, all hosts and targets", _traffic(lambda t: sum(x["tries"] for x in t))),
+    ("traffic failed tries, all hosts and targets", _traffic(lambda t: sum(x["failed"] for x in t))),
+    ("traffic longest gap, s (the worst host and target)", _traffic(lambda t: max(x["longest_gap"] for x in t))),
+    ("packets that tried to leave the network", lambda s: s.get("parsed", {}).get("egress_packets")),
+)
+
+
+def fmt(value):
+    """A number as the page shows it: an int plainly, else up to 2 decimals."""
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def cell(values):
+    if not values:
+        return "–"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{fmt(med)} (n=1)"
+    return f"{fmt(med)} ({fmt(min(values))}–{fmt(max(values))}, n={len(values)})"
+
+
+def load_runs(runs_dir):
+    """(file name, summary) of every RUNS_DIR/*.json, oldest first."""
+    runs = []
+    for name in sorted(os.listdir(runs_dir)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(runs_dir, name), encoding="utf-8") as f:
+            doc = json.load(f)
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"{name}: schema {doc.get('schema')!r}, this page reads {SCHEMA}")
+        runs.append((name, doc))
+    return sorted(runs, key=lambda r: (r[1]["run"].get("started", ""), r[0]))
+
+
+def layout(run):
+    if run.get("upgrade", "0") not in ("0", ""):
+        versions = f"{run.get('upgrade_from', '?')} to {run.get('upgrade_to', '?')} ({run['upgrade']})"
+    else:
+        versions = run.get("kubernetes", "?")
+    return (f"control planes {run.get('control_planes', '?')}, workers {run.get('workers', '?')}, "
+            f"load balancer {run.get('load_balancer', '?')}, Kubernetes {versions}")
+
+
+def result(run):
+    if run.get("passed"):
+        return "passed"
+    if run.get("failed_step"):
+        return f"stopped at {run['failed_step']}"
+    return f"exit {run.get('exit_code')} after {run.get('last_step') or 'no step'}"
+
+
+def duration(seconds):
+    if seconds is None:
+        return "?"
+    return f"{seconds // 60} min"
+
+
+def commit(run, key):
+    c = (run.get(key) or "?")[:12]
+    return c + " (with uncommitted changes)" if key == "project_commit" and run.get("project_dirty") else c
+
+
+def cmd_line(runs_dir, out):
+    return f"hack/kubespray/evidence.py page {runs_dir} {out}"
+
+
+def page(runs_dir, out):
+    runs = load_runs(runs_dir)
+    rel = os.path.relpath(runs_dir, os.path.dirname(out) or ".")
+    lines = [
+        "# kubespray tier: the evidence",
+        "",
+        "For kubespray maintainers and reviewers: what `make test-kubespray` measured on kubespray's own",
+        "playbooks in its three modes (unpatched, tool-free, tool), step by step, as medians and ranges over",
+        "the runs recorded. How the steps run and what each must show: [hack/kubespray](../hack/kubespray/README.md).",
+        "",
+        f"Generated by `{cmd_line(runs_dir, out)}` (`make generate`) from the",
+        f"runs' summaries in [{rel}]({rel}/README.md); `make verify` fails when it is stale. Never edit it by",
+        "hand: add a run's summary there and generate it again.",
+        "",
+        "## Runs",
+        "",
+    ]
+    if not runs:
+        lines += [f"No run recorded yet: `{runs_dir}` holds no summary, so this page has no figures.", ""]
+        return "\n".join(lines)
+    lines += ["| run | started (UTC) | duration | commit | kubespray | layout | modes | result |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, doc in runs:
+        r = doc["run"]
+        lines.append(" | ".join([
+            f"| [{name[:-len('.json')]}]({rel}/{name})", r.get("started", "?"), duration(r.get("duration_s")),
+            commit(r, "project_commit"), commit(r, "kubespray_commit"), layout(r), " ".join(r.get("modes", [])),
+            result(r) + " |"]))
+    modes = sorted({m for _, doc in runs for m in doc["modes"]}, key=mode_order)
+    steps = sorted({s for _, doc in runs for m in doc["modes"].values() for s in m}, key=step_order)
+    lines += [
+        "",
+        "## Figures by step",
+        "",
+        "Each cell: the median over the runs that have the figure for that step and mode, the range",
+        "(lowest–highest) and n, the number of those runs; – where no run has it. A failed step's figures",
+        "count too: the first row says how many of the runs passed it. Pods made per node: the",
+        "kube-proxy pods created during the step over the nodes (1: each node's pod replaced once); the traffic",
+        "prober's tries go through the ClusterIP and the NodePort of a Service on every host.",
+    ]
+    for step in steps:
+        have = {m: [doc["modes"][m][step] for _, doc in runs if step in doc["modes"].get(m, {})] for m in modes}
+        lines += ["", f"### {step}", "", "| figure | " + " | ".join(modes) + " |",
+                  "| --- |" + " --- |" * len(modes)]
+        ran = [f"{sum(s['passed'] for s in have[m])} of {len(have[m])}" if have[m] else "–" for m in modes]
+        lines.append("| passed, of the runs that ran it | " + " | ".join(ran) + " |")
+        for label, value in ROWS:
+            cells = []
+            for m in modes:
+                cells.append(cell([v for v in (value(s) for s in have[m]) if v is not None]))
+            if any(c != "–" for c in cells):
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def verify(runs_dir, out):
+    """0 when OUT is what page writes; else 1, the difference on stderr."""
+    want = page(runs_dir, out)
+    try:
+        with open(out, encoding="utf-8") as f:
+            have = f.read()
+    except FileNotFoundError:
+        have = ""
+    if have == want:
+        return 0
+    sys.stderr.writelines(difflib.unified_diff(have.splitlines(True), want.splitlines(True), out, "generated"))
+    print(f"{out} is not what `{cmd_line(runs_dir, out)}` writes: run it (make generate) and commit the page",
+          file=sys.stderr)
+    return 1
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[0] == "assemble":
+        try:
+            doc = assemble(argv[1], argv[2], argv[4:])
+        except (OSError, ValueError) as e:
+            sys.exit(f"evidence.py assemble: {e}")
+        write_json(doc, argv[3])
+    elif len(argv) == 3 and argv[0] == "page":
+        text = page(argv[1], argv[2])
+        with open(argv[2], "w", encoding="utf-8") as f:
+            f.write(text)
+    elif len(argv) == 4 and argv[0] == "page" and argv[3] == "--verify":
+        sys.exit(verify(argv[1], argv[2]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,242 @@
+"""Tests of evidence.py: a run's summary.json, and the page of the runs."""
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import evidence  # noqa: E402  pylint: disable=wrong-import-position
+
+META = [
+    "kubespray_commit=46dbdd399aaaabbbbccccdddd", "project_commit=6a2211b0123456789", "project_dirty=0",
+    "started=2026-12-01T10:00:00Z", "ended=2026-12-01T11:00:30Z", "exit_code=1", "modes=unpatched tool",
+    "steps=rerun settings", "control_planes=1", "workers=2", "load_balancer=haproxy", "upgrade=0",
+    "kubernetes=v1.34.4", "upgrade_from=v1.34.4", "upgrade_to=v1.34.4",
+]
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+class Assemble(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        fig = self.figures = os.path.join(self.dir, "figures")
+        os.mkdir(fig)
+        write(os.path.join(self.dir, "summary.txt"), "kubespray 46dbdd399aaa, modes: unpatched tool, ...\n  x\n")
+        for name, time in [("trees", "3 s"), ("build", "300 s"), ("hosts-unpatched", "20 s"),
+                           ("rerun-unpatched", "400 s"), ("egress-unpatched", "1 s"), ("hosts-tool", "21 s"),
+                           ("rerun-tool", "410 s"), ("settings-tool", "500 s, FAILED")]:
+            write(os.path.join(fig, name + ".time"), time + "\n")
+        write(os.path.join(fig, "release"), "kube-proxy-sync 0.9.0 on the file server\n")
+        write(os.path.join(fig, "rerun-unpatched"),
+              "kube-proxy pods replaced 3 of 3 (pods created 3, most on one node 2)\n"
+              "rollouts of the DaemonSet: 0 (ControllerRevision 1 to 1; template revisions among the new pods: 0)\n")
+        write(os.path.join(fig, "rerun-unpatched.watch"),
+              "nodes=3\npods=6\nnew=3\nmax_unavailable=3\nrestarts=0\nper_node=kps-ks-cp1 1 new 0 restarts\n"
+              "touched=3\ntouched_nodes=kps-ks-cp1,kps-ks-w1,kps-ks-w2\n")
+        write(os.path.join(fig, "rerun-unpatched.traffic"),
+              "kps-ks-cp1 cluster tries=100 failed=4 longest_gap=3.10\n"
+              "kps-ks-cp1 nodeport tries=98 failed=0 longest_gap=0.52\n")
+        write(os.path.join(fig, "egress-unpatched"), "packets that tried to leave the kps-kubespray network: 0\n")
+        # settings-tool failed and has no watch file
+        write(os.path.join(fig, "settings-tool"), "traffic: not measured (no answer)\n")
+
+    def test_run(self):
+        doc = evidence.assemble(self.figures, os.path.join(self.dir, "summary.txt"), META)
+        run = doc["run"]
+        self.assertEqual(run["header"], "kubespray 46dbdd399aaa, modes: unpatched tool, ...")
+        self.assertEqual(run["modes"], ["unpatched", "tool"])
+        self.assertEqual(run["steps"], ["rerun", "settings"])
+        self.assertEqual(run["control_planes"], 1)
+        self.assertIs(run["project_dirty"], False)
+        self.assertEqual(run["duration_s"], 3630)
+        self.assertEqual(run["exit_code"], 1)
+        self.assertIs(run["passed"], False)
+        self.assertEqual(run["failed_step"], "settings-tool")
+        self.assertEqual(run["last_step"], "settings-tool")
+        self.assertEqual(list(doc["setup"]), ["trees", "build"])
+        self.assertEqual(list(doc["modes"]), ["unpatched", "tool"])
+        self.assertEqual(list(doc["modes"]["unpatched"]), ["hosts", "rerun", "egress"])
+
+    def test_steps(self):
+        doc = evidence.assemble(self.figures, os.path.join(self.dir, "summary.txt"), META)
+        rerun = doc["modes"]["unpatched"]["rerun"]
+        self.assertEqual(rerun["seconds"], 400)
+        self.assertIs(rerun["passed"], True)
+        self.assertEqual(rerun["watch"], {
+            "nodes": 3, "pods": 6, "new": 3, "max_unavailable": 3, "restarts": 0,
+            "per_node": "kps-ks-cp1 1 new 0 restarts", "touched": 3,
+            "touched_nodes": "kps-ks-cp1,kps-ks-w1,kps-ks-w2"})
+        self.assertEqual(rerun["traffic"], [
+            {"host": "kps-ks-cp1", "target": "cluster", "tries": 100, "failed": 4, "longest_gap": 3.1},
+            {"host": "kps-ks-cp1", "target": "nodeport", "tries": 98, "failed": 0, "longest_gap": 0.52}])
+        self.assertEqual(rerun["parsed"], {"replaced": 3, "rollouts": 0})
+        self.assertEqual(len(rerun["figures"]), 2)
+        self.assertEqual(doc["modes"]["unpatched"]["egress"]["parsed"], {"egress_packets": 0})
+        settings = doc["modes"]["tool"]["settings"]
+        self.assertEqual(settings, {"seconds": 500, "passed": False,
+                                    "figures": ["traffic: not measured (no answer)"]})
+
+    def test_passed(self):
+        os.remove(os.path.join(self.figures, "settings-tool.time"))
+        meta = [m if not m.startswith("exit_code=") else "exit_code=0" for m in META]
+        run = evidence.assemble(self.figures, os.path.join(self.dir, "summary.txt"), meta)["run"]
+        self.assertIs(run["passed"], True)
+        self.assertIsNone(run["failed_step"])
+        self.assertEqual(run["last_step"], "rerun-tool")
+
+    def test_exit_without_failed_step(self):
+        os.remove(os.path.join(self.figures, "settings-tool.time"))
+        run = evidence.assemble(self.figures, os.path.join(self.dir, "summary.txt"), META)["run"]
+        self.assertIs(run["passed"], False)
+        self.assertIsNone(run["failed_step"])
+        self.assertEqual(evidence.result(run), "exit 1 after rerun-tool")
+
+    def test_bad_input(self):
+        summary = os.path.join(self.dir, "summary.txt")
+        with self.assertRaisesRegex(ValueError, "missing exit_code"):
+            evidence.assemble(self.figures, summary, [m for m in META if not m.startswith("exit_code=")])
+        with self.assertRaisesRegex(ValueError, "'colour=red'"):
+            evidence.assemble(self.figures, summary, META + ["colour=red"])
+        write(os.path.join(self.figures, "nodes-tool.time"), "soon\n")
+        with self.assertRaisesRegex(ValueError, "nodes-tool.time"):
+            evidence.assemble(self.figures, summary, META)
+
+    def test_written_whole(self):
+        out = os.path.join(self.dir, "summary.json")
+        evidence.main(["assemble", self.figures, os.path.join(self.dir, "summary.txt"), out] + META)
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["run"]["failed_step"], "settings-tool")
+        self.assertFalse(os.path.exists(out + ".tmp"))
+
+
+def step(seconds, passed=True, watch=None, traffic=None, parsed=None):
+    s = {"seconds": seconds, "passed": passed, "figures": []}
+    if watch is not None:
+        s["watch"] = watch
+    if traffic is not None:
+        s["traffic"] = [{"host": h, "target": t, "tries": n, "failed": f, "longest_gap": g}
+                        for h, t, n, f, g in traffic]
+    if parsed is not None:
+        s["parsed"] = parsed
+    return s
+
+
+def summary(started, commit, passed, modes, failed_step=None):
+    return {"schema": 1, "setup": {}, "modes": modes, "run": {
+        "started": started, "ended": "x", "duration_s": 3600 + 90, "exit_code": 0 if passed else 1,
+        "passed": passed, "failed_step": failed_step, "last_step": failed_step, "project_commit": commit,
+        "project_dirty": False, "kubespray_commit": "46dbdd399aaabbbb", "modes": sorted(modes),
+        "control_planes": 1, "workers": 2, "load_balancer": "haproxy", "upgrade": "1",
+        "upgrade_from": "v1.34.3", "upgrade_to": "v1.34.4", "kubernetes": "v1.34.4"}}
+
+
+class Page(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.runs = os.path.join(self.dir, "runs")
+        os.mkdir(self.runs)
+
+    def add(self, name, doc):
+        write(os.path.join(self.runs, name), json.dumps(doc))
+
+    def page(self):
+        return evidence.page(self.runs, os.path.join(self.dir, "evidence.md"))
+
+    def row(self, text, step, label):
+        section = text.split(f"\n### {step}\n", 1)[1].split("\n### ", 1)[0]
+        for line in section.splitlines():
+            if line.startswith(f"| {label} |"):
+                return [c.strip() for c in line.strip("|").split("|")][1:]
+        return None
+
+    def test_no_run(self):
+        text = self.page()
+        self.assertIn("No run recorded yet: `" + self.runs + "` holds no summary, so this page has no figures.", text)
+        self.assertNotIn("###", text)
+        self.assertNotIn("| run |", text)
+
+    def test_medians_and_ranges(self):
+        w = {"nodes": 3, "new": 3, "restarts": 0, "max_unavailable": 1, "touched": 3}
+        # the second run added in the directory is the oldest: listed first
+        self.add("2026-12-02-bbbbbbb.json", summary("2026-12-02T09:00:00Z", "bbbbbbbcccc", True, {
+            "unpatched": {"settings": step(400, watch=dict(w, new=6, max_unavailable=3),
+                                           traffic=[("cp1", "cluster", 100, 4, 3.5), ("w1", "cluster", 90, 1, 1.25)])},
+            "tool": {"settings": step(500, watch=w, traffic=[("cp1", "cluster", 100, 0, 0.5)],
+                                      parsed={"rollouts": 1}),
+                     "upgrade": step(900, watch=dict(w, skew=0))}}))
+        self.add("2026-12-01-aaaaaaa.json", summary("2026-12-01T09:00:00Z", "aaaaaaadddd", True, {
+            "unpatched": {"settings": step(300, watch=dict(w, new=3, max_unavailable=2),
+                                           traffic=[("cp1", "cluster", 100, 2, 2.0)])},
+            "tool": {"settings": step(510, watch=w, traffic=[("cp1", "cluster", 100, 0, 0.7)],
+                                      parsed={"rollouts": 1})}}))
+        # stopped at tool's settings: no watch, and no upgrade step at all
+        self.add("2026-12-03-ccccccc.json", summary("2026-12-03T09:00:00Z", "cccccccdddd", False, {
+            "unpatched": {"settings": step(350, watch=dict(w, new=9, max_unavailable=3),
+                                           traffic=[("cp1", "cluster", 100, 0, 1.0)])},
+            "tool": {"settings": step(520, passed=False)}}, failed_step="settings-tool"))
+        text = self.page()
+        self.assertEqual(text, self.page(), "the same runs, the same page")
+        runs = [line for line in text.splitlines() if line.startswith("| [")]
+        self.assertEqual([r.split("]")[0] for r in runs], ["| [2026-12-01-aaaaaaa", "| [2026-12-02-bbbbbbb",
+                                                           "| [2026-12-03-ccccccc"])
+        self.assertEqual(runs[0], "| [2026-12-01-aaaaaaa](runs/2026-12-01-aaaaaaa.json) | 2026-12-01T09:00:00Z | "
+                                  "61 min | aaaaaaadddd | 46dbdd399aaa | control planes 1, workers 2, load "
+                                  "balancer haproxy, Kubernetes v1.34.3 to v1.34.4 (1) | tool unpatched | passed |")
+        self.assertTrue(runs[2].endswith("| stopped at settings-tool |"))
+        self.assertEqual(text.count("\n### "), 2)
+        self.assertLess(text.index("\n### settings\n"), text.index("\n### upgrade\n"))
+        self.assertIn("| figure | unpatched | tool |", text)
+        self.assertEqual(self.row(text, "settings", "passed, of the runs that ran it"), ["3 of 3", "2 of 3"])
+        self.assertEqual(self.row(text, "settings", "wall time, s"), ["350 (300–400, n=3)", "510 (500–520, n=3)"])
+        # pods made per node: 6/3, 3/3, 9/3; the tool's third run has no watch: an even count
+        self.assertEqual(self.row(text, "settings", "pods made per node"), ["2 (1–3, n=3)", "1 (1–1, n=2)"])
+        self.assertEqual(self.row(text, "settings", "most nodes without a Ready kube-proxy at once"),
+                         ["3 (2–3, n=3)", "1 (1–1, n=2)"])
+        # failed tries summed over hosts (4+1, 2, 0); the worst host's gap
+        self.assertEqual(self.row(text, "settings", "traffic failed tries, all hosts and targets"),
+                         ["2 (0–5, n=3)", "0 (0–0, n=2)"])
+        self.assertEqual(self.row(text, "settings", "traffic longest gap, s (the worst host and target)"),
+                         ["2 (1–3.5, n=3)", "0.6 (0.5–0.7, n=2)"])
+        # a figure only the tool's runs have
+        self.assertEqual(self.row(text, "settings", "rollouts of the DaemonSet"), ["–", "1 (1–1, n=2)"])
+        # a step only one run has: n=1, and a mode without it
+        self.assertEqual(self.row(text, "upgrade", "pods made while an API server was older (skew)"),
+                         ["–", "0 (n=1)"])
+        self.assertEqual(self.row(text, "upgrade", "passed, of the runs that ran it"), ["–", "1 of 1"])
+        self.assertIsNone(self.row(text, "settings", "packets that tried to leave the network"))
+
+    def test_even_median(self):
+        for i, seconds in enumerate([10, 11, 20, 40]):
+            self.add(f"r{i}.json", summary(f"2026-12-0{i + 1}T00:00:00Z", "c", True,
+                                          {"tool": {"rerun": step(seconds)}}))
+        self.assertEqual(self.row(self.page(), "rerun", "wall time, s"), ["15.5 (10–40, n=4)"])
+
+    def test_verify(self):
+        out = os.path.join(self.dir, "evidence.md")
+        evidence.main(["page", self.runs, out])
+        self.assertEqual(evidence.verify(self.runs, out), 0)
+        self.add("r.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"rerun": step(10)}}))
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(evidence.verify(self.runs, out), 1)
+        self.assertIn("+| [r](runs/r.json) |", err.getvalue())
+
+    def test_other_schema(self):
+        doc = summary("2026-12-01T00:00:00Z", "c", True, {})
+        doc["schema"] = 2
+        self.add("r.json", doc)
+        with self.assertRaisesRegex(ValueError, "r.json: schema 2"):
+            self.page()
+
+
+if __name__ == "__main__":
+    unittest.main()
