@@ -97,7 +97,8 @@
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
 # table: .cache/kubespray/logs, .cache/kubespray/summary.txt (ends with a
 # table of the modes' steps: wall time, pods replaced, rollouts, most
-# unavailable).
+# unavailable); at exit, passed or not, the run as JSON,
+# .cache/kubespray/summary.json (hack/kubespray/evidence.py assemble).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -213,13 +214,32 @@ done
 # wanted STEP: STEP is one of KS_STEPS.
 wanted() { [[ " ${KS_STEPS} " == *" $1 "* ]]; }
 [[ "$(id -u)" == 0 ]] || die "make test-kubespray needs root (debootstrap, iptables)"
-rm -rf "${FIGURES}" "${KS_DIR}/configz"
+rm -rf "${FIGURES}" "${KS_DIR}/configz" "${KS_DIR}/summary.json"
 mkdir -p "${LOGS}" "${FIGURES}"
 [[ "${commit}" == "${KUBESPRAY_COMMIT}" ]] ||
   log "warning: ${KUBESPRAY_DIR} is at ${commit:0:12}, not KUBESPRAY_COMMIT ${KUBESPRAY_COMMIT:0:12} (hack/versions.mk)"
 
 engine_was_up=0
 if [[ -n "$("${REPO_ROOT}/hack/kind/docker.sh" env || true)" ]]; then engine_was_up=1; fi
+
+# summary_json RC: the run as JSON, summary.json beside summary.txt
+# (hack/kubespray/evidence.py assemble), from what the run wrote (the
+# figures directory, the summary's first line) and its metadata, RC its exit
+# code; docs/kubespray/runs/README.md says how a run's copy becomes
+# evidence. The host's python3 (the stdlib only): a run that stopped before
+# the venv step has one too.
+summary_json() {
+  local project changes dirty=0
+  project="$(git -C "${REPO_ROOT}" rev-parse HEAD)" || project=unknown
+  changes="$(git -C "${REPO_ROOT}" status --porcelain --untracked-files=no)" || changes=unknown
+  [[ -z "${changes}" ]] || dirty=1
+  python3 "${REPO_ROOT}/hack/kubespray/evidence.py" assemble "${FIGURES}" "${SUMMARY}" "${KS_DIR}/summary.json" \
+    "kubespray_commit=${commit}" "project_commit=${project}" "project_dirty=${dirty}" \
+    "started=${STARTED}" "ended=$(date -u +%FT%TZ)" "exit_code=$1" "modes=${KS_MODES}" "steps=${KS_STEPS}" \
+    "control_planes=${KS_CONTROL_PLANES:-1}" "workers=${KS_WORKERS:-2}" "load_balancer=${LB}" \
+    "upgrade=${KS_UPGRADE:-0}" "kubernetes=${KUBERNETES_VERSION}" "upgrade_from=${UPGRADE_FROM}" "upgrade_to=${UPGRADE_TO}" || return 1
+  log "the run as JSON: ${KS_DIR#"${REPO_ROOT}/"}/summary.json"
+}
 
 cleanup() {
   local rc=$?
@@ -229,14 +249,17 @@ cleanup() {
     "${REPO_ROOT}/hack/kubespray/hosts.sh" down || rc=1
     ((engine_was_up)) || "${REPO_ROOT}/hack/kind/docker.sh" down || true
   fi
+  # evidence, never a verdict: whatever happens here, the run's exit code stays
+  summary_json "${rc}" || log "warning: ${KS_DIR#"${REPO_ROOT}/"}/summary.json not written (above); the run's exit code stays ${rc}"
   exit "${rc}"
 }
+STARTED="$(date -u +%FT%TZ)"
 trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${UPGRADE_FROM}, upgraded to ${UPGRADE_TO}"; fi
 printf 'kubespray %s, modes: %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
-  "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "$(date -u +%FT%TZ)" >"${SUMMARY}"
+  "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "${STARTED}" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
@@ -651,6 +674,8 @@ traffic_stop() {
     lines="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" traffic "${files[@]}")" || return 1
   fi
   echo "${lines}"
+  # for the run's summary.json (hack/kubespray/evidence.py)
+  [[ -z "${lines}" ]] || printf '%s\n' "${lines}" >"${FIGURES}/${name}.traffic" || true
   figure "${name}" "traffic through the rules, per host: $(sed "s/^${KS_PREFIX:-kps-ks}-//" <<<"${lines}" | paste -sd';' | sed 's/;/; /g')${missing[*]:+; no log from ${missing[*]}}"
 }
 
@@ -817,7 +842,7 @@ cluster_watched() {
       touched) TOUCHED="${value}" ;;
       touched_nodes) TOUCHED_NODES="${value}" ;;
     esac
-  done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}")
+  done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}" | tee "${FIGURES}/${name}.watch")
   [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" && -n "${TOUCHED}" ]] || { echo "no figures from ${out}"; return 1; }
   REPLACED="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
   ROLLOUTS=$((rev_after - rev_before))
