@@ -44,11 +44,12 @@ test-e2e: ## e2e tests against $KUBECONFIG or the local cluster (make cluster-up
 
 lint: lint-go lint-ansible ## lint-go and lint-ansible
 
-verify: ## fail when a generated file (module docs, the role's argument specs, defaults and README, the README's tables) is stale, a file names a make target or links to a page or section that does not exist, or the version differs between galaxy.yml, --version and CHANGELOG.md
+verify: ## fail when a generated file (module docs, the role's argument specs, defaults and README, the README's tables, the kubespray evidence page) is stale, a file names a make target or links to a page or section that does not exist, or the version differs between galaxy.yml, --version and CHANGELOG.md
 	hack/verify/generated.sh
 	hack/verify/version.sh
 
-generate: ## rewrite the generated files from their sources (the option table internal/app/optiontable.go, and hack/gen-options lists the rest)
+generate: ## rewrite the generated files from their sources (the option table internal/app/optiontable.go, and hack/gen-options lists the rest; the kubespray tier's evidence page from docs/kubespray/runs)
+	hack/kubespray/evidence.py page docs/kubespray/runs docs/kubespray-evidence.md
 	go run ./hack/gen-options
 
 lint-go: ## gofmt and go vet over every build tag
