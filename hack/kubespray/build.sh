@@ -30,12 +30,13 @@
 #
 # and two local images: the hosts' (a debootstrapped Debian with systemd and
 # sshd, started by kind's node entrypoint) and the services' (Debian's
-# docker-registry and busybox httpd on the base image).
+# docker-registry, busybox httpd and udpecho, hack/kubespray/udpecho, on the
+# base image).
 #
-# Every binary comes from hack/build/tools.sh (Go modules), every package
-# from Debian's archive. Steps are stamped and skipped when their inputs did
-# not change. Needs root (debootstrap) and a Docker engine (DOCKER_HOST from
-# hack/kind/docker.sh).
+# Every binary comes from hack/build/tools.sh (Go modules), but udpecho
+# (this checkout), every package from Debian's archive. Steps are stamped
+# and skipped when their inputs did not change. Needs root (debootstrap)
+# and a Docker engine (DOCKER_HOST from hack/kind/docker.sh).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -202,14 +203,38 @@ if [[ "${LB}" == haproxy ]]; then
 fi
 mv -f "${KS_DIR}/images.txt.tmp" "${KS_DIR}/images.txt"
 
-# --- 4. the services' image: Debian's docker-registry and busybox (httpd).
+# --- 4. the services' image: Debian's docker-registry, busybox (httpd) and
+# udpecho (hack/kubespray/udpecho: the traffic prober's UDP endpoint, built
+# here from this checkout, again when its sources, go.mod or Go change).
+udpecho="${KS_DIR}/udpecho"
+udpecho_stamp="$(
+  {
+    go version
+    cat "${REPO_ROOT}/go.mod"
+    find "${REPO_ROOT}/hack/kubespray/udpecho" -name '*.go' ! -name '*_test.go' | sort | xargs cat
+  } | hash_of
+)"
+if [[ ! -x "${udpecho}" || "$(cat "${udpecho}.stamp" 2>/dev/null)" != "${udpecho_stamp}" ]]; then
+  # no VCS stamp: the binary, and so the image, stays the same across
+  # commits that do not change it
+  (cd "${REPO_ROOT}" && run_logged udpecho-build env CGO_ENABLED=0 GOOS=linux GOARCH="${ARCH}" \
+    go build -trimpath -buildvcs=false -ldflags '-s -w' -o "${udpecho}.tmp" ./hack/kubespray/udpecho)
+  mv -f "${udpecho}.tmp" "${udpecho}"
+  printf '%s\n' "${udpecho_stamp}" >"${udpecho}.stamp"
+  log "udpecho"
+fi
 debs="${KS_DIR}/debs"
 mkdir -p "${debs}"
-services_hash="$(printf '%s %s' "$(docker image inspect -f '{{.Id}}' "${base_image}")" "$(ls "${debs}")" | hash_of)"
+# the image's stamp: the base image, the packages and udpecho's binary
+services_stamp() {
+  printf '%s %s %s' "$(docker image inspect -f '{{.Id}}' "${base_image}")" "$(ls "${debs}")" \
+    "$(sha256sum <"${udpecho}")" | hash_of
+}
+services_hash="$(services_stamp)"
 if ! ls "${debs}"/docker-registry_*.deb "${debs}"/busybox_*.deb >/dev/null 2>&1; then
   # apt-get download writes to the current directory.
   (cd "${debs}" && run_logged apt-download apt-get download docker-registry busybox)
-  services_hash="$(printf '%s %s' "$(docker image inspect -f '{{.Id}}' "${base_image}")" "$(ls "${debs}")" | hash_of)"
+  services_hash="$(services_stamp)"
 fi
 if ! image_fresh "${SERVICES_IMAGE}" "${services_hash}"; then
   tmp="$(mktemp -d)"
@@ -217,6 +242,7 @@ if ! image_fresh "${SERVICES_IMAGE}" "${services_hash}"; then
   cid="$(docker create "${base_image}" /bin/true)"
   docker cp "${tmp}/usr/bin/docker-registry" "${cid}:/usr/local/bin/docker-registry"
   docker cp "${tmp}/bin/busybox" "${cid}:/usr/local/bin/busybox"
+  docker cp "${udpecho}" "${cid}:/usr/local/bin/udpecho"
   docker commit --change "ENV ${PATH_ENV}" --change "LABEL kps.stamp=${services_hash}" "${cid}" "${SERVICES_IMAGE}" >/dev/null
   docker rm -f "${cid}" >/dev/null
   rm -rf "${tmp}"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The kubespray tier's machines, on a docker network of their own:
 #
-#   hack/kubespray/hosts.sh up     file server, registry (images pushed),
+#   hack/kubespray/hosts.sh up     file server (and a UDP echo server),
+#                                  registry (images pushed),
 #                                  the hosts (systemd + sshd) reachable over SSH:
 #                                  KS_CONTROL_PLANES control planes (cp1...),
 #                                  KS_WORKERS workers (w1...)
 #   hack/kubespray/hosts.sh down   remove all of them and the network;
 #                                  report packets that tried to leave it
 #
-# up writes .cache/kubespray/hosts.env (names, addresses, files_repo,
-# registry_host) for hack/kubespray/inventory.sh. Everything carries the
-# label kps.kubespray, which down removes by. Needs hack/kubespray/build.sh
-# first and the Docker engine hack/kind/docker.sh chose.
+# up writes .cache/kubespray/hosts.env (names, addresses, files_repo, the
+# file server's UDP echo port, registry_host) for hack/kubespray/inventory.sh
+# and run.sh. Everything carries the label kps.kubespray, which down removes
+# by. Needs hack/kubespray/build.sh first and the Docker engine
+# hack/kind/docker.sh chose.
 #
 # Environment: KS_NETWORK (default kps-kubespray), KS_PREFIX (default kps-ks),
 # KS_CONTROL_PLANES (1 or 3, default 1), KS_WORKERS (default 2).
@@ -28,6 +30,9 @@ HOST_IMAGE="kps.local/ks-host:${DEBIAN_SUITE}"
 SERVICES_IMAGE="kps.local/ks-services:${DEBIAN_SUITE}"
 LABEL="kps.kubespray=${KS_NETWORK}"
 SSH_KEY="${KS_DIR}/ssh/id_ed25519"
+# the file server's UDP echo port (run.sh's traffic prober); not 53, which
+# a host's resolver might claim
+UDP_ECHO_PORT=5353
 [[ "${KS_WORKERS}" =~ ^[0-9]$ ]] || die "KS_WORKERS must be 0..9, got '${KS_WORKERS}'"
 # etcd runs on the control planes: an odd number keeps its quorum
 [[ "${KS_CONTROL_PLANES}" == 1 || "${KS_CONTROL_PLANES}" == 3 ]] || die "KS_CONTROL_PLANES must be 1 or 3, got '${KS_CONTROL_PLANES}'"
@@ -75,9 +80,13 @@ up() {
   "${REPO_ROOT}/hack/kind/egress.sh" add "${KS_NETWORK}"
   local common=(--detach --network "${KS_NETWORK}" --label "${LABEL}" --pull never)
 
-  # files_repo: busybox httpd over .cache/kubespray/files, read-only.
+  # files_repo: busybox httpd over .cache/kubespray/files, read-only; beside
+  # it, on UDP_ECHO_PORT, udpecho (hack/kubespray/udpecho), the UDP endpoint
+  # of run.sh's traffic prober. Should udpecho not start, httpd still
+  # serves: the prober then reports UDP as unanswered.
   docker run "${common[@]}" --name "${KS_PREFIX}-files" \
-    -v "${KS_DIR}/files:/srv:ro" "${SERVICES_IMAGE}" busybox httpd -f -p 80 -h /srv >/dev/null
+    -v "${KS_DIR}/files:/srv:ro" "${SERVICES_IMAGE}" \
+    sh -c 'udpecho -listen ":$1" & exec busybox httpd -f -p 80 -h /srv' sh "${UDP_ECHO_PORT}" >/dev/null
   # registry_host: Debian's docker-registry, plain HTTP, storage inside the
   # container (pushed anew at each up). Published on loopback only, for the
   # engine's pushes.
@@ -114,6 +123,7 @@ up() {
   done
   {
     printf 'FILES_REPO=http://%s\n' "$(ip_of "${KS_PREFIX}-files")"
+    printf 'UDP_ECHO_PORT=%s\n' "${UDP_ECHO_PORT}"
     printf 'REGISTRY_HOST=%s:5000\n' "$(ip_of "${KS_PREFIX}-registry")"
     printf 'SSH_KEY=%s\n' "${SSH_KEY}"
     printf 'CONTROL_PLANES=%s\n' "${KS_CONTROL_PLANES}"

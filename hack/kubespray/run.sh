@@ -548,21 +548,29 @@ configz_unchanged() {
   figure "$2-$1" "/configz on every node as at ${before}-$1"
 }
 
-# files_service NAME [TYPE]: a Service default/NAME (TYPE: ClusterIP, the
-# default, or NodePort) whose one endpoint is the tier's file server, off
-# the cluster, so that an answer through it proves a host's kube-proxy rules
-# (DNAT to it) rather than a pod's life. Prints its ClusterIP.
+# files_service NAME [TYPE [UDP_PORT]]: a Service default/NAME (TYPE:
+# ClusterIP, the default, or NodePort) whose one endpoint is the tier's file
+# server, off the cluster, so that an answer through it proves a host's
+# kube-proxy rules (DNAT to it) rather than a pod's life. Its port http is
+# TCP 80 (httpd); with UDP_PORT also a port udp, UDP UDP_PORT (the file
+# server's udpecho, hack/kubespray/hosts.sh). Prints its ClusterIP.
 files_service() {
-  local name="$1" type="${2:-ClusterIP}" files cip
+  local name="$1" type="${2:-ClusterIP}" udp="${3:-}" files cip
+  local ports='{name: http, port: 80, targetPort: 80, protocol: TCP}' slice_ports='{name: http, port: 80, protocol: TCP}'
   files="$(sed -n 's|^FILES_REPO=http://||p' "${KS_DIR}/hosts.env")"
   [[ -n "${files}" ]] || { echo "no file server address in ${KS_DIR}/hosts.env" >&2; return 1; }
+  if [[ -n "${udp}" ]]; then
+    [[ "${udp}" =~ ^[0-9]+$ ]] || { echo "files_service ${name}: UDP_PORT must be a number, got '${udp}'" >&2; return 1; }
+    ports+=", {name: udp, port: ${udp}, targetPort: ${udp}, protocol: UDP}"
+    slice_ports+=", {name: udp, port: ${udp}, protocol: UDP}"
+  fi
   cp_ssh "kubectl apply -f - >/dev/null <<'EOF'
 apiVersion: v1
 kind: Service
 metadata: {name: ${name}, namespace: default}
 spec:
   type: ${type}
-  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
+  ports: [${ports}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -571,7 +579,7 @@ metadata:
   namespace: default
   labels: {kubernetes.io/service-name: ${name}, endpointslice.kubernetes.io/managed-by: kps-tier}
 addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
+ports: [${slice_ports}]
 endpoints: [{addresses: [\"${files}\"]}]
 EOF" || { echo "kubectl apply of default/${name} failed" >&2; return 1; }
   cip="$(cp_ssh "kubectl -n default get service ${name} -o jsonpath='{.spec.clusterIP}'")"
@@ -579,16 +587,19 @@ EOF" || { echo "kubectl apply of default/${name} failed" >&2; return 1; }
   echo "${cip}"
 }
 
-# reject_on_hosts CIP: a REJECT of TCP to CIP in every host's filter OUTPUT,
-# added before any try through a Service: a connection kube-proxy's nat
-# rules redirected no longer has the ClusterIP as its destination there, so
-# only a try the host's rules do not translate (yet) meets it, and stays on
-# the host, counted as failed, instead of leaving the tier's network.
+# reject_on_hosts CIP [udp]: a REJECT of TCP (and with udp of UDP too) to
+# CIP in every host's filter OUTPUT, added before any try through a Service:
+# a connection or datagram kube-proxy's nat rules redirected no longer has
+# the ClusterIP as its destination there, so only a try the host's rules do
+# not translate (yet) meets it, and stays on the host, counted as failed,
+# instead of leaving the tier's network.
 reject_on_hosts() {
-  local host ip
+  local host ip proto
   while read -r host ip; do
-    docker exec "${host}" sh -c "iptables -C OUTPUT -d $1/32 -p tcp -j REJECT 2>/dev/null ||
-      iptables -A OUTPUT -d $1/32 -p tcp -j REJECT" || { echo "${host}: cannot add the REJECT for $1"; return 1; }
+    for proto in tcp ${2:+"$2"}; do
+      docker exec "${host}" sh -c "iptables -C OUTPUT -d $1/32 -p ${proto} -j REJECT 2>/dev/null ||
+        iptables -A OUTPUT -d $1/32 -p ${proto} -j REJECT" || { echo "${host}: cannot add the ${proto} REJECT for $1"; return 1; }
+    done
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
 }
 
@@ -598,21 +609,29 @@ reject_on_hosts() {
 # proves the node's kube-proxy rules (DNAT to it), not a pod's life. Then on
 # every host a loop that connects to its ClusterIP and to its NodePort on
 # the host's own address, each about 4 times a second (one curl each, a
-# second to connect, two to answer), one line per try in
-# /run/kps-traffic-NAME.log (measure.py traffic), for at most 3700 s. The
-# loops start once every host's rules have the Service, and it waits up to
-# 60 s for every host's first answer on both; fails, saying why, when it
-# cannot start (the step goes on without it).
+# second to connect, two to answer), and sends a datagram to its ClusterIP's
+# UDP port (the file server's udpecho: a fresh socket each try, the same
+# bytes back within a second is an answer), one line per try in
+# /run/kps-traffic-NAME.log (measure.py traffic; targets cluster, nodeport,
+# udp), for at most 3700 s. UDP because kube-proxy flushes a Service's UDP
+# conntrack entries as it syncs its rules (kubernetes#122740): what a
+# restart costs UDP, DNS first, no TCP connection shows. The loops start
+# once every host's rules have the Service, and it waits up to 60 s for
+# every host's first answer on all three; fails, saying why, when it cannot
+# start or TCP does not answer (the step goes on without it); UDP that does
+# not answer by then is a figure (udp: no answer at start), and the tries
+# go on.
 traffic_start() {
-  local name="$1" cip port host ip deadline
-  cip="$(files_service kps-traffic NodePort)" || return 1
+  local name="$1" cip port udp host ip deadline answered silent=()
+  udp="$(sed -n 's/^UDP_ECHO_PORT=//p' "${KS_DIR}/hosts.env")"
+  cip="$(files_service kps-traffic NodePort "${udp}")" || return 1
   port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
   [[ -n "${port}" ]] || { echo "the prober's Service has no node port"; return 1; }
   # no try before the host's kube-proxy has the Service in its rules (a
   # connection to the ClusterIP would leave the tier's network unrouted, and
   # the egress step counts it), and should the rules lack it later, none
   # leaves the host (reject_on_hosts)
-  reject_on_hosts "${cip}" || return 1
+  reject_on_hosts "${cip}" ${udp:+udp} || return 1
   deadline=$((SECONDS + 60))
   while read -r host ip; do
     until docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-traffic'; do
@@ -622,8 +641,10 @@ traffic_start() {
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   while read -r host ip; do
     docker exec -i "${host}" sh -c 'cat >/run/kps-traffic.sh' <<'LOOP' || return 1
-# kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL: one try per target and round
+# kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL [UDP_IP/UDP_PORT]: one try per
+# target and round; bash for /dev/udp
 log=/run/kps-traffic-$1.log stop=/run/kps-traffic-$1.stop end=$(($(date +%s) + 3700))
+n=0
 rm -f "${stop}"
 : >"${log}"
 while [ ! -e "${stop}" ] && [ "$(date +%s)" -lt "${end}" ]; do
@@ -632,18 +653,40 @@ while [ ! -e "${stop}" ] && [ "$(date +%s)" -lt "${end}" ]; do
     code=$(curl -s -o /dev/null --connect-timeout 1 --max-time 2 -w '%{http_code}' "${url}")
     echo "$(date +%s%3N) ${what} ${code:-000}" >>"${log}"
   done
+  if [ -n "$4" ]; then
+    # a fresh socket each try (a new source port, a new conntrack entry);
+    # read -N reads the datagram in one read(2) (bash reads a socket a
+    # byte at a time otherwise, and the rest of a datagram is lost)
+    n=$((n + 1)) payload="kps-$$-${n}" reply=
+    { printf '%s' "${payload}" >&3 && read -r -t 1 -N "${#payload}" reply <&3; } 2>/dev/null 3<>"/dev/udp/$4"
+    if [ "${reply}" = "${payload}" ]; then code=200; else code=000; fi
+    echo "$(date +%s%3N) udp ${code}" >>"${log}"
+  fi
   sleep 0.2
 done
 LOOP
-    docker exec -d "${host}" sh /run/kps-traffic.sh "${name}" "http://${cip}/" "http://${ip}:${port}/" || return 1
+    docker exec -d "${host}" bash /run/kps-traffic.sh "${name}" "http://${cip}/" "http://${ip}:${port}/" "${udp:+${cip}/${udp}}" || return 1
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  # TCP must answer on every host within 60 s (or the prober is not
+  # measuring); UDP is waited for as long, and a host where it has not
+  # answered by then is named in a figure, its tries recorded as they are
   deadline=$((SECONDS + 60))
   while read -r host ip; do
-    until [[ "$(docker exec "${host}" sh -c "grep -v ' 000\$' /run/kps-traffic-${name}.log | cut -d' ' -f2 | sort -u | paste -sd,")" == cluster,nodeport ]]; do
-      ((SECONDS < deadline)) || { echo "${host}: no answer through the prober's ClusterIP and NodePort within 60s"; return 1; }
+    until answered="$(docker exec "${host}" sh -c "grep -v ' 000\$' /run/kps-traffic-${name}.log | cut -d' ' -f2 | sort -u | paste -sd,")" &&
+      [[ "${answered}" == "cluster,nodeport${udp:+,udp}" ]]; do
+      if ((SECONDS >= deadline)); then
+        [[ "${answered}" == cluster,nodeport* ]] || { echo "${host}: no answer through the prober's ClusterIP and NodePort within 60s"; return 1; }
+        silent+=("${host#"${KS_PREFIX:-kps-ks}"-}")
+        break
+      fi
       sleep 0.5
     done
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  if [[ -z "${udp}" ]]; then
+    figure "${name}" "udp: not measured (no UDP_ECHO_PORT in ${KS_DIR}/hosts.env)"
+  elif ((${#silent[@]})); then
+    figure "${name}" "udp: no answer at start within 60s on ${silent[*]} (tries go on)"
+  fi
 }
 
 # traffic_end NAME: ends the step's prober loops (on every host that has
