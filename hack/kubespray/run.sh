@@ -683,7 +683,7 @@ LOOP
     done
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   if [[ -z "${udp}" ]]; then
-    figure "${name}" "udp: not measured (no UDP_ECHO_PORT in ${KS_DIR}/hosts.env)"
+    figure "${name}" "udp: not measured (hosts.env has no UDP_ECHO_PORT)"
   elif ((${#silent[@]})); then
     figure "${name}" "udp: no answer at start within 60s on ${silent[*]} (tries go on)"
   fi
