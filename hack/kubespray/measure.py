@@ -85,9 +85,10 @@
       out: /configz (configz above) is what counts of the config.
   measure.py traffic HOST=LOG...
       LOG: the traffic prober's lines on HOST during a step (run.sh's
-      traffic_start), one per try: `EPOCH_MS TARGET HTTP_CODE`, where 000 is
-      no answer within its deadline (no connection in 1 s, no answer in
-      2 s). Prints one line per host and target, `HOST TARGET tries=N
+      traffic_start), one per try: `EPOCH_MS TARGET CODE`, TARGET cluster
+      or nodeport (TCP, CODE the HTTP status) or udp (CODE 200: the
+      datagram came back), where 000 is no answer within its deadline (no
+      connection in 1 s, no answer in 2 s; udp: none in 1 s). Prints one line per host and target, `HOST TARGET tries=N
       failed=N longest_gap=S`: the longest time in seconds without a
       successful try (between two, or before the first and after the last
       success, counted from the first and to the last try).

@@ -310,6 +310,21 @@ class TrafficFigures(unittest.TestCase):
                 "cp1 nodeport tries=1 failed=0 longest_gap=0.00",
             ])
 
+    def test_udp_is_a_target_of_its_own(self):
+        # the prober's round: cluster, nodeport, then udp; UDP lost while
+        # TCP answers shows on udp alone
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "w1.log")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("1000 cluster 404\n1010 nodeport 404\n1020 udp 200\n"
+                        "1300 cluster 404\n1310 nodeport 404\n2310 udp 000\n"
+                        "2600 cluster 404\n2610 nodeport 404\n2620 udp 200\n")
+            self.assertEqual(measure.traffic(["w1=" + path]), [
+                "w1 cluster tries=3 failed=0 longest_gap=1.30",
+                "w1 nodeport tries=3 failed=0 longest_gap=1.30",
+                "w1 udp tries=3 failed=1 longest_gap=1.60",
+            ])
+
 
 
 
