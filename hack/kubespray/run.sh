@@ -613,14 +613,13 @@ reject_on_hosts() {
 # UDP port (the file server's udpecho: a fresh socket each try, the same
 # bytes back within a second is an answer), one line per try in
 # /run/kps-traffic-NAME.log (measure.py traffic; targets cluster, nodeport,
-# udp), for at most 3700 s. UDP because kube-proxy flushes a Service's UDP
-# conntrack entries as it syncs its rules (kubernetes#122740): what a
-# restart costs UDP, DNS first, no TCP connection shows. The loops start
-# once every host's rules have the Service, and it waits up to 60 s for
-# every host's first answer on all three; fails, saying why, when it cannot
-# start or TCP does not answer (the step goes on without it); UDP that does
-# not answer by then is a figure (udp: no answer at start), and the tries
-# go on.
+# udp), for at most 3700 s. UDP because every kube-proxy restart clears
+# the Services' UDP conntrack entries (kubernetes#122740): what a restart
+# costs UDP, DNS first, no TCP connection shows. The loops start once
+# every host's rules have the Service, and it waits up to 60 s for every
+# host's first answer on all three; fails, saying why, when it cannot start
+# or TCP does not answer (the step goes on without it); UDP that does not
+# answer by then is a figure (udp: no answer at start), and its tries go on.
 traffic_start() {
   local name="$1" cip port udp host ip deadline answered silent=()
   udp="$(sed -n 's/^UDP_ECHO_PORT=//p' "${KS_DIR}/hosts.env")"
