@@ -335,6 +335,61 @@ func TestMergeOfAnotherImageRefused(t *testing.T) {
 	assert.Zero(t, writes(c))
 }
 
+// runningCopy makes the pool's pod on node run config (a copy of the
+// pool's record it mounts, as a change made with --restart never leaves
+// it) while the pool's template stays as it is.
+func runningCopy(t *testing.T, c *fake.Clientset, node, config string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := c.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy-b", metav1.GetOptions{})
+	require.NoError(t, err)
+	cp := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmap.CopyName("kube-proxy-b", "0123456789abcdef"), Namespace: "kube-system"},
+		Data: map[string]string{"config.conf": config}}
+	if _, err = c.CoreV1().ConfigMaps("kube-system").Create(ctx, cp, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	pod, err := c.CoreV1().Pods("kube-system").Get(ctx, "kube-proxy-b-"+node, metav1.GetOptions{})
+	require.NoError(t, err)
+	pod.Labels = p.Spec.Template.Labels
+	pod.Spec = *p.Spec.Template.Spec.DeepCopy()
+	pod.Spec.NodeName = node
+	for i := range pod.Spec.Volumes {
+		if v := pod.Spec.Volumes[i].ConfigMap; v != nil {
+			v.Name = cp.Name
+		}
+	}
+	_, err = c.CoreV1().Pods("kube-system").Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// Judged by what the nodes run, not by the templates: a pool whose
+// template is back on iptables while its pod on n1 still runs nftables (a
+// change made with --restart never) moves n1 from nftables to iptables in
+// a merge, a mode change by a label: refused, the node named, nothing
+// changed. Both templates say iptables; a judge of templates let it pass.
+func TestMergeJudgesWhatThePodsRun(t *testing.T) {
+	c, api := movingPool(t, func(s string) string { return s })
+	runningCopy(t, c, "n1", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n")
+	c.ClearActions()
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+	assert.Equal(t, ExitFailed, code, res.Msg)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables (on node(s) n1, by their pods)")
+	assert.Zero(t, writes(c))
+}
+
+// And the other way: a pool whose template moved to nftables with
+// --restart never, its pods still on iptables, merges into an iptables
+// base with no mode change on any node: it goes ahead.
+func TestMergeOfPodsStillOnTheBasesModeGoesAhead(t *testing.T) {
+	c, api := movingPool(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
+	for _, n := range []string{"n1", "n2"} {
+		runningCopy(t, c, n, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n")
+	}
+	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
+	require.Equal(t, ExitOK, code, res.Msg)
+	assert.Contains(t, res.PoolMove.Deleted, "daemonset/kube-proxy-b")
+}
+
 // The same version by another reference (a mirror's tag, pinned by a
 // digest as well) is no version change: the merge goes ahead. A reference
 // with no version in it is only the same as itself.

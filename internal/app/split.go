@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -115,15 +116,15 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 		if len(nodes) == 0 {
 			return nil
 		}
-		more, err := judgeMove(ctx, o, d)
+		more, err := judgeMove(ctx, o, d, nodes)
 		for _, w := range more {
 			d.Log.Warn(w)
 		}
 		warnings = append(warnings, more...)
 		return err
 	}
-	m.Judge = func(ctx context.Context) error {
-		_, err := judgeMove(ctx, o, d)
+	m.Judge = func(ctx context.Context, nodes []string) error {
+		_, err := judgeMove(ctx, o, d, nodes)
 		return err
 	}
 	plan := m
@@ -162,31 +163,47 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	return res, &out, warnings, timedOut(out, err)
 }
 
-// judgeMove judges the move a split or merge makes the nodes make: a merge
-// from what the pool runs to what the base runs, a split into a pool that
-// exists from what the base runs to what the pool runs (a new pool is a
-// copy of the base's config: no change). Nodes move, never a mode or a
-// version: another proxy mode or another kube-proxy version (sameVersion)
-// is refused, since by a label the nodes would pass every check a mode or
-// an image change has; the way named is a pool run, which has them. Other settings that differ
-// go the new DaemonSet's way on the nodes, one node at a time, each waited
-// for: said in a warning.
-func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error) {
+// judgeMove judges the move a split or merge makes the nodes make: from
+// what kube-proxy runs on each of them now to what the DaemonSet they move
+// to runs (its template). Now is the pod of the DaemonSet they leave (a
+// merge: the pool's; a split: the base's) on each node: its image and the
+// config it mounts, which may not be its template's yet (a change made with
+// --restart never, a rollout stopped half way); a node with no such pod is
+// judged by that DaemonSet's template, what would start there. A split into
+// a new pool moves nothing (a copy of the base's config). Nodes move, never
+// a mode or a version: another proxy mode or another kube-proxy version
+// (sameVersion) is refused, since by a label the nodes would pass every
+// check a mode or an image change has; the way named is a pool run, which
+// has them. Other settings that differ go the new DaemonSet's way on the
+// nodes, one node at a time, each waited for: said in a warning. A pod that
+// mounts the record itself (kubeadm's layout, not a copy) is judged by the
+// record's data now.
+func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) ([]string, error) {
+	// runs is what a kube-proxy runs: its image and config.conf
 	type runs struct{ image, config string }
-	runsOf := func(ds, record string) (runs, error) {
+	configs := map[string]string{}
+	configOf := func(cm, of string) (string, error) {
+		if c, ok := configs[cm]; ok {
+			return c, nil
+		}
+		got, err := d.Kube.ConfigMaps(o.Namespace).Get(ctx, cm, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("read configmap %s/%s, %s's config: %w; nothing was changed", o.Namespace, cm, of, err)
+		}
+		configs[cm] = got.Data[configmap.ConfigKey]
+		return configs[cm], nil
+	}
+	template := func(ds, record string) (*appsv1.DaemonSet, runs, error) {
 		got, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, ds, metav1.GetOptions{})
 		if err != nil {
-			return runs{}, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, ds, err)
+			return nil, runs{}, fmt.Errorf("read daemonset %s/%s: %w; nothing was changed", o.Namespace, ds, err)
 		}
 		_, cm := pools.ConfigVolume(got, o.Container, record)
 		if cm == "" {
-			return runs{}, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the config it runs is not known; nothing was changed", o.Container, o.Namespace, ds, record)
+			return nil, runs{}, fmt.Errorf("container %s of daemonset %s/%s mounts neither configmap %s nor a copy of it, so the config it runs is not known; nothing was changed", o.Container, o.Namespace, ds, record)
 		}
-		c, err := d.Kube.ConfigMaps(o.Namespace).Get(ctx, cm, metav1.GetOptions{})
-		if err != nil {
-			return runs{}, fmt.Errorf("read configmap %s/%s, daemonset %s's config: %w; nothing was changed", o.Namespace, cm, ds, err)
-		}
-		return runs{image: rollout.ContainerImage(got, o.Container), config: c.Data[configmap.ConfigKey]}, nil
+		config, err := configOf(cm, "daemonset "+ds)
+		return got, runs{image: rollout.ContainerImage(got, o.Container), config: config}, err
 	}
 	name, merge := o.Split, o.Merge != ""
 	if merge {
@@ -197,49 +214,114 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps) ([]string, error)
 		// the pool it makes runs the base's
 		return nil, nil
 	}
-	base, err := runsOf(o.DaemonSet, o.ConfigMap)
+	baseDS, base, err := template(o.DaemonSet, o.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := runsOf(name, name)
+	poolDS, pool, err := template(name, name)
 	if err != nil {
 		return nil, err
 	}
-	from, to := pool, base
+	fromDS, fromRecord, fromTemplate, to := poolDS, name, pool, base
 	moved, way := "merged, its nodes", "move the pool first (%s), then merge it"
 	if !merge {
-		from, to = base, pool
+		fromDS, fromRecord, fromTemplate, to = baseDS, o.ConfigMap, base, pool
 		moved, way = "split into it, the nodes", "make the pool run what daemonset "+o.Namespace+"/"+o.DaemonSet+" runs first (%s), split, then move the pool with its checks; or split into a new pool"
 	}
-	diffs, err := kpconfig.Differences(from.config, to.config)
+	// what each moving node runs now: its pod of fromDS, else the template
+	now := map[runs][]string{}
+	moving := map[string]bool{}
+	for _, n := range nodes {
+		moving[n] = true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(fromDS.Spec.Selector)
 	if err != nil {
-		return nil, fmt.Errorf("configmaps of daemonsets %s/%s and %s/%s: %s: %w; nothing was changed", o.Namespace, name, o.Namespace, o.DaemonSet, configmap.ConfigKey, err)
+		return nil, fmt.Errorf("daemonset %s/%s: its selector: %w; nothing was changed", o.Namespace, fromDS.Name, err)
 	}
-	var rest []string
-	for _, df := range diffs {
-		if df.Path == "mode" {
-			poolMode, baseMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
-			if !merge {
-				poolMode, baseMode = baseMode, poolMode
-			}
-			return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s: %s would change mode with none of a mode change's checks; nothing was changed: "+way,
-				name, poolMode, o.Namespace, o.DaemonSet, baseMode, moved, fmt.Sprintf("--pool %s --pool-set %s:mode=%s", name, name, baseMode))
+	podList, err := d.Kube.Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of daemonset %s/%s: %w; nothing was changed", o.Namespace, fromDS.Name, err)
+	}
+	seen := map[string]bool{}
+	for i := range podList.Items {
+		p := &podList.Items[i]
+		if !moving[p.Spec.NodeName] || !metav1.IsControlledBy(p, fromDS) {
+			continue
 		}
-		rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
+		r := runs{image: fromTemplate.image, config: fromTemplate.config}
+		for _, c := range p.Spec.Containers {
+			if c.Name == o.Container {
+				r.image = c.Image
+			}
+		}
+		if _, cm := pools.SpecConfigVolume(&p.Spec, o.Container, fromRecord); cm != "" {
+			if r.config, err = configOf(cm, "pod "+p.Name); err != nil {
+				return nil, err
+			}
+		}
+		seen[p.Spec.NodeName] = true
+		now[r] = append(now[r], p.Spec.NodeName)
 	}
-	if !sameVersion(pool.image, base.image) {
-		return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
-			name, pool.image, o.Namespace, o.DaemonSet, base.image, moved, fmt.Sprintf("--pool %s --image %s", name, base.image))
+	for _, n := range nodes {
+		if !seen[n] {
+			now[fromTemplate] = append(now[fromTemplate], n)
+		}
 	}
-	if len(rest) == 0 {
-		return nil, nil
+	// in a stable order: the runs of the most nodes first
+	var all []runs
+	for r := range now {
+		slices.Sort(now[r])
+		all = append(all, r)
 	}
-	if merge {
-		return []string{fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
-			name, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), name, name)}, nil
+	slices.SortFunc(all, func(a, b runs) int {
+		if c := len(now[b]) - len(now[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(now[a][0], now[b][0])
+	})
+	var warns []string
+	for _, from := range all {
+		on := ""
+		if len(all) > 1 || from != fromTemplate {
+			on = fmt.Sprintf(" (on node(s) %s, by their pods)", strings.Join(now[from], ", "))
+		}
+		diffs, err := kpconfig.Differences(from.config, to.config)
+		if err != nil {
+			return nil, fmt.Errorf("configmaps of daemonsets %s/%s and %s/%s: %s: %w; nothing was changed", o.Namespace, name, o.Namespace, o.DaemonSet, configmap.ConfigKey, err)
+		}
+		var rest []string
+		for _, df := range diffs {
+			if df.Path == "mode" {
+				fromMode, toMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
+				poolMode, baseMode := fromMode, toMode
+				if !merge {
+					poolMode, baseMode = toMode, fromMode
+				}
+				return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s%s: %s would change mode with none of a mode change's checks; nothing was changed: "+way,
+					name, poolMode, o.Namespace, o.DaemonSet, baseMode, on, moved, fmt.Sprintf("--pool %s --pool-set %s:mode=%s", name, name, baseMode))
+			}
+			rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
+		}
+		if !sameVersion(from.image, to.image) {
+			poolImage, baseImage := from.image, to.image
+			if !merge {
+				poolImage, baseImage = to.image, from.image
+			}
+			return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s%s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
+				name, poolImage, o.Namespace, o.DaemonSet, baseImage, on, moved, fmt.Sprintf("--pool %s --image %s", name, base.image))
+		}
+		if len(rest) == 0 {
+			continue
+		}
+		if merge {
+			warns = append(warns, fmt.Sprintf("pool %s sets apart from daemonset %s/%s%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
+				name, o.Namespace, o.DaemonSet, on, strings.Join(rest, ", "), name, name))
+			continue
+		}
+		warns = append(warns, fmt.Sprintf("pool %s sets apart from daemonset %s/%s%s: %s; split into it, the nodes run the pool's values",
+			name, o.Namespace, o.DaemonSet, on, strings.Join(rest, ", ")))
 	}
-	return []string{fmt.Sprintf("pool %s sets apart from daemonset %s/%s: %s; split into it, the nodes run the pool's values",
-		name, o.Namespace, o.DaemonSet, strings.Join(rest, ", "))}, nil
+	return warns, nil
 }
 
 // sameVersion reports whether two kube-proxy images run the same version:

@@ -65,8 +65,9 @@ type Mover struct {
 	Lease       *lock.Lease
 	LockTimeout time.Duration
 	// Judge, when set, judges the move again once the Lease is held and
-	// nodes are to move (the caller's checks of the move they make).
-	Judge func(ctx context.Context) error
+	// nodes are to move (the caller's checks of the move they make), with
+	// the nodes planned to move then.
+	Judge func(ctx context.Context, nodes []string) error
 	// Deadline, when set, is when no further node starts to move (by
 	// Clock); the moves stop there with ErrDeadline.
 	Deadline time.Time
@@ -154,7 +155,7 @@ func (m Mover) Split(ctx context.Context, name string, sel labels.Selector) (Out
 				return nil // split meanwhile
 			}
 			if m.Judge != nil {
-				if err := m.Judge(ctx); err != nil {
+				if err := m.Judge(ctx, out.Nodes); err != nil {
 					return err
 				}
 			}
@@ -325,7 +326,7 @@ func (m Mover) Merge(ctx context.Context, name string) (Outcome, error) {
 				return nil
 			}
 			if m.Judge != nil && len(p.nodes) > 0 {
-				if err := m.Judge(ctx); err != nil {
+				if err := m.Judge(ctx, p.nodes); err != nil {
 					return err
 				}
 			}
@@ -796,15 +797,21 @@ func withoutPools(ns *corev1.NodeSelector) *corev1.NodeSelector {
 // ConfigVolume is the template volume of the container that mounts record
 // or one of its copies, and the ConfigMap it names ("", "" when neither).
 func ConfigVolume(ds *appsv1.DaemonSet, container, record string) (volume, mounted string) {
+	return SpecConfigVolume(&ds.Spec.Template.Spec, container, record)
+}
+
+// SpecConfigVolume is ConfigVolume of a pod spec: a DaemonSet's template, or
+// a pod's own (what it started with).
+func SpecConfigVolume(spec *corev1.PodSpec, container, record string) (volume, mounted string) {
 	mounts := map[string]bool{}
-	for _, c := range ds.Spec.Template.Spec.Containers {
+	for _, c := range spec.Containers {
 		if c.Name == container {
 			for _, vm := range c.VolumeMounts {
 				mounts[vm.Name] = true
 			}
 		}
 	}
-	for _, v := range ds.Spec.Template.Spec.Volumes {
+	for _, v := range spec.Volumes {
 		if v.ConfigMap != nil && mounts[v.Name] && (v.ConfigMap.Name == record || configmap.IsCopyName(record, v.ConfigMap.Name)) {
 			return v.Name, v.ConfigMap.Name
 		}

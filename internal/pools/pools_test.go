@@ -331,7 +331,7 @@ func TestMergeJudgedAgainUnderTheLease(t *testing.T) {
 	c.ClearActions()
 	moved := false
 	m := leased(t, c, api, mover(api, false), func() { moved = true })
-	m.Judge = func(context.Context) error {
+	m.Judge = func(context.Context, []string) error {
 		if moved {
 			return errors.New("pool rhel8 runs proxy mode nftables")
 		}
