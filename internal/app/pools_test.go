@@ -262,7 +262,7 @@ func TestMergeOfAnotherModeRefused(t *testing.T) {
 	c, api, _ := poolOfBase(t, func(s string) string { return strings.Replace(s, "mode: iptables", "mode: nftables", 1) })
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
 	assert.Equal(t, ExitFailed, code)
-	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables")
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables (node(s) n0, by its template) and daemonset kube-system/kube-proxy iptables")
 	assert.Contains(t, res.Msg, "--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables")
 	assert.Zero(t, writes(c))
 }
@@ -330,7 +330,7 @@ func TestMergeOfAnotherImageRefused(t *testing.T) {
 	c.ClearActions()
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
 	assert.Equal(t, ExitFailed, code)
-	assert.Contains(t, res.Msg, "pool kube-proxy-b runs image registry.k8s.io/kube-proxy:v1.32.9 and daemonset kube-system/kube-proxy registry.k8s.io/kube-proxy:v1.33.6")
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs image registry.k8s.io/kube-proxy:v1.32.9 (node(s) n0, by its template) and daemonset kube-system/kube-proxy registry.k8s.io/kube-proxy:v1.33.6")
 	assert.Contains(t, res.Msg, "--pool kube-proxy-b --image registry.k8s.io/kube-proxy:v1.33.6")
 	assert.Zero(t, writes(c))
 }
@@ -373,7 +373,7 @@ func TestMergeJudgesWhatThePodsRun(t *testing.T) {
 	c.ClearActions()
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
 	assert.Equal(t, ExitFailed, code, res.Msg)
-	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables (on node(s) n1, by their pods)")
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables (node(s) n1, by their pods) and daemonset kube-system/kube-proxy iptables")
 	assert.Zero(t, writes(c))
 }
 
@@ -396,8 +396,9 @@ func TestMergeOfPodsStillOnTheBasesModeGoesAhead(t *testing.T) {
 func TestMergeOfTheSameVersionByAnotherReference(t *testing.T) {
 	const digest = "@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 	for image, ok := range map[string]bool{
-		"mirror.example/kube-proxy:v1.33.6" + digest: true,
-		"mirror.example/kube-proxy" + digest:         false,
+		"mirror.example/kube-proxy:v1.33.6" + digest:    true,
+		"mirror.example/kube-proxy" + digest:            false,
+		"registry.k8s.io/kube-proxy:v1.33.6-eksbuild.1": false,
 	} {
 		t.Run(image, func(t *testing.T) {
 			c, api := movingPool(t, func(s string) string { return s })
@@ -428,7 +429,7 @@ func TestMergeWarnsOfTheSettingsThePoolSetsApart(t *testing.T) {
 	code, res, _ := runOn(t, api, "--merge", "kube-proxy-b")
 	require.Equal(t, ExitOK, code, res.Msg)
 	require.Len(t, res.Warnings, 1, res.Warnings)
-	assert.Equal(t, `pool kube-proxy-b sets apart from daemonset kube-system/kube-proxy: iptables.minSyncPeriod "7s" -> unset; `+
+	assert.Equal(t, `pool kube-proxy-b (node(s) n1, n2, by its template) sets apart from daemonset kube-system/kube-proxy: iptables.minSyncPeriod "7s" -> unset; `+
 		`merged, its nodes run the daemonset's values (for the pool's own checks first: --pool kube-proxy-b --pool-set kube-proxy-b:PATH=VALUE, then merge)`, res.Warnings[0])
 	assert.Contains(t, res.PoolMove.Deleted, "daemonset/kube-proxy-b")
 }
@@ -508,6 +509,42 @@ func TestPoolEntryReportsItsMigration(t *testing.T) {
 	assert.Nil(t, res.Pools[1].Connectivity, "no traffic check asked")
 }
 
+// A split judges what the nodes' pods of kubeadm's DaemonSet run, not its
+// template: both templates say iptables, but the base's pod on n2 still
+// runs nftables (a copy it mounts, from a change made with --restart
+// never): moving n2 into the iptables pool changes its mode, refused,
+// nothing written.
+func TestSplitJudgesWhatTheBasesPodsRun(t *testing.T) {
+	ctx := context.Background()
+	c, api, _ := poolOfBase(t, func(s string) string { return s })
+	base, err := c.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	base.UID = "uid-kube-proxy"
+	base.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}
+	base.Spec.Template.Labels = map[string]string{"k8s-app": "kube-proxy"}
+	base, err = c.AppsV1().DaemonSets("kube-system").Update(ctx, base, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	cp := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configmap.CopyName("kube-proxy", "fedcba9876543210"), Namespace: "kube-system"},
+		Data: map[string]string{"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n"}}
+	_, err = c.CoreV1().ConfigMaps("kube-system").Create(ctx, cp, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"rhel": "8"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod := poolstest.KubeProxyPod("kube-proxy-n2", "n2", base, true)
+	pod.Labels = base.Spec.Template.Labels
+	pod.Spec = *base.Spec.Template.Spec.DeepCopy()
+	pod.Spec.NodeName = "n2"
+	pod.Spec.Volumes[0].ConfigMap.Name = cp.Name
+	_, err = c.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.ClearActions()
+	code, res, _ := runOn(t, api, "--split", "kube-proxy-b", "--split-nodes", "rhel=8")
+	assert.Equal(t, ExitFailed, code, res.Msg)
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode iptables and daemonset kube-system/kube-proxy nftables (node(s) n2, by their pods): split into it")
+	assert.Contains(t, res.Msg, "--pool kube-proxy-b --pool-set kube-proxy-b:mode=nftables")
+	assert.Zero(t, writes(c))
+}
+
 // A split into a pool that runs another mode than kubeadm's DaemonSet
 // would change the nodes' mode by a label: refused before anything is
 // written, with the ways named.
@@ -526,7 +563,7 @@ func TestSplitIntoAPoolOfAnotherModeRefused(t *testing.T) {
 	c.ClearActions()
 	code, res, _ := runOn(t, api, "--split", "kube-proxy-b", "--split-nodes", "rhel=8")
 	assert.Equal(t, ExitFailed, code)
-	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables: split into it, the nodes would change mode")
+	assert.Contains(t, res.Msg, "pool kube-proxy-b runs proxy mode nftables and daemonset kube-system/kube-proxy iptables (node(s) n2, by its template): split into it, the nodes would change mode")
 	assert.Contains(t, res.Msg, "(--pool kube-proxy-b --pool-set kube-proxy-b:mode=iptables), split, then move the pool with its checks; or split into a new pool")
 	assert.Zero(t, writes(c))
 

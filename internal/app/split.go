@@ -10,15 +10,18 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/audit"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/configmap"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpconfig"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kpsync"
+	"github.com/kube-proxy-sync/kube-proxy-sync/internal/kube"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/lock"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/pools"
 	"github.com/kube-proxy-sync/kube-proxy-sync/internal/probe"
@@ -112,11 +115,14 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 	// the move the nodes make, judged once the plan has nodes to move and
 	// again under the Lease (its warnings said once); no node moving, no
 	// move to judge (a pool's DaemonSet and config deleted, a rerun)
+	// (a split that first rolls the base off the pools' nodes judges what
+	// the base's template runs too: its pods run that once it rolled)
+	rollsBase := o.Merge == "" && !rollout.KeepsOffPools(&base.Spec.Template.Spec)
 	judge := func(nodes []string) error {
 		if len(nodes) == 0 {
 			return nil
 		}
-		more, err := judgeMove(ctx, o, d, nodes)
+		more, err := judgeMove(ctx, o, d, nodes, rollsBase)
 		for _, w := range more {
 			d.Log.Warn(w)
 		}
@@ -124,7 +130,7 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 		return err
 	}
 	m.Judge = func(ctx context.Context, nodes []string) error {
-		_, err := judgeMove(ctx, o, d, nodes)
+		_, err := judgeMove(ctx, o, d, nodes, false)
 		return err
 	}
 	plan := m
@@ -178,7 +184,7 @@ func runSplit(ctx context.Context, o *Options, d kpsync.Deps) (_ *kpsync.Result,
 // nodes, one node at a time, each waited for: said in a warning. A pod that
 // mounts the record itself (kubeadm's layout, not a copy) is judged by the
 // record's data now.
-func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) ([]string, error) {
+func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string, withTemplate bool) ([]string, error) {
 	// runs is what a kube-proxy runs: its image and config.conf
 	type runs struct{ image, config string }
 	configs := map[string]string{}
@@ -228,8 +234,16 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) (
 		fromDS, fromRecord, fromTemplate, to = baseDS, o.ConfigMap, base, pool
 		moved, way = "split into it, the nodes", "make the pool run what daemonset "+o.Namespace+"/"+o.DaemonSet+" runs first (%s), split, then move the pool with its checks; or split into a new pool"
 	}
-	// what each moving node runs now: its pod of fromDS, else the template
-	now := map[runs][]string{}
+	// what each moving node runs now: its pod of fromDS (one page of
+	// pods at a time), else the template; a split that first rolls the
+	// base off the pools' nodes (withTemplate) also what its pods run
+	// after that roll, the template, so that the judgement under the
+	// Lease, after the roll, finds no move it did not judge before it
+	type state struct {
+		runs
+		byPod bool
+	}
+	now := map[state][]string{}
 	moving := map[string]bool{}
 	for _, n := range nodes {
 		moving[n] = true
@@ -238,52 +252,72 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) (
 	if err != nil {
 		return nil, fmt.Errorf("daemonset %s/%s: its selector: %w; nothing was changed", o.Namespace, fromDS.Name, err)
 	}
-	podList, err := d.Kube.Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, fmt.Errorf("list the pods of daemonset %s/%s: %w; nothing was changed", o.Namespace, fromDS.Name, err)
-	}
 	seen := map[string]bool{}
-	for i := range podList.Items {
-		p := &podList.Items[i]
-		if !moving[p.Spec.NodeName] || !metav1.IsControlledBy(p, fromDS) {
-			continue
+	err = kube.Pager(func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+		lo.LabelSelector = sel.String()
+		return d.Kube.Pods(o.Namespace).List(ctx, lo)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || !moving[p.Spec.NodeName] || p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, fromDS) {
+			return nil
 		}
-		r := runs{image: fromTemplate.image, config: fromTemplate.config}
+		r := state{runs: fromTemplate, byPod: true}
 		for _, c := range p.Spec.Containers {
 			if c.Name == o.Container {
 				r.image = c.Image
 			}
 		}
 		if _, cm := pools.SpecConfigVolume(&p.Spec, o.Container, fromRecord); cm != "" {
-			if r.config, err = configOf(cm, "pod "+p.Name); err != nil {
-				return nil, err
+			config, err := configOf(cm, "pod "+p.Name)
+			if err != nil {
+				return err
 			}
+			r.config = config
 		}
 		seen[p.Spec.NodeName] = true
 		now[r] = append(now[r], p.Spec.NodeName)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of daemonset %s/%s: %w; nothing was changed", o.Namespace, fromDS.Name, err)
 	}
 	for _, n := range nodes {
-		if !seen[n] {
-			now[fromTemplate] = append(now[fromTemplate], n)
+		if !seen[n] || withTemplate {
+			now[state{runs: fromTemplate}] = append(now[state{runs: fromTemplate}], n)
 		}
 	}
-	// in a stable order: the runs of the most nodes first
-	var all []runs
+	// in a stable order: the state of the most nodes first
+	var all []state
 	for r := range now {
 		slices.Sort(now[r])
+		now[r] = slices.Compact(now[r])
 		all = append(all, r)
 	}
-	slices.SortFunc(all, func(a, b runs) int {
+	slices.SortFunc(all, func(a, b state) int {
 		if c := len(now[b]) - len(now[a]); c != 0 {
 			return c
 		}
-		return strings.Compare(now[a][0], now[b][0])
+		if c := strings.Compare(now[a][0], now[b][0]); c != 0 {
+			return c
+		}
+		if a.byPod != b.byPod {
+			if a.byPod {
+				return -1
+			}
+			return 1
+		}
+		return 0
 	})
 	var warns []string
 	for _, from := range all {
-		on := ""
-		if len(all) > 1 || from != fromTemplate {
-			on = fmt.Sprintf(" (on node(s) %s, by their pods)", strings.Join(now[from], ", "))
+		// which nodes, judged by what: said of the side that moves
+		note := fmt.Sprintf(" (%s, by their pods)", someNodes(now[from]))
+		if !from.byPod {
+			note = fmt.Sprintf(" (%s, by its template)", someNodes(now[from]))
+		}
+		poolNote, baseNote := note, ""
+		if !merge {
+			poolNote, baseNote = "", note
 		}
 		diffs, err := kpconfig.Differences(from.config, to.config)
 		if err != nil {
@@ -292,13 +326,12 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) (
 		var rest []string
 		for _, df := range diffs {
 			if df.Path == "mode" {
-				fromMode, toMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
-				poolMode, baseMode := fromMode, toMode
+				poolMode, baseMode := strings.Trim(df.From, `"`), strings.Trim(df.To, `"`)
 				if !merge {
-					poolMode, baseMode = toMode, fromMode
+					poolMode, baseMode = baseMode, poolMode
 				}
-				return nil, fmt.Errorf("pool %s runs proxy mode %s and daemonset %s/%s %s%s: %s would change mode with none of a mode change's checks; nothing was changed: "+way,
-					name, poolMode, o.Namespace, o.DaemonSet, baseMode, on, moved, fmt.Sprintf("--pool %s --pool-set %s:mode=%s", name, name, baseMode))
+				return nil, fmt.Errorf("pool %s runs proxy mode %s%s and daemonset %s/%s %s%s: %s would change mode with none of a mode change's checks; nothing was changed: "+way,
+					name, poolMode, poolNote, o.Namespace, o.DaemonSet, baseMode, baseNote, moved, fmt.Sprintf("--pool %s --pool-set %s:mode=%s", name, name, baseMode))
 			}
 			rest = append(rest, fmt.Sprintf("%s %s", df.Path, orUnset(df.From)+" -> "+orUnset(df.To)))
 		}
@@ -307,37 +340,54 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string) (
 			if !merge {
 				poolImage, baseImage = to.image, from.image
 			}
-			return nil, fmt.Errorf("pool %s runs image %s and daemonset %s/%s %s%s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
-				name, poolImage, o.Namespace, o.DaemonSet, baseImage, on, moved, fmt.Sprintf("--pool %s --image %s", name, base.image))
+			return nil, fmt.Errorf("pool %s runs image %s%s and daemonset %s/%s %s%s: %s would change kube-proxy's version with none of an image change's checks (the kernel, the mode at that version); nothing was changed: "+way,
+				name, poolImage, poolNote, o.Namespace, o.DaemonSet, baseImage, baseNote, moved, fmt.Sprintf("--pool %s --image %s", name, baseImage))
 		}
 		if len(rest) == 0 {
 			continue
 		}
 		if merge {
-			warns = append(warns, fmt.Sprintf("pool %s sets apart from daemonset %s/%s%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
-				name, o.Namespace, o.DaemonSet, on, strings.Join(rest, ", "), name, name))
+			warns = append(warns, fmt.Sprintf("pool %s%s sets apart from daemonset %s/%s: %s; merged, its nodes run the daemonset's values (for the pool's own checks first: --pool %s --pool-set %s:PATH=VALUE, then merge)",
+				name, poolNote, o.Namespace, o.DaemonSet, strings.Join(rest, ", "), name, name))
 			continue
 		}
 		warns = append(warns, fmt.Sprintf("pool %s sets apart from daemonset %s/%s%s: %s; split into it, the nodes run the pool's values",
-			name, o.Namespace, o.DaemonSet, on, strings.Join(rest, ", ")))
+			name, o.Namespace, o.DaemonSet, baseNote, strings.Join(rest, ", ")))
 	}
 	return warns, nil
 }
 
+// someNodes names nodes, the first few of many.
+func someNodes(nodes []string) string {
+	const most = 5
+	if len(nodes) <= most {
+		return "node(s) " + strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("nodes %s and %d more", strings.Join(nodes[:most], ", "), len(nodes)-most)
+}
+
 // sameVersion reports whether two kube-proxy images run the same version:
-// the same reference, or tags of the same version (a mirror's, or one
-// pinned by a digest as well). A reference without a version tag is only
-// the same as itself.
+// the same reference, or the same version tag by another reference (a
+// mirror's, or one pinned by a digest as well). Only the tag tells: a
+// pre-release or a vendor's build (v1.33.6-eksbuild.1) is another version
+// than v1.33.6, and a reference with no version tag is only the same as
+// itself.
 func sameVersion(a, b string) bool {
 	if a == b {
 		return true
 	}
-	va, err := probe.ImageVersion(a)
-	if err != nil {
-		return false
+	ta, tb := versionTag(a), versionTag(b)
+	return ta != "" && ta == tb
+}
+
+// versionTag is an image reference's tag, less a leading "v", when it
+// starts with a version; "" otherwise.
+func versionTag(image string) string {
+	if _, err := probe.ImageVersion(image); err != nil {
+		return ""
 	}
-	vb, err := probe.ImageVersion(b)
-	return err == nil && va.EqualTo(vb)
+	ref, _, _ := strings.Cut(image, "@")
+	return strings.TrimPrefix(ref[strings.LastIndex(ref, ":")+1:], "v")
 }
 
 // orUnset is a value of a Difference, or "unset".
