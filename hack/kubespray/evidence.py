@@ -231,8 +231,13 @@ def _per_node(s):
     return None
 
 
-def _traffic(f):
-    return lambda s: f(s["traffic"]) if s.get("traffic") else None
+def _traffic(udp, f):
+    """A figure over the prober's TCP targets (cluster, nodeport) or its
+    UDP one (udp), None when the step has none of them."""
+    def value(s):
+        rows = [t for t in s.get("traffic") or [] if (t["target"] == "udp") == udp]
+        return f(rows) if rows else None
+    return value
 
 
 ROWS = (
@@ -246,9 +251,12 @@ ROWS = (
     ("nodes touched (a pod made or a container restarted)", _watch("touched")),
     ("pods made while an API server was older (skew)", _watch("skew")),
     ("watch restarted (its connection ended)", _watch("gaps")),
-    ("traffic tries, all hosts and targets", _traffic(lambda t: sum(x["tries"] for x in t))),
-    ("traffic failed tries, all hosts and targets", _traffic(lambda t: sum(x["failed"] for x in t))),
-    ("traffic longest gap, s (the worst host and target)", _traffic(lambda t: max(x["longest_gap"] for x in t))),
+    ("TCP tries (ClusterIP and NodePort, all hosts)", _traffic(False, lambda t: sum(x["tries"] for x in t))),
+    ("TCP failed tries", _traffic(False, lambda t: sum(x["failed"] for x in t))),
+    ("TCP longest gap, s (the worst host and target)", _traffic(False, lambda t: max(x["longest_gap"] for x in t))),
+    ("UDP tries (ClusterIP, all hosts)", _traffic(True, lambda t: sum(x["tries"] for x in t))),
+    ("UDP answers lost", _traffic(True, lambda t: sum(x["failed"] for x in t))),
+    ("UDP longest gap, s (the worst host)", _traffic(True, lambda t: max(x["longest_gap"] for x in t))),
     ("packets that tried to leave the network", lambda s: s.get("parsed", {}).get("egress_packets")),
 )
 
@@ -315,6 +323,26 @@ def cmd_line(runs_dir, out):
     return f"hack/kubespray/evidence.py page {runs_dir} {out}"
 
 
+def step_tables(runs):
+    """The page's lines of one layout's runs: a table per step."""
+    lines = []
+    modes = sorted({m for _, doc in runs for m in doc["modes"]}, key=mode_order)
+    steps = sorted({s for _, doc in runs for m in doc["modes"].values() for s in m}, key=step_order)
+    for step in steps:
+        have = {m: [doc["modes"][m][step] for _, doc in runs if step in doc["modes"].get(m, {})] for m in modes}
+        lines += ["", f"### {step}", "", "| figure | " + " | ".join(modes) + " |",
+                  "| --- |" + " --- |" * len(modes)]
+        ran = [f"{sum(s['passed'] for s in have[m])} of {len(have[m])}" if have[m] else "–" for m in modes]
+        lines.append("| passed, of the runs that ran it | " + " | ".join(ran) + " |")
+        for label, value in ROWS:
+            cells = []
+            for m in modes:
+                cells.append(cell([v for v in (value(s) for s in have[m]) if v is not None]))
+            if any(c != "–" for c in cells):
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def page(runs_dir, out):
     runs = load_runs(runs_dir)
     rel = os.path.relpath(runs_dir, os.path.dirname(out) or ".")
@@ -343,30 +371,22 @@ def page(runs_dir, out):
             f"| [{name[:-len('.json')]}]({rel}/{name})", r.get("started", "?"), duration(r.get("duration_s")),
             commit(r, "project_commit"), commit(r, "kubespray_commit"), layout(r), " ".join(r.get("modes", [])),
             result(r) + " |"]))
-    modes = sorted({m for _, doc in runs for m in doc["modes"]}, key=mode_order)
-    steps = sorted({s for _, doc in runs for m in doc["modes"].values() for s in m}, key=step_order)
     lines += [
         "",
-        "## Figures by step",
-        "",
-        "Each cell: the median over the runs that have the figure for that step and mode, the range",
-        "(lowest–highest) and n, the number of those runs; – where no run has it. A failed step's figures",
-        "count too: the first row says how many of the runs passed it. Pods made per node: the",
-        "kube-proxy pods created during the step over the nodes (1: each node's pod replaced once); the traffic",
-        "prober's tries go through the ClusterIP and the NodePort of a Service on every host.",
+        "Each cell below: the median over the runs that have the figure for that step and mode, the range",
+        "(lowest–highest) and n, the number of those runs; – where no run has it. Runs of one layout are",
+        "counted together, never across layouts. A failed step's figures count too: the first row says",
+        "how many of the runs passed it. Pods made per node: the kube-proxy pods created during the step",
+        "over the nodes (1: each node's pod replaced once). TCP: the prober's tries through a Service's",
+        "ClusterIP and NodePort on every host; UDP: a datagram to the ClusterIP, a new source port each,",
+        "answered within 1 s.",
     ]
-    for step in steps:
-        have = {m: [doc["modes"][m][step] for _, doc in runs if step in doc["modes"].get(m, {})] for m in modes}
-        lines += ["", f"### {step}", "", "| figure | " + " | ".join(modes) + " |",
-                  "| --- |" + " --- |" * len(modes)]
-        ran = [f"{sum(s['passed'] for s in have[m])} of {len(have[m])}" if have[m] else "–" for m in modes]
-        lines.append("| passed, of the runs that ran it | " + " | ".join(ran) + " |")
-        for label, value in ROWS:
-            cells = []
-            for m in modes:
-                cells.append(cell([v for v in (value(s) for s in have[m]) if v is not None]))
-            if any(c != "–" for c in cells):
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    groups = {}
+    for name, doc in runs:
+        groups.setdefault(layout(doc["run"]), []).append((name, doc))
+    for lay, group in groups.items():
+        lines += ["", f"## Figures: {lay}"]
+        lines += step_tables(group)
     lines.append("")
     return "\n".join(lines)
 

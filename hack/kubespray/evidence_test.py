@@ -170,7 +170,8 @@ class Page(unittest.TestCase):
         # the second run added in the directory is the oldest: listed first
         self.add("2026-12-02-bbbbbbb.json", summary("2026-12-02T09:00:00Z", "bbbbbbbcccc", True, {
             "unpatched": {"settings": step(400, watch=dict(w, new=6, max_unavailable=3),
-                                           traffic=[("cp1", "cluster", 100, 4, 3.5), ("w1", "cluster", 90, 1, 1.25)])},
+                                           traffic=[("cp1", "cluster", 100, 4, 3.5), ("w1", "cluster", 90, 1, 1.25),
+                                                    ("w1", "udp", 90, 7, 4.25)])},
             "tool": {"settings": step(500, watch=w, traffic=[("cp1", "cluster", 100, 0, 0.5)],
                                       parsed={"rollouts": 1}),
                      "upgrade": step(900, watch=dict(w, skew=0))}}))
@@ -203,10 +204,13 @@ class Page(unittest.TestCase):
         self.assertEqual(self.row(text, "settings", "most nodes without a Ready kube-proxy at once"),
                          ["3 (2–3, n=3)", "1 (1–1, n=2)"])
         # failed tries summed over hosts (4+1, 2, 0); the worst host's gap
-        self.assertEqual(self.row(text, "settings", "traffic failed tries, all hosts and targets"),
+        self.assertEqual(self.row(text, "settings", "TCP failed tries"),
                          ["2 (0–5, n=3)", "0 (0–0, n=2)"])
-        self.assertEqual(self.row(text, "settings", "traffic longest gap, s (the worst host and target)"),
+        self.assertEqual(self.row(text, "settings", "TCP longest gap, s (the worst host and target)"),
                          ["2 (1–3.5, n=3)", "0.6 (0.5–0.7, n=2)"])
+        # UDP apart from TCP: only the first unpatched run's w1 tried it
+        self.assertEqual(self.row(text, "settings", "UDP answers lost"), ["7 (n=1)", "–"])
+        self.assertEqual(self.row(text, "settings", "UDP longest gap, s (the worst host)"), ["4.25 (n=1)", "–"])
         # a figure only the tool's runs have
         self.assertEqual(self.row(text, "settings", "rollouts of the DaemonSet"), ["–", "1 (1–1, n=2)"])
         # a step only one run has: n=1, and a mode without it
@@ -214,6 +218,18 @@ class Page(unittest.TestCase):
                          ["–", "0 (n=1)"])
         self.assertEqual(self.row(text, "upgrade", "passed, of the runs that ran it"), ["–", "1 of 1"])
         self.assertIsNone(self.row(text, "settings", "packets that tried to leave the network"))
+
+    def test_layouts_apart(self):
+        self.add("a.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"rerun": step(10)}}))
+        other = summary("2026-12-02T00:00:00Z", "c", True, {"tool": {"rerun": step(30)}})
+        other["run"]["control_planes"] = "3"
+        self.add("b.json", other)
+        text = self.page()
+        self.assertEqual(text.count("\n## Figures: "), 2)
+        first, second = text.split("\n## Figures: ")[1:]
+        self.assertTrue(first.startswith("control planes 1,"), first[:40])
+        self.assertIn("| wall time, s | 10 (n=1) |", first)
+        self.assertIn("| wall time, s | 30 (n=1) |", second)
 
     def test_even_median(self):
         for i, seconds in enumerate([10, 11, 20, 40]):

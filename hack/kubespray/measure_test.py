@@ -406,9 +406,6 @@ class Task(unittest.TestCase):
         self.assertEqual(measure.task_results(log, SYNC), [])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 def kubeadm_addon(command=("/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf")):
     ds = {
@@ -477,3 +474,7 @@ class AddonTest(unittest.TestCase):
         self.assertFalse(ok)
         self.assertIn("RoleBinding/kube-proxy differs: subjects[system:bootstrappers:kubeadm:default-node-token]", lines[1])
         self.assertIn("live=null", lines[1])
+
+
+if __name__ == "__main__":
+    unittest.main()

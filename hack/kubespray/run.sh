@@ -106,6 +106,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 KUBESPRAY_DIR="${KUBESPRAY_DIR:-}"
 KS_MODES="${KS_MODES:-unpatched toolfree tool}"
 KS_DIR="${CACHE_DIR}/kubespray"
+# a run that stops before its first step leaves no summary of an earlier one
+rm -f "${KS_DIR}/summary.json"
 LOGS="${KS_DIR}/logs"
 SUMMARY="${KS_DIR}/summary.txt"
 VENV="$(venv_dir kubespray-run)"
@@ -613,9 +615,11 @@ reject_on_hosts() {
 # UDP port (the file server's udpecho: a fresh socket each try, the same
 # bytes back within a second is an answer), one line per try in
 # /run/kps-traffic-NAME.log (measure.py traffic; targets cluster, nodeport,
-# udp), for at most 3700 s. UDP because every kube-proxy restart clears
-# the Services' UDP conntrack entries (kubernetes#122740): what a restart
-# costs UDP, DNS first, no TCP connection shows. The loops start once
+# udp), for at most 3700 s. UDP as a DNS client asks: one query, a new
+# source port each time, so each try is a new conntrack entry, NATed by the
+# rules the host has then; what it shows is UDP through the Service while
+# kube-proxy restarts. A long-lived UDP flow, whose conntrack entry a
+# restart clears (kubernetes#122740), is not measured. The loops start once
 # every host's rules have the Service, and it waits up to 60 s for every
 # host's first answer on all three; fails, saying why, when it cannot start
 # or TCP does not answer (the step goes on without it); UDP that does not
@@ -1215,10 +1219,16 @@ upgrade() {
   # kubeadm's addon as the upgraded kubeadm renders it, against the live
   # objects: what kubeadm changes across versions must be in place (under
   # 0004 kubeadm's addon phase is skipped: the tool brings it)
-  cp_ssh 'kubeadm init phase addon kube-proxy --config /etc/kubernetes/kubeadm-config.yaml --print-manifest' >"${LOGS}/upgrade-$1.addon.yaml"
-  cp_ssh 'kubectl -n kube-system get daemonset/kube-proxy serviceaccount/kube-proxy role/kube-proxy rolebinding/kube-proxy clusterrolebinding/kubeadm:node-proxier --ignore-not-found -o json' >"${LOGS}/upgrade-$1.addon-live.json"
+  # (read as evidence: a command that fails here fails the step only
+  # where the addon must be in place, below)
   local addon addon_rc=0
-  addon="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" addon "${LOGS}/upgrade-$1.addon.yaml" "${LOGS}/upgrade-$1.addon-live.json")" || addon_rc=$?
+  if ! cp_ssh 'kubeadm init phase addon kube-proxy --config /etc/kubernetes/kubeadm-config.yaml --print-manifest' >"${LOGS}/upgrade-$1.addon.yaml"; then
+    addon_rc=1 addon="kubeadm init phase addon kube-proxy --print-manifest failed on the control plane"
+  elif ! cp_ssh 'kubectl -n kube-system get daemonset/kube-proxy serviceaccount/kube-proxy role/kube-proxy rolebinding/kube-proxy clusterrolebinding/kubeadm:node-proxier --ignore-not-found -o json' >"${LOGS}/upgrade-$1.addon-live.json"; then
+    addon_rc=1 addon="kubectl get of the addon's live objects failed"
+  else
+    addon="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" addon "${LOGS}/upgrade-$1.addon.yaml" "${LOGS}/upgrade-$1.addon-live.json")" || addon_rc=$?
+  fi
   figure "upgrade-$1" "kubeadm ${UPGRADE_TO}'s kube-proxy addon in place: ${addon//$'\n'/; }"
   if ((addon_rc)) && [[ "$1" != unpatched ]]; then
     echo "after upgrade-cluster.yml kubeadm ${UPGRADE_TO}'s kube-proxy addon is not in place (${LOGS}/upgrade-$1.addon.yaml against the live objects): ${addon//$'\n'/; }"
