@@ -215,16 +215,17 @@ func judgeMove(ctx context.Context, o *Options, d kpsync.Deps, nodes []string, w
 	if merge {
 		name = o.Merge
 	}
-	if _, err := d.Kube.DaemonSets(o.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		// a merge: its nodes run no kube-proxy, whatever config; a split:
-		// the pool it makes runs the base's
+	poolDS, pool, err := template(name, name)
+	if poolDS == nil && apierrors.IsNotFound(err) {
+		// no such DaemonSet (its ConfigMap missing is an error): a merge,
+		// its nodes run no kube-proxy, whatever config; a split, the pool
+		// it makes runs the base's
 		return nil, nil
 	}
-	baseDS, base, err := template(o.DaemonSet, o.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
-	poolDS, pool, err := template(name, name)
+	baseDS, base, err := template(o.DaemonSet, o.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
