@@ -88,7 +88,7 @@ kind-down: ## delete the kind cluster and stop the project-owned Docker engine
 test-real: ## real-node e2e tests against $KUBECONFIG or the kind cluster (make kind-up first)
 	hack/test/e2e-real.sh
 
-test-kubespray: ## kubespray's own cluster.yml, offline, on 3 container hosts, in three modes (KS_MODES): unpatched, toolfree (docs/kubespray 0001-0003), tool (0001-0004, this checkout's make release): KUBESPRAY_DIR=<kubespray checkout> (not part of make test; hack/kubespray); KS_UPGRADE=1 adds upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM, KS_UPGRADE=minor to KUBESPRAY_UPGRADE_TO
+test-kubespray: ## kubespray's own cluster.yml, offline, on 3 container hosts, in three modes (KS_MODES): unpatched, toolfree (docs/kubespray 0001-0003), tool (0001-0004, this checkout's make release): KUBESPRAY_DIR=<kubespray checkout> (not part of make test; hack/kubespray); KS_UPGRADE=1 adds upgrade-cluster.yml from KUBESPRAY_UPGRADE_FROM, KS_UPGRADE=minor from KUBESPRAY_MINOR_FROM to KUBESPRAY_UPGRADE_TO
 	KUBESPRAY_DIR="$(KUBESPRAY_DIR)" hack/kubespray/run.sh
 
 demo: build cluster-up ## three runs: a change, an unchanged rerun, a probe fix

@@ -53,18 +53,22 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # ks_upgrade: what KS_UPGRADE asks make test-kubespray for (hack/kubespray/
 # run.sh, and build.sh for its artifacts): UPGRADE=1 for an upgrade step,
 # else 0; UPGRADE_FROM, the version cluster.yml installs, and UPGRADE_TO,
-# the one upgrade-cluster.yml takes the cluster to; UPGRADE_EXTRA, the one
-# of the two that is not KUBERNETES_VERSION, and UPGRADE_TOOLS, the group of
-# hack/build/tools.sh that builds it.
+# the one upgrade-cluster.yml takes the cluster to; UPGRADE_EXTRA, those of
+# the two that are not KUBERNETES_VERSION, and UPGRADE_TOOLS, the groups of
+# hack/build/tools.sh that build them (both space-separated lists).
 #   1 or patch: KUBESPRAY_UPGRADE_FROM to KUBERNETES_VERSION
-#   minor:      KUBERNETES_VERSION to KUBESPRAY_UPGRADE_TO
+#   minor:      KUBESPRAY_MINOR_FROM to KUBESPRAY_UPGRADE_TO (kubespray's
+#               default minor and the one before)
 ks_upgrade() {
   UPGRADE_FROM="${KUBERNETES_VERSION}" UPGRADE_TO="${KUBERNETES_VERSION}" UPGRADE_EXTRA="" UPGRADE_TOOLS=""
   case "${KS_UPGRADE:-0}" in
     0 | "") UPGRADE=0 ;;
     1 | patch) UPGRADE=1 UPGRADE_FROM="${KUBESPRAY_UPGRADE_FROM}" UPGRADE_EXTRA="${KUBESPRAY_UPGRADE_FROM}" UPGRADE_TOOLS=upgrade ;;
-    minor) UPGRADE=1 UPGRADE_TO="${KUBESPRAY_UPGRADE_TO}" UPGRADE_EXTRA="${KUBESPRAY_UPGRADE_TO}" UPGRADE_TOOLS=upgrade-to ;;
-    *) die "KS_UPGRADE: 1 or patch (cluster.yml installs KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml upgrades to KUBERNETES_VERSION), minor (KUBERNETES_VERSION, then KUBESPRAY_UPGRADE_TO) or 0, got '${KS_UPGRADE}'" ;;
+    minor)
+      UPGRADE=1 UPGRADE_FROM="${KUBESPRAY_MINOR_FROM}" UPGRADE_TO="${KUBESPRAY_UPGRADE_TO}"
+      UPGRADE_EXTRA="${KUBESPRAY_MINOR_FROM} ${KUBESPRAY_UPGRADE_TO}" UPGRADE_TOOLS="minor-from upgrade-to"
+      ;;
+    *) die "KS_UPGRADE: 1 or patch (cluster.yml installs KUBESPRAY_UPGRADE_FROM, then upgrade-cluster.yml upgrades to KUBERNETES_VERSION), minor (KUBESPRAY_MINOR_FROM, then KUBESPRAY_UPGRADE_TO) or 0, got '${KS_UPGRADE}'" ;;
   esac
 }
 

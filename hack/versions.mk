@@ -32,6 +32,10 @@ NERDCTL_VERSION := v1.7.7
 # tables), so a 1.33 install is not possible there.
 KUBESPRAY_UPGRADE_FROM := v1.34.3
 # The tier's minor upgrade (KS_UPGRADE=minor): cluster.yml installs
-# KUBERNETES_VERSION, upgrade-cluster.yml takes the cluster to this version,
-# a minor above it (hack/tools/upgrade-to builds it).
-KUBESPRAY_UPGRADE_TO := v1.35.4
+# KUBESPRAY_MINOR_FROM (hack/tools/minor-from builds it), upgrade-cluster.yml
+# takes the cluster to KUBESPRAY_UPGRADE_TO (hack/tools/upgrade-to), a minor
+# above it: kubespray's default minor at KUBESPRAY_COMMIT and the one before.
+# Its default, 1.36.4, is not served by the Go module proxy here (its newest
+# 1.36 is 1.36.3, which kubespray's checksum tables carry too).
+KUBESPRAY_MINOR_FROM := v1.35.4
+KUBESPRAY_UPGRADE_TO := v1.36.3

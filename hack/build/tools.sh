@@ -9,7 +9,7 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|upgrade-to]
+# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to]
 #   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
@@ -20,8 +20,8 @@
 #   upgrade: the kubespray tier's upgrade (KS_UPGRADE=1): kubeadm, kubelet,
 #         kubectl, kube-apiserver, kube-controller-manager, kube-scheduler
 #         and kube-proxy at KUBESPRAY_UPGRADE_FROM, named NAME-VERSION
-#   upgrade-to: the same at KUBESPRAY_UPGRADE_TO, for the tier's minor
-#         upgrade (KS_UPGRADE=minor)
+#   minor-from, upgrade-to: the same at KUBESPRAY_MINOR_FROM and
+#         KUBESPRAY_UPGRADE_TO, for the tier's minor upgrade (KS_UPGRADE=minor)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -31,8 +31,8 @@ FORCE=0 GROUP=control-plane
 for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
-    control-plane | kind | kubespray | upgrade | upgrade-to) GROUP="${arg}" ;;
-    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|upgrade-to]" ;;
+    control-plane | kind | kubespray | upgrade | minor-from | upgrade-to) GROUP="${arg}" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to]" ;;
   esac
 done
 
@@ -206,6 +206,10 @@ upgrade_tools() {
 }
 if [[ "${GROUP}" == upgrade ]]; then
   upgrade_tools upgrade-from "${KUBESPRAY_UPGRADE_FROM}" KUBESPRAY_UPGRADE_FROM
+  exit 0
+fi
+if [[ "${GROUP}" == minor-from ]]; then
+  upgrade_tools minor-from "${KUBESPRAY_MINOR_FROM}" KUBESPRAY_MINOR_FROM
   exit 0
 fi
 if [[ "${GROUP}" == upgrade-to ]]; then

@@ -202,7 +202,7 @@ images=()
 pause_image=""
 if [[ "${1:-}" == images-at ]]; then
   [[ $# -eq 2 && "$2" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "usage: hack/kind/build.sh images-at vMAJOR.MINOR.PATCH"
-  [[ -x "${TOOLS_BIN}/kubeadm-$2" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/kubeadm-$2: build the binaries at $2 first (hack/build/tools.sh upgrade builds KUBESPRAY_UPGRADE_FROM, upgrade-to KUBESPRAY_UPGRADE_TO)"
+  [[ -x "${TOOLS_BIN}/kubeadm-$2" ]] || die "no ${TOOLS_BIN#"${REPO_ROOT}/"}/kubeadm-$2: build the binaries at $2 first (hack/build/tools.sh upgrade builds KUBESPRAY_UPGRADE_FROM, minor-from KUBESPRAY_MINOR_FROM, upgrade-to KUBESPRAY_UPGRADE_TO)"
   kubeadm_images "$2" "-$2"
   printf '%s\n' "${images[@]}"
   exit 0

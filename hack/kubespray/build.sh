@@ -19,9 +19,9 @@
 # images-at), and files.yml sets kube_version to that version, with the
 # Kubernetes URLs and checksums following kube_version: cluster.yml installs
 # it, upgrade-cluster.yml -e kube_version=KUBERNETES_VERSION upgrades. With
-# KS_UPGRADE=minor the same at KUBESPRAY_UPGRADE_TO (tools.sh upgrade-to),
-# kube_version KUBERNETES_VERSION, and the upgrade to KUBESPRAY_UPGRADE_TO
-# (hack/lib.sh ks_upgrade).
+# KS_UPGRADE=minor the same at KUBESPRAY_MINOR_FROM and KUBESPRAY_UPGRADE_TO
+# (tools.sh minor-from and upgrade-to), kube_version KUBESPRAY_MINOR_FROM, and
+# the upgrade to KUBESPRAY_UPGRADE_TO (hack/lib.sh ks_upgrade).
 #
 # With KS_LB=haproxy also the image of kubespray's local API server load
 # balancer: Debian's haproxy (debootstrapped with its libraries), started as
@@ -76,7 +76,9 @@ start=${SECONDS}
 "${REPO_ROOT}/hack/build/tools.sh" >&2
 "${REPO_ROOT}/hack/build/tools.sh" kind >&2
 "${REPO_ROOT}/hack/build/tools.sh" kubespray >&2
-if ((UPGRADE)); then "${REPO_ROOT}/hack/build/tools.sh" "${UPGRADE_TOOLS}" >&2; fi
+if ((UPGRADE)); then
+  for group in ${UPGRADE_TOOLS}; do "${REPO_ROOT}/hack/build/tools.sh" "${group}" >&2; done
+fi
 log "binaries: $((SECONDS - start))s"
 
 # --- 2. files_repo
@@ -107,7 +109,9 @@ single "${k8s}/kubeadm" kubeadm
 single "${k8s}/kubelet" kubelet
 single "${k8s}/kubectl" kubectl
 if ((UPGRADE)); then
-  for b in kubeadm kubelet kubectl; do single "k8s/${UPGRADE_EXTRA}/${ARCH}/${b}" "${b}-${UPGRADE_EXTRA}"; done
+  for v in ${UPGRADE_EXTRA}; do
+    for b in kubeadm kubelet kubectl; do single "k8s/${v}/${ARCH}/${b}" "${b}-${v}"; done
+  done
 fi
 etcd_tar="etcd/etcd-${ETCD_VERSION}-linux-${ARCH}.tar.gz"
 tarball "${etcd_tar}" "$(bin_hash etcd etcdctl etcdutl)" "etcd-${ETCD_VERSION}-linux-${ARCH}" etcd etcdctl etcdutl
@@ -180,10 +184,12 @@ for image in "${kind_images[@]:1}"; do
   printf '%s %s\n' "${image}" "${image##*/}" >>"${KS_DIR}/images.txt.tmp"
 done
 if ((UPGRADE)); then
-  mapfile -t from_images < <("${REPO_ROOT}/hack/kind/build.sh" images-at "${UPGRADE_EXTRA}")
-  ((${#from_images[@]} > 0)) || die "hack/kind/build.sh images-at ${UPGRADE_EXTRA} named no image"
-  for image in "${from_images[@]}"; do
-    grep -q "^${image} " "${KS_DIR}/images.txt.tmp" || printf '%s %s\n' "${image}" "${image##*/}" >>"${KS_DIR}/images.txt.tmp"
+  for v in ${UPGRADE_EXTRA}; do
+    mapfile -t from_images < <("${REPO_ROOT}/hack/kind/build.sh" images-at "${v}")
+    ((${#from_images[@]} > 0)) || die "hack/kind/build.sh images-at ${v} named no image"
+    for image in "${from_images[@]}"; do
+      grep -q "^${image} " "${KS_DIR}/images.txt.tmp" || printf '%s %s\n' "${image}" "${image##*/}" >>"${KS_DIR}/images.txt.tmp"
+    done
   done
 fi
 if [[ "${LB}" == haproxy ]]; then

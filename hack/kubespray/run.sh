@@ -44,7 +44,7 @@
 #              never more nodes down than maxUnavailable, /configz the new
 #              value
 #     upgrade  KS_UPGRADE=1 (or patch, or minor) only (cluster.yml then
-#              installs KUBESPRAY_UPGRADE_FROM; minor: KUBERNETES_VERSION):
+#              installs KUBESPRAY_UPGRADE_FROM; minor: KUBESPRAY_MINOR_FROM):
 #              upgrade-cluster.yml with -e kube_version=KUBERNETES_VERSION
 #              (minor: KUBESPRAY_UPGRADE_TO), the settings change kept;
 #              every node and kube-proxy on the new version; the pods it
@@ -123,7 +123,7 @@ SETTING_VAR=kube_proxy_min_sync_period SETTING_FIELD=iptables.minSyncPeriod SETT
 BREAK_VAR=kube_proxy_conntrack_max_per_core BREAK_FIELD=conntrack.maxPerCore BREAK_VALUE=32768 BREAK_BEFORE=0
 # KS_UPGRADE=1: cluster.yml installs KUBESPRAY_UPGRADE_FROM
 # (hack/kubespray/build.sh reads it too), and each mode ends with the upgrade
-# step to KUBERNETES_VERSION; KS_UPGRADE=minor: KUBERNETES_VERSION, and the
+# step to KUBERNETES_VERSION; KS_UPGRADE=minor: KUBESPRAY_MINOR_FROM, and the
 # upgrade to KUBESPRAY_UPGRADE_TO (UPGRADE_FROM and UPGRADE_TO, hack/lib.sh).
 ks_upgrade
 # KS_LB=haproxy: kubespray's local API server load balancer on every node, its
