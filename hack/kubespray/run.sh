@@ -231,12 +231,8 @@ if [[ -n "$("${REPO_ROOT}/hack/kind/docker.sh" env || true)" ]]; then engine_was
 # evidence. The host's python3 (the stdlib only): a run that stopped before
 # the venv step has one too.
 summary_json() {
-  local project changes dirty=0
-  project="$(git -C "${REPO_ROOT}" rev-parse HEAD)" || project=unknown
-  changes="$(git -C "${REPO_ROOT}" status --porcelain --untracked-files=no)" || changes=unknown
-  [[ -z "${changes}" ]] || dirty=1
   python3 "${REPO_ROOT}/hack/kubespray/evidence.py" assemble "${FIGURES}" "${SUMMARY}" "${KS_DIR}/summary.json" \
-    "kubespray_commit=${commit}" "project_commit=${project}" "project_dirty=${dirty}" \
+    "kubespray_commit=${commit}" "project_commit=${PROJECT_COMMIT}" "project_dirty=${PROJECT_DIRTY}" \
     "started=${STARTED}" "ended=$(date -u +%FT%TZ)" "exit_code=$1" "modes=${KS_MODES}" "steps=${KS_STEPS}" \
     "control_planes=${KS_CONTROL_PLANES:-1}" "workers=${KS_WORKERS:-2}" "load_balancer=${LB}" \
     "upgrade=${KS_UPGRADE:-0}" "kubernetes=${KUBERNETES_VERSION}" "upgrade_from=${UPGRADE_FROM}" "upgrade_to=${UPGRADE_TO}" || return 1
@@ -256,6 +252,12 @@ cleanup() {
   exit "${rc}"
 }
 STARTED="$(date -u +%FT%TZ)"
+# The checkout the run runs, read at its start: a commit made while it runs
+# (hours) is not the one its scripts and its release build came from.
+PROJECT_COMMIT="$(git -C "${REPO_ROOT}" rev-parse HEAD)" || PROJECT_COMMIT=unknown
+PROJECT_DIRTY=0
+changes="$(git -C "${REPO_ROOT}" status --porcelain --untracked-files=no)" || changes=unknown
+[[ -z "${changes}" ]] || PROJECT_DIRTY=1
 trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
