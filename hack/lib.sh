@@ -72,15 +72,16 @@ ks_upgrade() {
   esac
 }
 
-# ks_lb: LB=haproxy when KS_LB=haproxy asks make test-kubespray for kubespray's
-# local API server load balancer on every node (loadbalancer_apiserver_localhost,
-# kubespray's default layout) as haproxy, else LB=none: nodes reach the
-# control plane directly.
+# ks_lb: LB, the local API server load balancer on every node that KS_LB asks
+# make test-kubespray for (loadbalancer_apiserver_localhost, kubespray's
+# default layout): nginx (loadbalancer_apiserver_type's default, Debian's
+# nginx with its stream module) or haproxy (Debian's haproxy); else LB=none:
+# nodes reach the control plane directly.
 ks_lb() {
   case "${KS_LB:-none}" in
     none | "") LB=none ;;
-    haproxy) LB=haproxy ;;
-    *) die "KS_LB: haproxy (kubespray's local API server load balancer on every node, Debian's haproxy) or none, got '${KS_LB}'" ;;
+    nginx | haproxy) LB="${KS_LB}" ;;
+    *) die "KS_LB: nginx or haproxy (kubespray's local API server load balancer on every node, from Debian's package) or none, got '${KS_LB}'" ;;
   esac
 }
 

@@ -23,10 +23,13 @@
 # (tools.sh minor-from and upgrade-to), kube_version KUBESPRAY_MINOR_FROM, and
 # the upgrade to KUBESPRAY_UPGRADE_TO (hack/lib.sh ks_upgrade).
 #
-# With KS_LB=haproxy also the image of kubespray's local API server load
-# balancer: Debian's haproxy (debootstrapped with its libraries), started as
-# kubespray's haproxy manifest expects (its config in /usr/local/etc/haproxy),
-# pushed as haproxy:HAPROXY_TAG.
+# With KS_LB=nginx or haproxy also the image of kubespray's local API server
+# load balancer: Debian's nginx and its stream module, or Debian's haproxy
+# (debootstrapped with their libraries), started as kubespray's manifest
+# expects (nginx: its nginx.conf in /etc/nginx, which loads no module, so the
+# image's command loads the stream module and keeps nginx in the foreground;
+# haproxy: its config in /usr/local/etc/haproxy), pushed as
+# nginx:DEBIAN_SUITE or haproxy:DEBIAN_SUITE.
 #
 # and two local images: the hosts' (a debootstrapped Debian with systemd and
 # sshd, started by kind's node entrypoint) and the services' (Debian's
@@ -56,8 +59,7 @@ HOST_RECIPE=1
 ARCH=amd64
 ks_upgrade
 ks_lb
-HAPROXY_IMAGE="kps.local/ks-haproxy:${DEBIAN_SUITE}"
-HAPROXY_RECIPE=1
+LB_RECIPE=1
 
 [[ "$(id -u)" == 0 ]] || die "building the kubespray tier needs root (debootstrap, chroot)"
 mkdir -p "${FILES}" "${LOGS}"
@@ -192,21 +194,40 @@ if ((UPGRADE)); then
     done
   done
 fi
-if [[ "${LB}" == haproxy ]]; then
-  # kubespray's local load balancer: Debian's haproxy and its libraries, in
-  # the foreground as PID 1, reading the config kubespray mounts.
-  lb_root="$("${REPO_ROOT}/hack/kind/build.sh" rootfs ks-haproxy haproxy)"
-  lb_hash="$(printf '%s %s' "${HAPROXY_RECIPE}" "$(cat "${CACHE_DIR}/kind/stamps/rootfs-ks-haproxy")" | hash_of)"
-  if ! image_fresh "${HAPROXY_IMAGE}" "${lb_hash}"; then
-    tar --numeric-owner -C "${lb_root}" -c . |
-      docker import --change "ENV ${PATH_ENV}" --change "LABEL kps.stamp=${lb_hash}" \
-        --change 'CMD ["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]' - "${HAPROXY_IMAGE}" >/dev/null
-    log "image ${HAPROXY_IMAGE}"
+# lb_image TYPE PACKAGES CMD: kubespray's local API server load balancer of
+# loadbalancer_apiserver_type TYPE: Debian's PACKAGES and their libraries
+# (hack/kind/build.sh rootfs ks-TYPE), CMD (JSON) in the foreground as PID 1,
+# reading the config kubespray mounts; pushed as TYPE:DEBIAN_SUITE, which
+# files.yml names (TYPE_image_repo, TYPE_image_tag).
+lb_image() {
+  local type="$1" packages="$2" cmd="$3" image="kps.local/ks-$1:${DEBIAN_SUITE}" root h
+  root="$("${REPO_ROOT}/hack/kind/build.sh" rootfs "ks-${type}" "${packages}")"
+  if [[ "${type}" == nginx && ! -f "${root}/usr/lib/nginx/modules/ngx_stream_module.so" ]]; then
+    die "Debian's libnginx-mod-stream left no /usr/lib/nginx/modules/ngx_stream_module.so in ${root#"${REPO_ROOT}/"}: the nginx image's command loads it"
   fi
-  printf '%s haproxy:%s\n' "${HAPROXY_IMAGE}" "${DEBIAN_SUITE}" >>"${KS_DIR}/images.txt.tmp"
-  printf '# KS_LB=haproxy: kubespray'"'"'s local API server load balancer.\nhaproxy_image_repo: "{{ registry_host }}/haproxy"\nhaproxy_image_tag: "%s"\n' \
-    "${DEBIAN_SUITE}" >>"${KS_DIR}/files.yml"
-fi
+  h="$(printf '%s %s %s' "${LB_RECIPE}" "$(cat "${CACHE_DIR}/kind/stamps/rootfs-ks-${type}")" "${cmd}" | hash_of)"
+  if ! image_fresh "${image}" "${h}"; then
+    tar --numeric-owner -C "${root}" -c . |
+      docker import --change "ENV ${PATH_ENV}" --change "LABEL kps.stamp=${h}" --change "CMD ${cmd}" - "${image}" >/dev/null
+    log "image ${image}"
+  fi
+  printf '%s %s:%s\n' "${image}" "${type}" "${DEBIAN_SUITE}" >>"${KS_DIR}/images.txt.tmp"
+  printf '# KS_LB=%s: kubespray'"'"'s local API server load balancer.\n%s_image_repo: "{{ registry_host }}/%s"\n%s_image_tag: "%s"\n' \
+    "${type}" "${type}" "${type}" "${type}" "${DEBIAN_SUITE}" >>"${KS_DIR}/files.yml"
+}
+case "${LB}" in
+  # kubespray's nginx.conf (roles/kubernetes/node/templates/loadbalancer),
+  # mounted in /etc/nginx, nginx's default config path, has a stream block
+  # but loads no module: Debian builds the stream module as a dynamic one,
+  # so the command loads it (-g is read before the config file), and keeps
+  # nginx in the foreground (the config does not say daemon off, which a
+  # second time would be an error)
+  nginx)
+    lb_image nginx nginx,libnginx-mod-stream \
+      '["nginx", "-g", "daemon off; load_module /usr/lib/nginx/modules/ngx_stream_module.so;"]'
+    ;;
+  haproxy) lb_image haproxy haproxy '["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]' ;;
+esac
 mv -f "${KS_DIR}/images.txt.tmp" "${KS_DIR}/images.txt"
 
 # --- 4. the services' image: Debian's docker-registry, busybox (httpd) and

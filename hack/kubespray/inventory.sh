@@ -36,7 +36,8 @@
 #
 # prints where under files_repo that URL points for the amd64 binary of this
 # checkout's version (galaxy.yml's).
-# KS_LB=haproxy: kubespray's local API server load balancer on every node.
+# KS_LB=nginx or haproxy: kubespray's local API server load balancer on every
+# node.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -98,14 +99,14 @@ done <"${KS_DIR}/hosts.env"
 [[ "${nofile}" =~ ^[0-9]+$ ]] || die "hosts.env has no NOFILE (the hosts' open-files limit)"
 
 ks_lb
-if [[ "${LB}" == haproxy ]]; then
-  lb_vars="# KS_LB=haproxy: kubespray's default layout, a local API server load
+if [[ "${LB}" != none ]]; then
+  lb_vars="# KS_LB=${LB}: kubespray's default layout, a local API server load
 # balancer on every node (the image: hack/kubespray/build.sh, files.yml);
 loadbalancer_apiserver_localhost: true
-loadbalancer_apiserver_type: haproxy"
+loadbalancer_apiserver_type: ${LB}"
 else
-  lb_vars="# no local load balancer (KS_LB=haproxy for one): workers talk to the
-# control plane directly;
+  lb_vars="# no local load balancer (KS_LB=nginx or haproxy for one): workers talk
+# to the control plane directly;
 loadbalancer_apiserver_localhost: false"
 fi
 

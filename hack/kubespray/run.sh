@@ -90,8 +90,9 @@
 # too (upgrade then changes the setting and the image at once).
 #
 # KS_CONTROL_PLANES=3 (hack/kubespray/hosts.sh): three control planes with
-# etcd, besides KS_WORKERS workers (2); with KS_LB=haproxy, kubespray's own HA
-# layout. The upgrade then rolls kube-proxy after the last one.
+# etcd, besides KS_WORKERS workers (2); with KS_LB=nginx (or haproxy),
+# kubespray's own HA layout. The upgrade then rolls kube-proxy after the last
+# one.
 #
 # Cleans up on exit (hosts, file server, registry, network; the project's
 # Docker engine if this run started it) unless KS_KEEP=1. Logs and the step
@@ -126,9 +127,10 @@ BREAK_VAR=kube_proxy_conntrack_max_per_core BREAK_FIELD=conntrack.maxPerCore BRE
 # step to KUBERNETES_VERSION; KS_UPGRADE=minor: KUBESPRAY_MINOR_FROM, and the
 # upgrade to KUBESPRAY_UPGRADE_TO (UPGRADE_FROM and UPGRADE_TO, hack/lib.sh).
 ks_upgrade
-# KS_LB=haproxy: kubespray's local API server load balancer on every node, its
-# default layout (hack/kubespray/build.sh builds the image, inventory.sh sets
-# it); none (the default): nodes reach the control plane directly.
+# KS_LB=nginx or haproxy: kubespray's local API server load balancer on every
+# node, its default layout (hack/kubespray/build.sh builds the image,
+# inventory.sh sets it); none (the default): nodes reach the control plane
+# directly.
 ks_lb
 
 # Every mode runs a copy of the checkout's HEAD (git archive: a bare
