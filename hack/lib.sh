@@ -85,6 +85,17 @@ ks_lb() {
   esac
 }
 
+# ks_dns: DNS, the cluster DNS KS_DNS asks make test-kubespray for: coredns
+# (kubespray's dns_mode: coredns, CoreDNS built from its Go module at
+# COREDNS_VERSION, without nodelocaldns), else DNS=none (dns_mode: none).
+ks_dns() {
+  case "${KS_DNS:-none}" in
+    none | "") DNS=none ;;
+    coredns) DNS=coredns ;;
+    *) die "KS_DNS: coredns (kubespray's dns_mode: coredns, CoreDNS ${COREDNS_VERSION}, no nodelocaldns) or none, got '${KS_DNS}'" ;;
+  esac
+}
+
 # The architectures the collection carries as binary modules and `make
 # release` publishes, by GOARCH: every one a kubespray control plane can
 # have, as kubespray's kubeadm checksums and image_arch name them: amd64,

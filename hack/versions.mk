@@ -24,6 +24,11 @@ RUNC_VERSION := v1.3.3
 CNI_PLUGINS_VERSION := v1.9.1
 CRICTL_VERSION := v1.34.0
 NERDCTL_VERSION := v1.7.7
+# The kubespray tier's cluster DNS (KS_DNS=coredns, hack/tools/coredns): the
+# CoreDNS kubespray pins for KUBERNETES_VERSION's minor
+# (coredns_supported_versions at KUBESPRAY_COMMIT: 1.34 takes 1.12.1), kept
+# through the tier's upgrades (its coredns_image_tag).
+COREDNS_VERSION := v1.12.1
 # The kubespray tier's upgrade (KS_UPGRADE=1 make test-kubespray): cluster.yml
 # installs this version, upgrade-cluster.yml takes the cluster to
 # KUBERNETES_VERSION (hack/tools/upgrade-from builds it). A patch release of

@@ -9,7 +9,7 @@
 # The first build takes about 10 minutes on 2 cores (the Go build cache in
 # the user's home makes later builds after `make clean` much faster).
 #
-# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to]
+# Usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to|coredns]
 #   control-plane (default): what hack/cluster/up.sh needs
 #   kind: what the kind node image needs (hack/kind/build.sh): kind, kubelet,
 #         kubeadm and kube-proxy at KUBERNETES_VERSION, kube-proxy at
@@ -22,6 +22,8 @@
 #         and kube-proxy at KUBESPRAY_UPGRADE_FROM, named NAME-VERSION
 #   minor-from, upgrade-to: the same at KUBESPRAY_MINOR_FROM and
 #         KUBESPRAY_UPGRADE_TO, for the tier's minor upgrade (KS_UPGRADE=minor)
+#   coredns: the kubespray tier's cluster DNS (KS_DNS=coredns): CoreDNS at
+#         COREDNS_VERSION, static
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -31,8 +33,8 @@ FORCE=0 GROUP=control-plane
 for arg in "$@"; do
   case "${arg}" in
     --force) FORCE=1 ;;
-    control-plane | kind | kubespray | upgrade | minor-from | upgrade-to) GROUP="${arg}" ;;
-    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to]" ;;
+    control-plane | kind | kubespray | upgrade | minor-from | upgrade-to | coredns) GROUP="${arg}" ;;
+    *) die "usage: hack/build/tools.sh [--force] [control-plane|kind|kubespray|upgrade|minor-from|upgrade-to|coredns]" ;;
   esac
 done
 
@@ -214,6 +216,17 @@ if [[ "${GROUP}" == minor-from ]]; then
 fi
 if [[ "${GROUP}" == upgrade-to ]]; then
   upgrade_tools upgrade-to "${KUBESPRAY_UPGRADE_TO}" KUBESPRAY_UPGRADE_TO
+  exit 0
+fi
+if [[ "${GROUP}" == coredns ]]; then
+  # CoreDNS's main package is its module's root; its version is a constant
+  # in its source (coremain.CoreVersion), its Makefile stamps only the commit.
+  pinned="$(cd "${TOOLS_DIR}/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns)"
+  [[ "${pinned}" == "${COREDNS_VERSION}" ]] ||
+    die "hack/tools/coredns pins github.com/coredns/coredns ${pinned}, hack/versions.mk says COREDNS_VERSION ${COREDNS_VERSION}: set it there and run go mod tidy"
+  build "${TOOLS_DIR}/coredns" "-s -w" "${COREDNS_VERSION} $(module_hash "${TOOLS_DIR}/coredns")" \
+    coredns=github.com/coredns/coredns
+  log "coredns in ${TOOLS_BIN#"${REPO_ROOT}/"}: $("${TOOLS_BIN}/coredns" -version | head -n1)"
   exit 0
 fi
 k8s_ldflags="$(k8s_ldflags "${KUBERNETES_VERSION}")"

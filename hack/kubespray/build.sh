@@ -31,6 +31,11 @@
 # haproxy: its config in /usr/local/etc/haproxy), pushed as
 # nginx:DEBIAN_SUITE or haproxy:DEBIAN_SUITE.
 #
+# With KS_DNS=coredns also CoreDNS's image: the static binary of
+# hack/build/tools.sh coredns (COREDNS_VERSION) alone, as /coredns, its
+# entrypoint (kubespray's Deployment passes -conf /etc/coredns/Corefile),
+# pushed as coredns:COREDNS_VERSION.
+#
 # and two local images: the hosts' (a debootstrapped Debian with systemd and
 # sshd, started by kind's node entrypoint) and the services' (Debian's
 # docker-registry, busybox httpd and udpecho, hack/kubespray/udpecho, on the
@@ -53,13 +58,18 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What kubespray's hosts need before it runs (we skip its system-packages
 # step: no package mirror here): its own package list for Debian 12
 # (roles/system_packages) minus the ones for other modes, plus systemd, sshd
-# and Python for Ansible.
-HOST_PACKAGES="systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,sudo,iptables,nftables,conntrack,ipset,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,bash,ca-certificates,curl,jq,procps,socat,openssl,rsync,unzip,tar,e2fsprogs,ebtables,iputils-ping,apparmor"
+# and Python for Ansible, and dig (bind9-dnsutils) for run.sh's traffic
+# prober's DNS queries (KS_DNS=coredns; in every build, so that the hosts'
+# image is one).
+HOST_PACKAGES="systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,sudo,iptables,nftables,conntrack,ipset,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,bash,ca-certificates,curl,jq,procps,socat,openssl,rsync,unzip,tar,e2fsprogs,ebtables,iputils-ping,apparmor,bind9-dnsutils"
 HOST_RECIPE=1
 ARCH=amd64
 ks_upgrade
 ks_lb
+ks_dns
 LB_RECIPE=1
+COREDNS_IMAGE="kps.local/ks-coredns:${COREDNS_VERSION}"
+COREDNS_RECIPE=1
 
 [[ "$(id -u)" == 0 ]] || die "building the kubespray tier needs root (debootstrap, chroot)"
 mkdir -p "${FILES}" "${LOGS}"
@@ -81,6 +91,7 @@ start=${SECONDS}
 if ((UPGRADE)); then
   for group in ${UPGRADE_TOOLS}; do "${REPO_ROOT}/hack/build/tools.sh" "${group}" >&2; done
 fi
+if [[ "${DNS}" == coredns ]]; then "${REPO_ROOT}/hack/build/tools.sh" coredns >&2; fi
 log "binaries: $((SECONDS - start))s"
 
 # --- 2. files_repo
@@ -228,6 +239,27 @@ case "${LB}" in
     ;;
   haproxy) lb_image haproxy haproxy '["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]' ;;
 esac
+if [[ "${DNS}" == coredns ]]; then
+  # kubespray's CoreDNS Deployment: its image's entrypoint with args -conf
+  # /etc/coredns/Corefile (the ConfigMap it mounts); the static binary is
+  # all the image holds (it runs as root: the pod drops every capability
+  # but NET_BIND_SERVICE, and sets no user)
+  coredns_hash="$(printf '%s %s' "${COREDNS_RECIPE}" "$(bin_hash coredns)" | hash_of)"
+  if ! image_fresh "${COREDNS_IMAGE}" "${coredns_hash}"; then
+    tmp="$(mktemp -d)"
+    chmod 0755 "${tmp}"
+    install -m 0755 "${TOOLS_BIN}/coredns" "${tmp}/coredns"
+    tar --numeric-owner --owner=0 --group=0 -C "${tmp}" -c . |
+      docker import --change 'ENTRYPOINT ["/coredns"]' --change "LABEL kps.stamp=${coredns_hash}" - "${COREDNS_IMAGE}" >/dev/null
+    rm -rf "${tmp}"
+    log "image ${COREDNS_IMAGE}"
+  fi
+  printf '%s coredns:%s\n' "${COREDNS_IMAGE}" "${COREDNS_VERSION}" >>"${KS_DIR}/images.txt.tmp"
+  # the tag set here, not computed from kube_version: the tier's upgrades
+  # keep this CoreDNS (kubespray's table would take another one at 1.35)
+  printf '# KS_DNS=coredns: the cluster DNS (dns_mode: coredns).\ncoredns_image_repo: "{{ registry_host }}/coredns"\ncoredns_image_tag: "%s"\n' \
+    "${COREDNS_VERSION}" >>"${KS_DIR}/files.yml"
+fi
 mv -f "${KS_DIR}/images.txt.tmp" "${KS_DIR}/images.txt"
 
 # --- 4. the services' image: Debian's docker-registry, busybox (httpd) and

@@ -51,6 +51,7 @@ RUN_KEYS = {
     "control_planes": int,
     "workers": int,
     "load_balancer": str,
+    "dns": str,
     "upgrade": str,
     "kubernetes": str,
     "upgrade_from": str,
@@ -231,11 +232,22 @@ def _per_node(s):
     return None
 
 
-def _traffic(udp, f):
-    """A figure over the prober's TCP targets (cluster, nodeport) or its
-    UDP one (udp), None when the step has none of them."""
+# The prober's UDP targets (measure.py's UDP_TARGETS): the echo, and the DNS
+# query through kube-dns's ClusterIP (KS_DNS=coredns); the others are TCP.
+UDP_TARGETS = ("udp", "dns")
+PROTOCOLS = {
+    "TCP": lambda target: target not in UDP_TARGETS,
+    "UDP": lambda target: target in UDP_TARGETS,
+    "DNS": lambda target: target == "dns",
+}
+
+
+def _traffic(protocol, f):
+    """A figure over the prober's targets of PROTOCOL: TCP (cluster,
+    nodeport), UDP (udp and dns) or DNS (dns alone); None when the step has
+    none of them."""
     def value(s):
-        rows = [t for t in s.get("traffic") or [] if (t["target"] == "udp") == udp]
+        rows = [t for t in s.get("traffic") or [] if PROTOCOLS[protocol](t["target"])]
         return f(rows) if rows else None
     return value
 
@@ -251,12 +263,15 @@ ROWS = (
     ("nodes touched (a pod made or a container restarted)", _watch("touched")),
     ("pods made while an API server was older (skew)", _watch("skew")),
     ("watch restarted (its connection ended)", _watch("gaps")),
-    ("TCP tries (ClusterIP and NodePort, all hosts)", _traffic(False, lambda t: sum(x["tries"] for x in t))),
-    ("TCP failed tries", _traffic(False, lambda t: sum(x["failed"] for x in t))),
-    ("TCP longest gap, s (the worst host and target)", _traffic(False, lambda t: max(x["longest_gap"] for x in t))),
-    ("UDP tries (ClusterIP, all hosts)", _traffic(True, lambda t: sum(x["tries"] for x in t))),
-    ("UDP answers lost", _traffic(True, lambda t: sum(x["failed"] for x in t))),
-    ("UDP longest gap, s (the worst host)", _traffic(True, lambda t: max(x["longest_gap"] for x in t))),
+    ("TCP tries (ClusterIP and NodePort, all hosts)", _traffic("TCP", lambda t: sum(x["tries"] for x in t))),
+    ("TCP failed tries", _traffic("TCP", lambda t: sum(x["failed"] for x in t))),
+    ("TCP longest gap, s (the worst host and target)", _traffic("TCP", lambda t: max(x["longest_gap"] for x in t))),
+    ("UDP tries (echo and DNS, all hosts)", _traffic("UDP", lambda t: sum(x["tries"] for x in t))),
+    ("UDP answers lost", _traffic("UDP", lambda t: sum(x["failed"] for x in t))),
+    ("UDP longest gap, s (the worst host and target)", _traffic("UDP", lambda t: max(x["longest_gap"] for x in t))),
+    ("DNS queries (kube-dns's ClusterIP, all hosts)", _traffic("DNS", lambda t: sum(x["tries"] for x in t))),
+    ("DNS answers lost or wrong", _traffic("DNS", lambda t: sum(x["failed"] for x in t))),
+    ("DNS longest gap, s (the worst host)", _traffic("DNS", lambda t: max(x["longest_gap"] for x in t))),
     ("packets that tried to leave the network", lambda s: s.get("parsed", {}).get("egress_packets")),
 )
 
@@ -296,8 +311,9 @@ def layout(run):
         versions = f"{run.get('upgrade_from', '?')} to {run.get('upgrade_to', '?')} ({run['upgrade']})"
     else:
         versions = run.get("kubernetes", "?")
+    # a run from before KS_DNS ran without DNS (dns_mode: none)
     return (f"control planes {run.get('control_planes', '?')}, workers {run.get('workers', '?')}, "
-            f"load balancer {run.get('load_balancer', '?')}, Kubernetes {versions}")
+            f"load balancer {run.get('load_balancer', '?')}, DNS {run.get('dns', 'none')}, Kubernetes {versions}")
 
 
 def result(run):
@@ -379,7 +395,8 @@ def page(runs_dir, out):
         "how many of the runs passed it. Pods made per node: the kube-proxy pods created during the step",
         "over the nodes (1: each node's pod replaced once). TCP: the prober's tries through a Service's",
         "ClusterIP and NodePort on every host; UDP: a datagram to the ClusterIP, a new source port each,",
-        "answered within 1 s.",
+        "answered within 1 s, and with CoreDNS (DNS coredns) also a DNS query for that Service to",
+        "kube-dns's ClusterIP, answered within 1 s with the Service's ClusterIP (its own rows too).",
     ]
     groups = {}
     for name, doc in runs:

@@ -14,7 +14,7 @@ import evidence  # noqa: E402  pylint: disable=wrong-import-position
 META = [
     "kubespray_commit=46dbdd399aaaabbbbccccdddd", "project_commit=6a2211b0123456789", "project_dirty=0",
     "started=2026-12-01T10:00:00Z", "ended=2026-12-01T11:00:30Z", "exit_code=1", "modes=unpatched tool",
-    "steps=rerun settings", "control_planes=1", "workers=2", "load_balancer=haproxy", "upgrade=0",
+    "steps=rerun settings", "control_planes=1", "workers=2", "load_balancer=haproxy", "dns=coredns", "upgrade=0",
     "kubernetes=v1.34.4", "upgrade_from=v1.34.4", "upgrade_to=v1.34.4",
 ]
 
@@ -56,6 +56,8 @@ class Assemble(unittest.TestCase):
         self.assertEqual(run["modes"], ["unpatched", "tool"])
         self.assertEqual(run["steps"], ["rerun", "settings"])
         self.assertEqual(run["control_planes"], 1)
+        self.assertEqual(run["load_balancer"], "haproxy")
+        self.assertEqual(run["dns"], "coredns")
         self.assertIs(run["project_dirty"], False)
         self.assertEqual(run["duration_s"], 3630)
         self.assertEqual(run["exit_code"], 1)
@@ -135,7 +137,7 @@ def summary(started, commit, passed, modes, failed_step=None):
         "started": started, "ended": "x", "duration_s": 3600 + 90, "exit_code": 0 if passed else 1,
         "passed": passed, "failed_step": failed_step, "last_step": failed_step, "project_commit": commit,
         "project_dirty": False, "kubespray_commit": "46dbdd399aaabbbb", "modes": sorted(modes),
-        "control_planes": 1, "workers": 2, "load_balancer": "haproxy", "upgrade": "1",
+        "control_planes": 1, "workers": 2, "load_balancer": "haproxy", "dns": "none", "upgrade": "1",
         "upgrade_from": "v1.34.3", "upgrade_to": "v1.34.4", "kubernetes": "v1.34.4"}}
 
 
@@ -192,7 +194,8 @@ class Page(unittest.TestCase):
                                                            "| [2026-12-03-ccccccc"])
         self.assertEqual(runs[0], "| [2026-12-01-aaaaaaa](runs/2026-12-01-aaaaaaa.json) | 2026-12-01T09:00:00Z | "
                                   "61 min | aaaaaaadddd | 46dbdd399aaa | control planes 1, workers 2, load "
-                                  "balancer haproxy, Kubernetes v1.34.3 to v1.34.4 (1) | tool unpatched | passed |")
+                                  "balancer haproxy, DNS none, Kubernetes v1.34.3 to v1.34.4 (1) | tool unpatched "
+                                  "| passed |")
         self.assertTrue(runs[2].endswith("| stopped at settings-tool |"))
         self.assertEqual(text.count("\n### "), 2)
         self.assertLess(text.index("\n### settings\n"), text.index("\n### upgrade\n"))
@@ -210,7 +213,8 @@ class Page(unittest.TestCase):
                          ["2 (1–3.5, n=3)", "0.6 (0.5–0.7, n=2)"])
         # UDP apart from TCP: only the first unpatched run's w1 tried it
         self.assertEqual(self.row(text, "settings", "UDP answers lost"), ["7 (n=1)", "–"])
-        self.assertEqual(self.row(text, "settings", "UDP longest gap, s (the worst host)"), ["4.25 (n=1)", "–"])
+        self.assertEqual(self.row(text, "settings", "UDP longest gap, s (the worst host and target)"),
+                         ["4.25 (n=1)", "–"])
         # a figure only the tool's runs have
         self.assertEqual(self.row(text, "settings", "rollouts of the DaemonSet"), ["–", "1 (1–1, n=2)"])
         # a step only one run has: n=1, and a mode without it
@@ -230,6 +234,48 @@ class Page(unittest.TestCase):
         self.assertTrue(first.startswith("control planes 1,"), first[:40])
         self.assertIn("| wall time, s | 10 (n=1) |", first)
         self.assertIn("| wall time, s | 30 (n=1) |", second)
+
+    def test_dns_layouts_apart(self):
+        # a run of the same layout but for its cluster DNS, and one from
+        # before KS_DNS, which ran without DNS
+        self.add("a.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"rerun": step(10)}}))
+        other = summary("2026-12-02T00:00:00Z", "c", True, {"tool": {"rerun": step(30)}})
+        other["run"]["dns"] = "coredns"
+        self.add("b.json", other)
+        older = summary("2026-11-30T00:00:00Z", "c", True, {"tool": {"rerun": step(20)}})
+        del older["run"]["dns"]
+        self.add("c.json", older)
+        text = self.page()
+        self.assertEqual(text.count("\n## Figures: "), 2)
+        none, coredns = text.split("\n## Figures: ")[1:]
+        self.assertIn("load balancer haproxy, DNS none, Kubernetes", none[:120])
+        self.assertIn("| wall time, s | 15 (10–20, n=2) |", none)
+        self.assertIn("load balancer haproxy, DNS coredns, Kubernetes", coredns[:120])
+        self.assertIn("| wall time, s | 30 (n=1) |", coredns)
+
+    def test_dns_is_udp(self):
+        # the prober's dns target (a query to CoreDNS through kube-dns's
+        # ClusterIP) counts with udp, never with TCP, and has rows of its own
+        self.add("r.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"settings": step(10, traffic=[
+            ("cp1", "cluster", 100, 1, 1.5), ("cp1", "nodeport", 100, 0, 0.5),
+            ("cp1", "udp", 50, 2, 2.25), ("cp1", "dns", 50, 5, 3.5), ("w1", "dns", 40, 1, 1.0)])}}))
+        text = self.page()
+        self.assertEqual(self.row(text, "settings", "TCP tries (ClusterIP and NodePort, all hosts)"), ["200 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "TCP failed tries"), ["1 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "TCP longest gap, s (the worst host and target)"), ["1.5 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "UDP tries (echo and DNS, all hosts)"), ["140 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "UDP answers lost"), ["8 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "UDP longest gap, s (the worst host and target)"), ["3.5 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "DNS queries (kube-dns's ClusterIP, all hosts)"), ["90 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "DNS answers lost or wrong"), ["6 (n=1)"])
+        self.assertEqual(self.row(text, "settings", "DNS longest gap, s (the worst host)"), ["3.5 (n=1)"])
+
+    def test_no_dns_rows_without_dns(self):
+        self.add("r.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"settings": step(10, traffic=[
+            ("cp1", "cluster", 100, 1, 1.5), ("cp1", "udp", 50, 2, 2.25)])}}))
+        text = self.page()
+        self.assertEqual(self.row(text, "settings", "UDP answers lost"), ["2 (n=1)"])
+        self.assertIsNone(self.row(text, "settings", "DNS answers lost or wrong"))
 
     def test_even_median(self):
         for i, seconds in enumerate([10, 11, 20, 40]):

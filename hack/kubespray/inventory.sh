@@ -37,7 +37,9 @@
 # prints where under files_repo that URL points for the amd64 binary of this
 # checkout's version (galaxy.yml's).
 # KS_LB=nginx or haproxy: kubespray's local API server load balancer on every
-# node.
+# node. KS_DNS=coredns: kubespray's dns_mode: coredns, without nodelocaldns
+# and the DNS autoscaler, forwarding what is not the cluster's to the file
+# server (which answers no DNS), so that no query leaves the tier's network.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -109,6 +111,34 @@ else
 # to the control plane directly;
 loadbalancer_apiserver_localhost: false"
 fi
+ks_dns
+if [[ "${DNS}" == coredns ]]; then
+  dns_vars="# KS_DNS=coredns: kubespray's CoreDNS (the image: hack/kubespray/build.sh,
+# files.yml), the hosts' resolv.conf untouched; no nodelocaldns (its image,
+# k8s.io/dns's node-cache, is not built here, and its link-local address
+# takes pods' queries to a cache on their own node instead of through the
+# kube-dns Service's rules) and no DNS autoscaler (its image,
+# cluster-proportional-autoscaler, is not built here: CoreDNS runs
+# kubespray's coredns_replicas); names outside the cluster domain go to the
+# file server, which answers no DNS, so none of CoreDNS's queries leaves the
+# tier's network (kubespray's default upstream, the hosts' resolv.conf,
+# names Docker's resolver, which asks the machine's);
+dns_mode: coredns
+resolvconf_mode: none
+enable_nodelocaldns: false
+enable_dns_autoscaler: false
+upstream_dns_servers: [\"${files_repo#http://}\"]"
+else
+  dns_vars="# no DNS server image: no CoreDNS, no nodelocaldns, resolv.conf untouched
+# (KS_DNS=coredns for CoreDNS);
+dns_mode: none
+resolvconf_mode: none
+enable_nodelocaldns: false
+# and so no CoreDNS Deployment to scale down: upgrade-cluster.yml's \"Kubeadm |
+# scale down coredns replicas to 0 if not using coredns dns_mode\" fails on it
+# (deployments.apps \"coredns\" not found); only the upgrade reads this;
+kubeadm_scale_down_coredns_enabled: false"
+fi
 
 rm -rf "${dir}"
 mkdir -p "${dir}/group_vars/all"
@@ -176,14 +206,7 @@ kube_proxy_conntrack_max_per_core: 0
 kubelet_fail_cgroup_v1: false
 # kubeadm's preflight checks (swap, kernel config, ...) fail in containers;
 kubeadm_ignore_preflight_errors: ["all"]
-# no DNS server image: no CoreDNS, no nodelocaldns, resolv.conf untouched;
-dns_mode: none
-resolvconf_mode: none
-enable_nodelocaldns: false
-# and so no CoreDNS Deployment to scale down: upgrade-cluster.yml's "Kubeadm |
-# scale down coredns replicas to 0 if not using coredns dns_mode" fails on it
-# (deployments.apps "coredns" not found); only the upgrade reads this;
-kubeadm_scale_down_coredns_enabled: false
+${dns_vars}
 ${lb_vars}
 # this VM cannot grant CAP_SYS_RESOURCE (hack/kind/runc-wrapper): no
 # oom_score_adj below containerd's own, no open-files limit above the hosts'

@@ -85,13 +85,17 @@
       out: /configz (configz above) is what counts of the config.
   measure.py traffic HOST=LOG...
       LOG: the traffic prober's lines on HOST during a step (run.sh's
-      traffic_start), one per try: `EPOCH_MS TARGET CODE`, TARGET cluster
-      or nodeport (TCP, CODE the HTTP status) or udp (CODE 200: the
-      datagram came back), where 000 is no answer within its deadline (no
-      connection in 1 s, no answer in 2 s; udp: none in 1 s). Prints one line per host and target, `HOST TARGET tries=N
-      failed=N longest_gap=S`: the longest time in seconds without a
-      successful try (between two, or before the first and after the last
-      success, counted from the first and to the last try).
+      traffic_start), one per try: `EPOCH_MS TARGET CODE`. TCP: TARGET
+      cluster or nodeport, CODE the HTTP status, any status an answer, 000
+      none (no connection in 1 s, no answer in 2 s). UDP (UDP_TARGETS):
+      udp, CODE 200 when the datagram came back within 1 s, and dns (with
+      KS_DNS=coredns), CODE 200 when a DNS query to kube-dns's ClusterIP
+      was answered within 1 s with the prober's Service's ClusterIP, 502
+      when answered without it; only 200 answers, 000 is none. Prints one
+      line per host and target, `HOST TARGET tries=N failed=N
+      longest_gap=S`: the longest time in seconds without a successful try
+      (between two, or before the first and after the last success,
+      counted from the first and to the last try).
 """
 import codecs
 import json
@@ -503,6 +507,19 @@ def one_line(text):
     return " ".join(str(text).split())
 
 
+# The prober's UDP targets (run.sh's traffic_start): the echo through the
+# prober's Service, and a DNS query through kube-dns's; the others are TCP.
+UDP_TARGETS = ("udp", "dns")
+
+
+def answered(target, code):
+    """Whether a prober's try was answered: TCP by any HTTP status, UDP by
+    200 alone (the echo came back; the DNS answer held the right address)."""
+    if target in UDP_TARGETS:
+        return code == "200"
+    return code != "000"
+
+
 def traffic_figures(lines):
     """{target: {tries, failed, longest_gap}} of one host's prober lines
     (see traffic); a line that is not three fields is skipped (a try cut
@@ -516,7 +533,7 @@ def traffic_figures(lines):
         t = seen.setdefault(target, {"tries": 0, "failed": 0, "since": ms, "last": ms, "gap": 0})
         t["tries"] += 1
         t["last"] = ms
-        if code == "000":
+        if not answered(target, code):
             t["failed"] += 1
             continue
         t["gap"] = max(t["gap"], ms - t["since"])

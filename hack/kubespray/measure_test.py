@@ -325,6 +325,21 @@ class TrafficFigures(unittest.TestCase):
                 "w1 udp tries=3 failed=1 longest_gap=1.60",
             ])
 
+    def test_dns_answers_only_with_the_service_address(self):
+        # the dns target: 200 an answer holding the Service's ClusterIP, 502
+        # an answer without it (NXDOMAIN, another address), 000 none in 1 s;
+        # UDP as udp is: only 200 answers
+        lines = ["1000 dns 200", "1300 dns 502", "1600 dns 000", "1900 dns 200",
+                 "2200 dns 502", "2500 udp 200", "2800 udp 502"]
+        figures = measure.traffic_figures(lines)
+        self.assertEqual(figures["dns"], {"tries": 5, "failed": 3, "longest_gap": 0.9})
+        self.assertEqual(figures["udp"], {"tries": 2, "failed": 1, "longest_gap": 0.3})
+
+    def test_tcp_answers_with_any_status(self):
+        # an HTTP status, 502 too, is an answer through the rules; 000 none
+        figures = measure.traffic_figures(["1000 cluster 502", "1300 cluster 000", "1600 cluster 404"])
+        self.assertEqual(figures["cluster"], {"tries": 3, "failed": 1, "longest_gap": 0.6})
+
 
 
 

@@ -30,7 +30,9 @@
 #     cluster  ansible-playbook cluster.yml on the mode's copy; tool: 0004's
 #              task ran once, on the last control plane, and the binary
 #              kubespray downloaded there is this checkout's build
-#     nodes    every node Ready, kube-proxy rolled out on every node
+#     nodes    every node Ready, kube-proxy rolled out on every node; with
+#              KS_DNS=coredns, CoreDNS's Deployment rolled out, every
+#              replica Ready
 #     rerun    cluster.yml again; counts the kube-proxy pods it replaced (by
 #              UID); toolfree and tool must replace none (0002 restarts only
 #              when the server changed; tool: its task ok, not changed);
@@ -132,6 +134,10 @@ ks_upgrade
 # inventory.sh sets it); none (the default): nodes reach the control plane
 # directly.
 ks_lb
+# KS_DNS=coredns: kubespray's dns_mode: coredns (build.sh builds CoreDNS,
+# inventory.sh sets it); the nodes step waits for it, and the traffic prober
+# asks it for its Service (dns); none (the default): no cluster DNS.
+ks_dns
 
 # Every mode runs a copy of the checkout's HEAD (git archive: a bare
 # repository does too), so all of them run the same commit.
@@ -236,7 +242,7 @@ summary_json() {
   python3 "${REPO_ROOT}/hack/kubespray/evidence.py" assemble "${FIGURES}" "${SUMMARY}" "${KS_DIR}/summary.json" \
     "kubespray_commit=${commit}" "project_commit=${PROJECT_COMMIT}" "project_dirty=${PROJECT_DIRTY}" \
     "started=${STARTED}" "ended=$(date -u +%FT%TZ)" "exit_code=$1" "modes=${KS_MODES}" "steps=${KS_STEPS}" \
-    "control_planes=${KS_CONTROL_PLANES:-1}" "workers=${KS_WORKERS:-2}" "load_balancer=${LB}" \
+    "control_planes=${KS_CONTROL_PLANES:-1}" "workers=${KS_WORKERS:-2}" "load_balancer=${LB}" "dns=${DNS}" \
     "upgrade=${KS_UPGRADE:-0}" "kubernetes=${KUBERNETES_VERSION}" "upgrade_from=${UPGRADE_FROM}" "upgrade_to=${UPGRADE_TO}" || return 1
   log "the run as JSON: ${KS_DIR#"${REPO_ROOT}/"}/summary.json"
 }
@@ -264,8 +270,8 @@ trap cleanup EXIT
 
 versions="${KUBERNETES_VERSION}"
 if ((UPGRADE)); then versions="${UPGRADE_FROM}, upgraded to ${UPGRADE_TO}"; fi
-printf 'kubespray %s, modes: %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, steps: %s, started %s\n' \
-  "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${KS_STEPS}" "${STARTED}" >"${SUMMARY}"
+printf 'kubespray %s, modes: %s, Kubernetes %s, control planes: %s, workers: %s, local load balancer: %s, DNS: %s, steps: %s, started %s\n' \
+  "${commit:0:12}" "${KS_MODES}" "${versions}" "${KS_CONTROL_PLANES:-1}" "${KS_WORKERS:-2}" "${LB}" "${DNS}" "${KS_STEPS}" "${STARTED}" >"${SUMMARY}"
 step_no=0
 # step NAME CMD...: runs CMD with its output in logs/NAME.log; records the
 # wall time; on failure says where the run stopped and exits.
@@ -443,14 +449,42 @@ install_cluster() {
   fi
 }
 
-# nodes: every node Ready and kube-proxy's DaemonSet rolled out; kube-proxy
-# runs kubespray's settings.
+# nodes MODE: every node Ready and kube-proxy's DaemonSet rolled out;
+# KS_DNS=coredns: CoreDNS too (coredns_ready); kube-proxy runs kubespray's
+# settings.
 nodes() {
   cp_ssh 'set -e
     kubectl wait --for=condition=Ready nodes --all --timeout=300s
     kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=300s
     kubectl get nodes -o wide; kubectl -n kube-system get pods -o wide'
+  if [[ "${DNS}" == coredns ]]; then coredns_ready "$1"; fi
   configz "$1" nodes
+}
+
+# coredns_ready MODE: kubespray's CoreDNS Deployment (kube-system/coredns)
+# rolled out within 300 s, every replica Ready (its readiness probe: the
+# ready plugin's /ready on 8181), and one kube-dns Service (k8s-app=kube-dns)
+# with a ClusterIP; a figure of nodes-MODE says how many replicas, which
+# image and the Service's address.
+coredns_ready() {
+  local ready replicas image ip
+  cp_ssh 'kubectl -n kube-system rollout status deployment/coredns --timeout=300s' ||
+    { echo "kubespray's CoreDNS Deployment (kube-system/coredns) did not roll out within 300s"; return 1; }
+  read -r ready replicas image < <(cp_ssh "kubectl -n kube-system get deployment coredns \
+    -o jsonpath='{.status.readyReplicas} {.spec.replicas} {.spec.template.spec.containers[0].image}{\"\\n\"}'")
+  ip="$(kube_dns_ip)" || return 1
+  figure "nodes-$1" "CoreDNS: ${ready:-0} of ${replicas:-?} replicas Ready, ${image##*/}, kube-dns ${ip}"
+}
+
+# kube_dns_ip: the ClusterIP of the one kube-dns Service (kube-system,
+# k8s-app=kube-dns: kubespray names it coredns); fails, saying why, unless
+# there is exactly one.
+kube_dns_ip() {
+  local ip
+  ip="$(cp_ssh "kubectl -n kube-system get services -l k8s-app=kube-dns -o jsonpath='{.items[*].spec.clusterIP}'")" || ip=""
+  [[ "${ip}" =~ ^[0-9]+(\.[0-9]+){3}$ ]] ||
+    { echo "want one kube-dns Service (kube-system, k8s-app=kube-dns) with an IPv4 ClusterIP, found: '${ip}'" >&2; return 1; }
+  printf '%s\n' "${ip}"
 }
 
 # revision: the number of kube-proxy's newest ControllerRevision (each change
@@ -623,22 +657,37 @@ reject_on_hosts() {
 # source port each time, so each try is a new conntrack entry, NATed by the
 # rules the host has then; what it shows is UDP through the Service while
 # kube-proxy restarts. A long-lived UDP flow, whose conntrack entry a
-# restart clears (kubernetes#122740), is not measured. The loops start once
-# every host's rules have the Service, and it waits up to 60 s for every
-# host's first answer on all three; fails, saying why, when it cannot start
-# or TCP does not answer (the step goes on without it); UDP that does not
-# answer by then is a figure (udp: no answer at start), and its tries go on.
+# restart clears (kubernetes#122740), is not measured. With KS_DNS=coredns
+# also a DNS query (target dns) for the Service's name,
+# kps-traffic.default.svc.DOMAIN (DOMAIN the cluster's, dnsDomain in the
+# control plane's kubeadm config), to the kube-dns Service's ClusterIP:
+# dig, one UDP try from a socket of its own, 1 s; 200 when the answer holds
+# the prober's Service's ClusterIP, 502 when it does not, 000 no answer.
+# Its endpoints are CoreDNS's pods, not the file server. The loops start
+# once every host's rules have the Service, and it waits up to 60 s for
+# every host's first answer on every target; fails, saying why, when it
+# cannot start or TCP does not answer (the step goes on without it); UDP
+# (udp, dns) that does not answer by then is a figure (udp: or dns: no
+# answer at start), and its tries go on.
 traffic_start() {
-  local name="$1" cip port udp host ip deadline answered silent=()
+  local name="$1" cip port udp host ip deadline answered want t dns_ip="" dns_name="" domain
+  local -A silent=()
   udp="$(sed -n 's/^UDP_ECHO_PORT=//p' "${KS_DIR}/hosts.env")"
   cip="$(files_service kps-traffic NodePort "${udp}")" || return 1
   port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
   [[ -n "${port}" ]] || { echo "the prober's Service has no node port"; return 1; }
+  if [[ "${DNS}" == coredns ]]; then
+    dns_ip="$(kube_dns_ip 2>&1)" || { echo "${dns_ip}"; return 1; }
+    domain="$(cp_ssh 'sed -n "s/^ *dnsDomain: *//p" /etc/kubernetes/kubeadm-config.yaml' | head -n1)"
+    [[ "${domain}" =~ ^[a-z0-9.-]+$ ]] || { echo "no dnsDomain in the control plane's /etc/kubernetes/kubeadm-config.yaml: '${domain}'"; return 1; }
+    dns_name="kps-traffic.default.svc.${domain}"
+  fi
   # no try before the host's kube-proxy has the Service in its rules (a
   # connection to the ClusterIP would leave the tier's network unrouted, and
   # the egress step counts it), and should the rules lack it later, none
-  # leaves the host (reject_on_hosts)
+  # leaves the host (reject_on_hosts); the same for kube-dns's ClusterIP
   reject_on_hosts "${cip}" ${udp:+udp} || return 1
+  if [[ -n "${dns_ip}" ]]; then reject_on_hosts "${dns_ip}" udp || return 1; fi
   deadline=$((SECONDS + 60))
   while read -r host ip; do
     until docker exec "${host}" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; nft list ruleset; } 2>/dev/null | grep -q default/kps-traffic'; do
@@ -648,8 +697,8 @@ traffic_start() {
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   while read -r host ip; do
     docker exec -i "${host}" sh -c 'cat >/run/kps-traffic.sh' <<'LOOP' || return 1
-# kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL [UDP_IP/UDP_PORT]: one try per
-# target and round; bash for /dev/udp
+# kps-traffic.sh NAME CLUSTER_URL NODEPORT_URL [UDP_IP/UDP_PORT [DNS_IP DNS_NAME
+# WANT]]: one try per target and round; bash for /dev/udp
 log=/run/kps-traffic-$1.log stop=/run/kps-traffic-$1.stop end=$(($(date +%s) + 3700))
 n=0
 rm -f "${stop}"
@@ -669,21 +718,38 @@ while [ ! -e "${stop}" ] && [ "$(date +%s)" -lt "${end}" ]; do
     if [ "${reply}" = "${payload}" ]; then code=200; else code=000; fi
     echo "$(date +%s%3N) udp ${code}" >>"${log}"
   fi
+  if [ -n "$5" ]; then
+    # dig's own socket each try (a new source port): 200 an answer with
+    # WANT among its addresses, 502 one without it, 000 none within 1 s
+    if answer=$(dig +time=1 +tries=1 +notcp +short "@$5" "$6" A 2>/dev/null); then
+      if printf '%s\n' "${answer}" | grep -qxF "$7"; then code=200; else code=502; fi
+    else
+      code=000
+    fi
+    echo "$(date +%s%3N) dns ${code}" >>"${log}"
+  fi
   sleep 0.2
 done
 LOOP
-    docker exec -d "${host}" bash /run/kps-traffic.sh "${name}" "http://${cip}/" "http://${ip}:${port}/" "${udp:+${cip}/${udp}}" || return 1
+    docker exec -d "${host}" bash /run/kps-traffic.sh "${name}" "http://${cip}/" "http://${ip}:${port}/" "${udp:+${cip}/${udp}}" \
+      "${dns_ip}" "${dns_name}" "${cip}" || return 1
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   # TCP must answer on every host within 60 s (or the prober is not
-  # measuring); UDP is waited for as long, and a host where it has not
-  # answered by then is named in a figure, its tries recorded as they are
+  # measuring); UDP (udp, dns) is waited for as long, and a host where a
+  # target has not answered by then is named in a figure, its tries recorded
+  # as they are. An answer as measure.py traffic counts one: TCP any HTTP
+  # status, UDP 200 alone.
+  want="$(printf '%s\n' cluster nodeport ${udp:+udp} ${dns_ip:+dns} | sort | paste -sd,)"
   deadline=$((SECONDS + 60))
   while read -r host ip; do
-    until answered="$(docker exec "${host}" sh -c "grep -v ' 000\$' /run/kps-traffic-${name}.log | cut -d' ' -f2 | sort -u | paste -sd,")" &&
-      [[ "${answered}" == "cluster,nodeport${udp:+,udp}" ]]; do
+    until answered="$(docker exec "${host}" awk '(($2 == "udp" || $2 == "dns") ? $3 == "200" : $3 != "000") {print $2}' \
+      "/run/kps-traffic-${name}.log" | sort -u | paste -sd,)" && [[ "${answered}" == "${want}" ]]; do
       if ((SECONDS >= deadline)); then
-        [[ "${answered}" == cluster,nodeport* ]] || { echo "${host}: no answer through the prober's ClusterIP and NodePort within 60s"; return 1; }
-        silent+=("${host#"${KS_PREFIX:-kps-ks}"-}")
+        [[ ",${answered}," == *,cluster,* && ",${answered}," == *,nodeport,* ]] ||
+          { echo "${host}: no answer through the prober's ClusterIP and NodePort within 60s"; return 1; }
+        for t in udp dns; do
+          [[ ",${want}," != *",${t},"* || ",${answered}," == *",${t},"* ]] || silent[${t}]+=" ${host#"${KS_PREFIX:-kps-ks}"-}"
+        done
         break
       fi
       sleep 0.5
@@ -691,9 +757,10 @@ LOOP
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
   if [[ -z "${udp}" ]]; then
     figure "${name}" "udp: not measured (hosts.env has no UDP_ECHO_PORT)"
-  elif ((${#silent[@]})); then
-    figure "${name}" "udp: no answer at start within 60s on ${silent[*]} (tries go on)"
   fi
+  for t in udp dns; do
+    [[ -z "${silent[${t}]:-}" ]] || figure "${name}" "${t}: no answer at start within 60s on${silent[${t}]} (tries go on)"
+  done
 }
 
 # traffic_end NAME: ends the step's prober loops (on every host that has
