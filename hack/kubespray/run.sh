@@ -677,7 +677,7 @@ traffic_start() {
   port="$(cp_ssh "kubectl -n default get service kps-traffic -o jsonpath='{.spec.ports[0].nodePort}'")"
   [[ -n "${port}" ]] || { echo "the prober's Service has no node port"; return 1; }
   if [[ "${DNS}" == coredns ]]; then
-    dns_ip="$(kube_dns_ip 2>&1)" || { echo "${dns_ip}"; return 1; }
+    dns_ip="$(kube_dns_ip)" || return 1
     domain="$(cp_ssh 'sed -n "s/^ *dnsDomain: *//p" /etc/kubernetes/kubeadm-config.yaml' | head -n1)"
     [[ "${domain}" =~ ^[a-z0-9.-]+$ ]] || { echo "no dnsDomain in the control plane's /etc/kubernetes/kubeadm-config.yaml: '${domain}'"; return 1; }
     dns_name="kps-traffic.default.svc.${domain}"
