@@ -467,11 +467,15 @@ nodes() {
 # with a ClusterIP; a figure of nodes-MODE says how many replicas, which
 # image and the Service's address.
 coredns_ready() {
-  local ready replicas image ip
+  local ready replicas image ip status
   cp_ssh 'kubectl -n kube-system rollout status deployment/coredns --timeout=300s' ||
     { echo "kubespray's CoreDNS Deployment (kube-system/coredns) did not roll out within 300s"; return 1; }
-  read -r ready replicas image < <(cp_ssh "kubectl -n kube-system get deployment coredns \
-    -o jsonpath='{.status.readyReplicas} {.spec.replicas} {.spec.template.spec.containers[0].image}{\"\\n\"}'")
+  # readyReplicas last: the API leaves it out at 0, and read would shift the
+  # fields after an empty first one
+  status="$(cp_ssh "kubectl -n kube-system get deployment coredns \
+    -o jsonpath='{.spec.replicas} {.spec.template.spec.containers[0].image} {.status.readyReplicas}'")" ||
+    { echo "cannot read kube-system/coredns's replicas and image"; return 1; }
+  read -r replicas image ready <<<"${status}"
   ip="$(kube_dns_ip)" || return 1
   figure "nodes-$1" "CoreDNS: ${ready:-0} of ${replicas:-?} replicas Ready, ${image##*/}, kube-dns ${ip}"
 }
