@@ -256,7 +256,7 @@ if [[ "${DNS}" == coredns ]]; then
   fi
   printf '%s coredns:%s\n' "${COREDNS_IMAGE}" "${COREDNS_VERSION}" >>"${KS_DIR}/images.txt.tmp"
   # the tag set here, not computed from kube_version: the tier's upgrades
-  # keep this CoreDNS (kubespray's table would take another one at 1.35)
+  # keep this CoreDNS (kubespray's table would take others at 1.35 and 1.36)
   printf '# KS_DNS=coredns: the cluster DNS (dns_mode: coredns).\ncoredns_image_repo: "{{ registry_host }}/coredns"\ncoredns_image_tag: "%s"\n' \
     "${COREDNS_VERSION}" >>"${KS_DIR}/files.yml"
 fi

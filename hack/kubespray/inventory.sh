@@ -113,6 +113,8 @@ loadbalancer_apiserver_localhost: false"
 fi
 ks_dns
 if [[ "${DNS}" == coredns ]]; then
+  # the file server's address, without scheme or port: DNS goes to its port 53
+  files_host="${files_repo#*://}"
   dns_vars="# KS_DNS=coredns: kubespray's CoreDNS (the image: hack/kubespray/build.sh,
 # files.yml), the hosts' resolv.conf untouched; no nodelocaldns (its image,
 # k8s.io/dns's node-cache, is not built here, and its link-local address
@@ -127,7 +129,7 @@ dns_mode: coredns
 resolvconf_mode: none
 enable_nodelocaldns: false
 enable_dns_autoscaler: false
-upstream_dns_servers: [\"${files_repo#http://}\"]"
+upstream_dns_servers: [\"${files_host%%:*}\"]"
 else
   dns_vars="# no DNS server image: no CoreDNS, no nodelocaldns, resolv.conf untouched
 # (KS_DNS=coredns for CoreDNS);
