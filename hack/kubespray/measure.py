@@ -560,8 +560,15 @@ def traffic(args):
 def subset_diff(want, have, path=""):
     """The first place where HAVE lacks or differs from what WANT sets:
     (path, want, have), or None. Lists of dicts with a name are matched by
-    name; other lists must be equal."""
+    name; other lists must be equal. A zero value WANT sets (false, 0, "",
+    an empty list or map) matches one HAVE leaves out: the API server omits
+    them (kubeadm's xtables-lock mount says `readOnly: false`, the live one
+    has no readOnly)."""
+    if have is None and not want:
+        return None
     if isinstance(want, dict):
+        if have is None:
+            have = {}
         if not isinstance(have, dict):
             return path, want, have
         for k, v in want.items():

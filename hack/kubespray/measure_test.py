@@ -472,6 +472,24 @@ class AddonTest(unittest.TestCase):
         self.assertEqual(lines[0], 'DaemonSet/kube-proxy differs: spec.template.spec.containers[kube-proxy].image '
                                    'kubeadm="reg/kube-proxy:v1.35.4" live="reg/kube-proxy:v1.34.4"')
 
+    def test_a_zero_value_the_api_server_leaves_out(self):
+        # kubeadm's xtables-lock mount says readOnly: false; the API server
+        # stores no false (omitempty): the same mount
+        manifests = kubeadm_addon()
+        mounts = manifests[1]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        mounts.append({"name": "xtables-lock", "mountPath": "/run/xtables.lock", "readOnly": False})
+
+        def live_mount(objs):
+            objs[0]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append(
+                {"name": "xtables-lock", "mountPath": "/run/xtables.lock"})
+        lines, ok = measure.addon(manifests, self.live(live_mount))
+        self.assertTrue(ok, lines)
+        mounts[-1]["readOnly"] = True
+        lines, ok = measure.addon(manifests, self.live(live_mount))
+        self.assertFalse(ok)
+        self.assertEqual(lines[0], "DaemonSet/kube-proxy differs: spec.template.spec.containers[kube-proxy]"
+                                   ".volumeMounts[xtables-lock].readOnly kubeadm=true live=null")
+
     def test_a_new_flag_of_kubeadms_is_missed(self):
         lines, ok = measure.addon(kubeadm_addon(command=("/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf",
                                                          "--hostname-override=$(NODE_NAME)")), self.live())
