@@ -158,3 +158,21 @@ docker_env() {
   DOCKER_HOST="$("${REPO_ROOT}/hack/kind/docker.sh" env || true)"
   if [[ -n "${DOCKER_HOST}" ]]; then export DOCKER_HOST; else unset DOCKER_HOST; fi
 }
+
+# image_fresh IMAGE HASH: IMAGE exists and carries the label kps.stamp=HASH
+# (hash_of of what it is built from), so a build skips it.
+image_fresh() {
+  [[ "$(docker image inspect -f '{{index .Config.Labels "kps.stamp"}}' "$1" 2>/dev/null)" == "$2" ]]
+}
+
+# import_dir DIR IMAGE HASH CHANGES...: DIR as a one-layer image, labelled
+# kps.stamp=HASH, with each of CHANGES a Dockerfile instruction (ENV, CMD,
+# ENTRYPOINT) of docker import --change.
+import_dir() {
+  local dir="$1" image="$2" h="$3"
+  shift 3
+  local args=() c
+  for c in "$@"; do args+=(--change "${c}"); done
+  tar --numeric-owner --xattrs -C "${dir}" -c . |
+    docker import "${args[@]}" --change "LABEL kps.stamp=${h}" - "${image}" >/dev/null
+}

@@ -98,21 +98,6 @@ rootfs() {
   stamp "rootfs-${name}" "${h}"
 }
 
-# image_fresh IMAGE HASH: IMAGE exists and carries the label kps.stamp=HASH.
-image_fresh() {
-  [[ "$(docker image inspect -f '{{index .Config.Labels "kps.stamp"}}' "$1" 2>/dev/null)" == "$2" ]]
-}
-
-# import_dir DIR IMAGE HASH CHANGES...: DIR as a one-layer image.
-import_dir() {
-  local dir="$1" image="$2" h="$3"
-  shift 3
-  local args=() c
-  for c in "$@"; do args+=(--change "${c}"); done
-  tar --numeric-owner --xattrs -C "${dir}" -c . |
-    docker import "${args[@]}" --change "LABEL kps.stamp=${h}" - "${image}" >/dev/null
-}
-
 # component IMAGE HASH ENTRYPOINT SRC:DEST...: BASE_IMAGE plus binaries.
 component() {
   local image="$1" h="$2" entrypoint="$3"

@@ -76,10 +76,6 @@ mkdir -p "${FILES}" "${LOGS}"
 exec 6>"${KS_DIR}/build.lock"
 flock 6
 
-image_fresh() {
-  [[ "$(docker image inspect -f '{{index .Config.Labels "kps.stamp"}}' "$1" 2>/dev/null)" == "$2" ]]
-}
-
 docker_env
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/kind/docker.sh up first"
 
@@ -218,8 +214,7 @@ lb_image() {
   fi
   h="$(printf '%s %s %s' "${LB_RECIPE}" "$(cat "${CACHE_DIR}/kind/stamps/rootfs-ks-${type}")" "${cmd}" | hash_of)"
   if ! image_fresh "${image}" "${h}"; then
-    tar --numeric-owner -C "${root}" -c . |
-      docker import --change "ENV ${PATH_ENV}" --change "LABEL kps.stamp=${h}" --change "CMD ${cmd}" - "${image}" >/dev/null
+    import_dir "${root}" "${image}" "${h}" "ENV ${PATH_ENV}" "CMD ${cmd}"
     log "image ${image}"
   fi
   printf '%s %s:%s\n' "${image}" "${type}" "${DEBIAN_SUITE}" >>"${KS_DIR}/images.txt.tmp"
@@ -249,8 +244,7 @@ if [[ "${DNS}" == coredns ]]; then
     tmp="$(mktemp -d)"
     chmod 0755 "${tmp}"
     install -m 0755 "${TOOLS_BIN}/coredns" "${tmp}/coredns"
-    tar --numeric-owner --owner=0 --group=0 -C "${tmp}" -c . |
-      docker import --change 'ENTRYPOINT ["/coredns"]' --change "LABEL kps.stamp=${coredns_hash}" - "${COREDNS_IMAGE}" >/dev/null
+    import_dir "${tmp}" "${COREDNS_IMAGE}" "${coredns_hash}" 'ENTRYPOINT ["/coredns"]'
     rm -rf "${tmp}"
     log "image ${COREDNS_IMAGE}"
   fi

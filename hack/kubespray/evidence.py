@@ -232,8 +232,9 @@ def _per_node(s):
     return None
 
 
-# The prober's UDP targets (measure.py's UDP_TARGETS): the echo, and the DNS
-# query through kube-dns's ClusterIP (KS_DNS=coredns); the others are TCP.
+# The prober's UDP targets (run.sh's traffic_start), measure.py's too: the
+# echo through the prober's Service, and the DNS query through kube-dns's
+# ClusterIP (KS_DNS=coredns); the others are TCP.
 UDP_TARGETS = ("udp", "dns")
 PROTOCOLS = {
     "TCP": lambda target: target not in UDP_TARGETS,

@@ -107,6 +107,9 @@ from datetime import datetime
 
 import yaml
 
+# the prober's UDP targets, one list for the figures and the evidence page
+from evidence import UDP_TARGETS
+
 # The fields compared: the versioned name (kubespray's KubeProxyConfiguration,
 # the ConfigMap), and where kube-proxy's /configz has it. kube-proxy 1.34
 # serves its internal config there (Go field names; the cluster CIDRs as a
@@ -505,11 +508,6 @@ def failure_fields(body):
 
 def one_line(text):
     return " ".join(str(text).split())
-
-
-# The prober's UDP targets (run.sh's traffic_start): the echo through the
-# prober's Service, and a DNS query through kube-dns's; the others are TCP.
-UDP_TARGETS = ("udp", "dns")
 
 
 def answered(target, code):
