@@ -253,6 +253,25 @@ class Page(unittest.TestCase):
         self.assertIn("load balancer haproxy, DNS coredns, Kubernetes", coredns[:120])
         self.assertIn("| wall time, s | 30 (n=1) |", coredns)
 
+    def test_upgrade_with_the_settings_change_apart(self):
+        # KS_STEPS=upgrade: the upgrade makes the settings change too, a
+        # step of its own; a later step of that run is the same as anywhere
+        self.add("a.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {
+            "settings": step(10), "upgrade": step(100), "breaking": step(5)}}))
+        self.add("b.json", summary("2026-12-02T00:00:00Z", "c", True, {"tool": {
+            "upgrade": step(300), "breaking": step(7)}}))
+        text = self.page()
+        carries = "upgrade, with the settings change (no settings step before it)"
+        self.assertEqual(self.row(text, "upgrade", "wall time, s"), ["100 (n=1)"])
+        self.assertEqual(self.row(text, carries, "wall time, s"), ["300 (n=1)"])
+        self.assertEqual(self.row(text, "breaking", "wall time, s"), ["6 (5–7, n=2)"])
+        self.assertLess(text.index("\n### upgrade\n"), text.index(f"\n### {carries}\n"))
+        self.assertLess(text.index(f"\n### {carries}\n"), text.index("\n### breaking\n"))
+        # without upgrade, breaking is the one that makes it
+        self.add("c.json", summary("2026-12-03T00:00:00Z", "c", True, {"tool": {"breaking": step(9)}}))
+        self.assertEqual(self.row(self.page(), "breaking, with the settings change (no settings step before it)",
+                                  "wall time, s"), ["9 (n=1)"])
+
     def test_dns_is_udp(self):
         # the prober's dns target (a query to CoreDNS through kube-dns's
         # ClusterIP) counts with udp, never with TCP, and has rows of its own
