@@ -37,7 +37,7 @@ SCHEMA = 1
 MODES = ("unpatched", "toolfree", "tool")
 # the steps before the modes, and each mode's, in the order run.sh runs them
 SETUP_STEPS = ("trees", "engine", "build", "release", "venv")
-MODE_STEPS = ("hosts", "cluster", "nodes", "rerun", "settings", "upgrade", "breaking", "breaking-upgrade", "egress")
+MODE_STEPS = ("hosts", "cluster", "nodes", "rerun", "check", "limit", "settings", "upgrade", "breaking", "breaking-upgrade", "egress")
 # KEY=VALUE of assemble: the key and how its value is read
 RUN_KEYS = {
     "kubespray_commit": str,

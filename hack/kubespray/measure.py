@@ -70,6 +70,12 @@
       stdout when it is one JSON object (kube-proxy-sync's result), else
       `msg=TEXT` from the result itself. Every time the task ran, in order;
       nothing when it never ran on a host Ansible showed.
+  measure.py shown LOG NAME
+      What the Ansible task NAME (a debug task, as 0004's `Kube-proxy-sync
+      | Show the result`) showed in LOG, the first host's: each item of its
+      msg on a line of its own, and for an item that is kube-proxy-sync's
+      diff (before and after), the lines that differ, `-LINE` and `+LINE`,
+      in the order of the text. Exit 1 when the task showed nothing.
   measure.py addon MANIFESTS LIVE.json
       Whether kubeadm's kube-proxy addon as the cluster's kubeadm renders it
       (MANIFESTS: `kubeadm init phase addon kube-proxy --print-manifest`,
@@ -98,6 +104,7 @@
       counted from the first and to the last try).
 """
 import codecs
+import difflib
 import json
 import os
 import re
@@ -487,6 +494,46 @@ def task_results(lines, name):
     return out
 
 
+SHOWN = re.compile(r"^ok: \[[^\]\s]+[^\]]*\] => \{$")
+
+
+def task_shown(lines, name):
+    """The msg the task NAME showed (the default callback's JSON of a
+    debug result, over several lines), the first host's; None when none."""
+    inside, body = False, None
+    for line in lines:
+        if body is not None:
+            body.append(line)
+            if line == "}":
+                try:
+                    return json.loads("\n".join(body)).get("msg")
+                except ValueError:
+                    return None
+            continue
+        banner = BANNER.match(line)
+        if banner:
+            title = banner.group(2) or ""
+            inside = banner.group(1) == "TASK" and (title == name or title.endswith(" : " + name))
+            continue
+        if inside and SHOWN.match(line):
+            body = ["{"]
+    return None
+
+
+def shown_lines(msg):
+    """The lines of a shown msg: text items as they are, a diff's changed
+    lines as -LINE and +LINE."""
+    out = []
+    for item in msg if isinstance(msg, list) else [msg]:
+        if isinstance(item, dict) and "before" in item and "after" in item:
+            for line in difflib.ndiff(str(item["before"]).splitlines(), str(item["after"]).splitlines()):
+                if line[:2] in ("- ", "+ "):
+                    out.append(line[0] + line[2:])
+        else:
+            out.append(one_line(item))
+    return out
+
+
 def failure_fields(body):
     """rolled_back=BOOL msg=TEXT from a result whose stdout is kube-proxy-sync's
     JSON result, else msg=TEXT of the result."""
@@ -648,6 +695,12 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "task":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             print("\n".join(task_results(f.read().splitlines(), sys.argv[3])))
+    elif len(sys.argv) == 4 and sys.argv[1] == "shown":
+        with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
+            msg = task_shown(f.read().splitlines(), sys.argv[3])
+        if msg is None:
+            sys.exit(f"measure.py shown: the task {sys.argv[3]!r} showed nothing in {sys.argv[2]}")
+        print("\n".join(shown_lines(msg)))
     elif len(sys.argv) == 4 and sys.argv[1] == "addon":
         with open(sys.argv[2], encoding="utf-8") as f:
             printed = list(yaml.safe_load_all(f))

@@ -403,6 +403,26 @@ class Task(unittest.TestCase):
         ]
         self.assertEqual(measure.task_results(log, SYNC), ["ok kps-ks-cp1", "changed kps-ks-cp3"])
 
+    def test_shown_the_tools_message_and_its_diff(self):
+        shown = {"msg": ["configmap kube-system/kube-proxy would change (config.conf:iptables.minSyncPeriod); "
+                         "would restart daemonset kube-system/kube-proxy (config-changed)",
+                         {"before": "iptables:\n  masqueradeAll: false\n  minSyncPeriod: 0s\nmode: iptables\n",
+                          "after": "iptables:\n  masqueradeAll: false\n  minSyncPeriod: 2s\nmode: iptables\n",
+                          "before_header": "configmap kube-system/kube-proxy (live)",
+                          "after_header": "configmap kube-system/kube-proxy (desired)"}]}
+        log = [banner("kubernetes/control-plane : " + SYNC), "changed: [kps-ks-cp1]",
+               banner("kubernetes/control-plane : Kube-proxy-sync | Show the result"),
+               "ok: [kps-ks-cp1] => {"] + json.dumps(shown, indent=4).splitlines()[1:] + [
+               banner("kubernetes/control-plane : Kube-proxy-sync | Show the result"),
+               'ok: [kps-ks-cp2] => {', '    "msg": "another host"', "}"]
+        msg = measure.task_shown(log, "Kube-proxy-sync | Show the result")
+        self.assertEqual(msg, shown["msg"])
+        self.assertEqual(measure.shown_lines(msg), [shown["msg"][0], "-  minSyncPeriod: 0s", "+  minSyncPeriod: 2s"])
+        # the task that ran is not the one shown, and one never run shows nothing
+        self.assertIsNone(measure.task_shown(log, SYNC))
+        self.assertIsNone(measure.task_shown(log, "Kube-proxy-sync | Show nothing"))
+        self.assertEqual(measure.shown_lines("a one-line message"), ["a one-line message"])
+
     def test_a_failure_carries_the_tools_result_from_its_stdout(self):
         tool = {"changed": True, "failed": True, "rolled_back": True, "msg": "kube-proxy on kps-ks-w2 cannot run\nthe new config: rolled back"}
         result = {"changed": True, "cmd": ["/tmp/releases/kube-proxy-sync-1.0.0-amd64"], "rc": 1,

@@ -37,6 +37,19 @@
 #              UID); toolfree and tool must replace none (0002 restarts only
 #              when the server changed; tool: its task ok, not changed);
 #              unpatched recorded
+#     check    cluster.yml --check --diff --tags facts,kube-proxy with
+#              kube_proxy_min_sync_period changed in the inventory, the look
+#              before a change docs/kubespray.md tells of: nothing written
+#              (kube-proxy's ConfigMap at its resourceVersion, the
+#              DaemonSet at its generation, the kubeadm config on the
+#              control plane as it was, no pod made or restarted, /configz
+#              as before). tool: its task changed (it would write), its
+#              message naming the field and a restart, its diff the old and
+#              new value. toolfree: the playbook passes. unpatched: recorded
+#     limit    cluster.yml --limit to the last worker, the same change
+#              pending: a limit without control planes changes no
+#              kube-proxy (none made or restarted, no rollout, /configz as
+#              before); tool: its task did not run
 #     settings cluster.yml with kube_proxy_min_sync_period changed in the
 #              inventory; the pods it replaced and the most nodes without a
 #              Ready kube-proxy at once (from a watch). unpatched, toolfree:
@@ -77,7 +90,7 @@
 #              and a pod started afterwards runs
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
-#   nodes, rerun, settings, upgrade and breaking end with kube-proxy's own
+#   nodes, rerun, check, limit, settings, upgrade and breaking end with kube-proxy's own
 #   /configz on every node against kubespray's variables (mode, clusterCIDR,
 #   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap the DaemonSet
 #   mounts (hack/kubespray/measure.py). rerun, settings, upgrade, breaking and
@@ -86,7 +99,8 @@
 #   and make a Service once their rollout began (service_mid): per host, the
 #   seconds until its rules had it and it answered.
 #
-# KS_STEPS (default: rerun settings upgrade breaking breaking-upgrade): the
+# KS_STEPS (default: rerun check limit settings upgrade breaking
+# breaking-upgrade): the
 # steps after nodes that run, in their own order; hosts, cluster, nodes and
 # egress always run. Without settings, the steps after it carry its change
 # too (upgrade then changes the setting and the image at once).
@@ -214,7 +228,7 @@ if [[ "${KS_ONLY:-}" == patch ]]; then
   exit 0
 fi
 # The steps KS_STEPS picks from, in the order they run.
-OPTIONAL_STEPS="rerun settings upgrade breaking breaking-upgrade"
+OPTIONAL_STEPS="rerun check limit settings upgrade breaking breaking-upgrade"
 KS_STEPS="${KS_STEPS:-${OPTIONAL_STEPS}}"
 for name in ${KS_STEPS}; do
   [[ " ${OPTIONAL_STEPS} " == *" ${name} "* ]] || die "KS_STEPS: some of ${OPTIONAL_STEPS}, got '${name}'"
@@ -568,7 +582,7 @@ configz() {
 # was read last (this run's; nodes at least).
 previous_configz() {
   local s last=nodes
-  for s in nodes rerun settings upgrade breaking; do
+  for s in nodes rerun check limit settings upgrade breaking; do
     [[ "${s}" != "$2" ]] || break
     [[ ! -f "${KS_DIR}/configz/${s}-$1/result.txt" ]] || last="${s}"
   done
@@ -1050,6 +1064,83 @@ untouched() {
   fi
 }
 
+# written: kube-proxy's ConfigMap's resourceVersion, its DaemonSet's
+# generation, and the sha256 of the kubeadm config on the control plane:
+# what a run that writes nothing leaves as it found.
+written() {
+  cp_ssh "kubectl -n kube-system get configmap kube-proxy -o jsonpath='configmap={.metadata.resourceVersion}'; echo;
+    kubectl -n kube-system get daemonset kube-proxy -o jsonpath='daemonset={.metadata.generation}'; echo;
+    echo kubeadm-config=\$(sha256sum </etc/kubernetes/kubeadm-config.yaml | cut -c1-16)"
+}
+
+# check MODE TREE: cluster.yml --check --diff --tags facts,kube-proxy with
+# SETTING_VAR at SETTING_VALUE, the look before a change that
+# docs/kubespray.md tells an operator to take. Every mode that passes it:
+# nothing written (written, before and after), untouched, /configz as
+# before. tool: 0004's task changed (it would write), what its result
+# showed names SETTING_FIELD and a restart, and its diff has the field's
+# old and new value. toolfree: the playbook passes. unpatched: recorded,
+# the playbook's failure too.
+check() {
+  local before after shown leaf="${SETTING_FIELD##*.}"
+  before="$(written)"
+  MAY_FAIL=$([[ "$1" == unpatched ]] && echo 1 || echo 0) \
+    cluster_watched "$1" "$2" check settings cluster.yml --check --diff --tags facts,kube-proxy
+  figure "check-$1" "cluster.yml --check --diff --tags facts,kube-proxy, ${SETTING_VAR}: ${SETTING_VALUE} pending: $(
+    ((PLAYBOOK_RC == 0)) && echo passed || echo "FAILED (exit ${PLAYBOOK_RC})")"
+  after="$(written)"
+  if [[ "${after}" != "${before}" ]]; then
+    figure "check-$1" "written: before ${before//$'\n'/, }; after ${after//$'\n'/, }"
+    [[ "$1" == unpatched ]] || { echo "the $1 check-mode run wrote (above)"; return 1; }
+  else
+    figure "check-$1" "written: nothing (${after//$'\n'/, })"
+  fi
+  if [[ "$1" == unpatched ]]; then
+    untouched "the $1 check-mode run" || true
+    ((PLAYBOOK_RC == 0)) || return 0
+  else
+    untouched "the $1 check-mode run"
+  fi
+  if [[ "$1" == tool ]]; then
+    sync_task "check-$1" changed >/dev/null
+    shown="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" shown "${LOGS}/check-$1.log" "Kube-proxy-sync | Show the result")"
+    figure "check-$1" "0004's result shown: $(paste -sd';' <<<"${shown}" | cut -c1-400)"
+    if ! grep -q "would change (.*${SETTING_FIELD}" <<<"${shown}" || ! grep -q 'would restart daemonset' <<<"${shown}"; then
+      echo "0004's result must say the ConfigMap would change (${SETTING_FIELD}) and the DaemonSet would restart; it showed: ${shown}"
+      return 1
+    fi
+    if ! grep -Eq "^\+ *${leaf}: ${SETTING_VALUE}\$" <<<"${shown}" || ! grep -Eq "^- *${leaf}: " <<<"${shown}"; then
+      echo "0004's diff must have ${leaf}'s old value and ${SETTING_VALUE}; it showed: ${shown}"
+      return 1
+    fi
+  fi
+  configz "$1" check
+  configz_unchanged "$1" check
+}
+
+# limit MODE TREE: cluster.yml --limit to the last worker, SETTING_VAR at
+# SETTING_VALUE pending: a limit that leaves no control plane in the play
+# changes no kube-proxy in any mode (untouched, /configz as before), and
+# tool's 0004 task does not run (docs/kubespray.md: it runs on the last
+# control plane the limit leaves in the play).
+limit() {
+  local worker results
+  worker="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | tail -n1 | cut -d' ' -f1)"
+  cluster_watched "$1" "$2" limit settings cluster.yml --limit "${worker}"
+  figure "limit-$1" "cluster.yml --limit ${worker#"${KS_PREFIX:-kps-ks}-"}, ${SETTING_VAR}: ${SETTING_VALUE} pending"
+  untouched "the $1 run limited to ${worker}"
+  if [[ "$1" == tool ]]; then
+    results="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" task "${LOGS}/limit-$1.log" "${SYNC_TASK}")"
+    if [[ -n "${results}" ]]; then
+      echo "0004's task \"${SYNC_TASK}\" ran under --limit ${worker}, which leaves no control plane in the play: ${results}"
+      return 1
+    fi
+    figure "limit-$1" "kube-proxy-sync's task (0004): did not run"
+  fi
+  configz "$1" limit
+  configz_unchanged "$1" limit
+}
+
 # NOT_APPLIED: what unpatched and toolfree say of a kube_proxy_* change on a
 # running cluster.
 NOT_APPLIED="kubespray's cluster.yml does not apply kube_proxy_* to a running cluster (no patch of this mode changes that; kubeadm writes kube-proxy's ConfigMap only at init and at upgrade-cluster.yml)"
@@ -1347,7 +1438,7 @@ table() {
   row="| step |" cell="| --- |"
   for mode in ${KS_MODES}; do row+=" ${mode} |" cell+=" --- |"; done
   printf '\n%s\n%s\n' "${row}" "${cell}"
-  local steps="hosts cluster nodes rerun settings"
+  local steps="hosts cluster nodes rerun check limit settings"
   if ((UPGRADE)); then steps+=" upgrade"; fi
   steps+=" breaking"
   if ((UPGRADE)); then steps+=" breaking-upgrade"; fi
@@ -1381,6 +1472,8 @@ for mode in ${KS_MODES}; do
   step "cluster-${mode}" install_cluster "${mode}" "${tree}"
   step "nodes-${mode}" nodes "${mode}"
   if wanted rerun; then step "rerun-${mode}" rerun "${mode}" "${tree}"; fi
+  if wanted check; then step "check-${mode}" check "${mode}" "${tree}"; fi
+  if wanted limit; then step "limit-${mode}" limit "${mode}" "${tree}"; fi
   if wanted settings; then step "settings-${mode}" settings "${mode}" "${tree}"; fi
   if ((UPGRADE)) && wanted upgrade; then step "upgrade-${mode}" upgrade "${mode}" "${tree}"; fi
   if wanted breaking; then step "breaking-${mode}" breaking "${mode}" "${tree}"; fi
