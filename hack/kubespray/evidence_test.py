@@ -296,6 +296,17 @@ class Page(unittest.TestCase):
         self.assertEqual(self.row(text, "settings", "UDP answers lost"), ["2 (n=1)"])
         self.assertIsNone(self.row(text, "settings", "DNS answers lost or wrong"))
 
+    def test_the_kube_proxy_stopped_mid_rollout_has_rows_of_its_own(self):
+        w = {"nodes": 3, "new": 3, "restarts": 0, "max_unavailable": 1, "touched": 3}
+        self.add("r.json", summary("2026-12-01T00:00:00Z", "c", True, {"tool": {
+            "upgrade": step(10, watch=dict(w, max_unavailable_all=2, excused_restarts=1)), "settings": step(5, watch=w)}}))
+        text = self.page()
+        stopped = "most nodes without a Ready kube-proxy at once, the one stopped mid-rollout counted"
+        self.assertEqual(self.row(text, "upgrade", stopped), ["2 (n=1)"])
+        self.assertEqual(self.row(text, "upgrade", "most nodes without a Ready kube-proxy at once"), ["1 (n=1)"])
+        self.assertEqual(self.row(text, "upgrade", "container restarts of the kube-proxy stopped mid-rollout"), ["1 (n=1)"])
+        self.assertIsNone(self.row(text, "settings", stopped), "a step that stopped none has no such row")
+
     def test_even_median(self):
         for i, seconds in enumerate([10, 11, 20, 40]):
             self.add(f"r{i}.json", summary(f"2026-12-0{i + 1}T00:00:00Z", "c", True,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What hack/kubespray/run.sh measures, from files it collected.
 
-  measure.py watch WATCH.json
+  measure.py watch WATCH.json [UID...]
       WATCH.json: `kubectl get pods -w --output-watch-events -o json` of the
       kube-proxy pods during a step (those kube-proxy's DaemonSet controls
       count). Prints, one `key=value` a line:
@@ -28,7 +28,12 @@
       (kube-proxy pods created while some kube-apiserver, by the last image
       seen of each control plane's pod, ran an older version than their
       image: kube-proxy must never be newer than the oldest API server; must
-      be 0), with skew_detail naming them.
+      be 0), with skew_detail naming them. UIDs: pods whose container the
+      tier stopped on purpose mid-rollout, as a reboot of their node would
+      (run.sh's restart_mid): their restarts are not in restarts, per_node
+      or touched, and their not being Ready (but while deleted) not in
+      max_unavailable; excused_restarts and max_unavailable_all (every pod
+      as it is) count them.
 
   measure.py new-pod WATCH.json BEFORE STOP
       Follows WATCH.json as it is written (what was added, twice a second;
@@ -37,6 +42,9 @@
       UID" lines, a file): a rollout began. Exits 3 once the file STOP
       exists without one (any other exit: it failed).
 
+  measure.py running CONFIGZ.json
+      What one kube-proxy runs, from its /configz: `FIELD=VALUE` of each
+      field configz compares (below), on one line.
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -228,9 +236,13 @@ def is_apiserver(pod):
     return pod["metadata"].get("labels", {}).get("component") == "kube-apiserver"
 
 
-def watch_figures(events):
-    """The figures of `measure.py watch` from the events of one stream."""
-    live, seen, initial, nodes, worst = {}, {}, set(), set(), 0
+def watch_figures(events, excused=()):
+    """The figures of `measure.py watch` from the events of one stream.
+    excused: UIDs of pods whose container the tier stopped on purpose, as a
+    node's reboot would (run.sh's restart_mid): their restarts, and their
+    not being Ready but while they are deleted, are left out of the figures
+    and counted apart (excused_restarts, max_unavailable_all)."""
+    live, seen, initial, nodes, worst, worst_all = {}, {}, set(), set(), 0, 0
     revision, gaps = {}, 0
     listing, relist = True, None
     # restart counts: the first and the highest seen per pod
@@ -241,9 +253,14 @@ def watch_figures(events):
     apiservers, created, ready_at, skew = {}, [], {}, []
     saw_apiserver = False
 
-    def unavailable():
-        up = {n for n, r in live.values() if r}
+    def unavailable(excuse=True):
+        up = {n for n, r in live.values() if r[0 if excuse else 1]}
         return len(nodes - up)
+
+    def readiness(uid, pod):
+        # (as counted, as it is): an excused pod counts as Ready unless deleted
+        r = ready(pod)
+        return (r or (uid in excused and not pod["metadata"].get("deletionTimestamp"))), r
 
     def end_relist():
         # The new list is complete: what it lacks went while the watch was down.
@@ -287,24 +304,24 @@ def watch_figures(events):
         if relist is not None:
             if ev["type"] == "ADDED":
                 relist.add(uid)
-                live[uid] = (node, ready(pod))
+                live[uid] = (node, readiness(uid, pod))
                 continue
             end_relist()
             relist = None
         if ev["type"] == "DELETED":
             live.pop(uid, None)
         else:
-            live[uid] = (node, ready(pod))
-        worst = max(worst, unavailable())
+            live[uid] = (node, readiness(uid, pod))
+        worst, worst_all = max(worst, unavailable()), max(worst_all, unavailable(False))
     # A stream that ends inside a relist: its list is all there is.
     if relist is not None:
         end_relist()
-        worst = max(worst, unavailable())
+        worst, worst_all = max(worst, unavailable()), max(worst_all, unavailable(False))
     per_node, made, restarted = {}, {}, {}
     for uid, node in seen.items():
         per_node[node] = per_node.get(node, 0) + 1
         made[node] = made.get(node, 0) + (uid not in initial)
-        restarted[node] = restarted.get(node, 0) + restarts_max[uid] - restarts_first[uid]
+        restarted[node] = restarted.get(node, 0) + (0 if uid in excused else restarts_max[uid] - restarts_first[uid])
     before = {revision[u] for u in initial}
     touched = [n for n in sorted(nodes) if made[n] or restarted[n]]
     figures = {
@@ -315,11 +332,14 @@ def watch_figures(events):
         "max_unavailable": worst,
         "revisions": len({revision[u] for u in set(seen) - initial} - before),
         "gaps": gaps,
-        "restarts": sum(restarts_max[u] - restarts_first[u] for u in restarts_max),
+        "restarts": sum(restarts_max[u] - restarts_first[u] for u in restarts_max if u not in excused),
         "per_node": "; ".join(f"{n} {made[n]} new {restarted[n]} restarts" for n in sorted(nodes)),
         "touched": len(touched),
         "touched_nodes": ",".join(touched),
     }
+    if excused:
+        figures["excused_restarts"] = sum(restarts_max[u] - restarts_first[u] for u in restarts_max if u in excused)
+        figures["max_unavailable_all"] = worst_all
     if saw_apiserver:
         # the first pod created was Ready while it was the only one created
         first = created[0] if created else None
@@ -330,9 +350,9 @@ def watch_figures(events):
     return figures
 
 
-def watch(path):
+def watch(path, excused=()):
     with open(path, encoding="utf-8") as f:
-        figures = watch_figures(json_stream(f.read()))
+        figures = watch_figures(json_stream(f.read()), set(excused))
     for key, value in figures.items():
         print(f"{key}={value}")
 
@@ -429,6 +449,12 @@ def versioned(doc, field):
     return value, value
 
 
+def running_fields(configz_doc):
+    """FIELD=VALUE of what a kube-proxy runs, from its /configz."""
+    running = configz_doc["kubeproxy.config.k8s.io"]
+    return " ".join(f"{field}={get(running, field if 'mode' in running else internal)}" for field, internal in FIELDS)
+
+
 def configz(args):
     sep = args.index("--")
     kubeadm_config, config_conf, settings = args[0], args[1], args[2:sep]
@@ -451,7 +477,7 @@ def configz(args):
         with open(path, encoding="utf-8") as f:
             running = json.load(f)["kubeproxy.config.k8s.io"]
         for field, internal in FIELDS:
-            run = get(running, field if "mode" in running else internal)
+            run = get(running, field if "mode" in running else internal)  # as running_fields
             (cm, cm_text), (ks, ks_text) = versioned(configmap, field), versioned(rendered[0], field)
             verdict = "ok"
             if not same(run, cm):
@@ -680,8 +706,8 @@ def addon(manifests, live):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "watch":
-        watch(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "watch":
+        watch(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 5 and sys.argv[1] == "new-pod":
         with open(sys.argv[3], encoding="utf-8") as f:
             uids = {line.split()[1] for line in f if len(line.split()) == 2}
@@ -695,6 +721,9 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "task":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             print("\n".join(task_results(f.read().splitlines(), sys.argv[3])))
+    elif len(sys.argv) == 3 and sys.argv[1] == "running":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            print(running_fields(json.load(f)))
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             msg = task_shown(f.read().splitlines(), sys.argv[3])

@@ -133,6 +133,31 @@ class WatchFigures(unittest.TestCase):
         self.assertEqual((got["touched"], got["touched_nodes"]), (1, "n2"), "a restart in place touches its node")
         self.assertNotIn("canary_first", got, "no kube-apiserver in the stream: no upgrade figures")
 
+    def test_a_pod_stopped_on_purpose_is_excused_and_counted_apart(self):
+        # n3's container stopped mid-rollout (restart_mid) while n1's pod is
+        # replaced: its restart and its minute without Ready are the tier's,
+        # not the rollout's; once the rollout deletes it, it counts again
+        stopped = [ev("MODIFIED", pod("u3", "n3", is_ready=False, restarts=1))]
+        rolled = listed(*THREE) + [ev("MODIFIED", pod("u1", "n1", deleting=True))] + stopped + [
+            ev("DELETED", pod("u1", "n1", deleting=True)),
+            ev("ADDED", pod("v1", "n1", is_ready=False, revision="b")),
+            ev("MODIFIED", pod("u3", "n3", restarts=1)),
+            ev("MODIFIED", pod("v1", "n1", revision="b")),
+        ]
+        got = measure.watch_figures(rolled, {"u3"})
+        self.assertEqual((got["max_unavailable"], got["max_unavailable_all"]), (1, 2))
+        self.assertEqual((got["restarts"], got["excused_restarts"]), (0, 1))
+        self.assertEqual((got["touched"], got["touched_nodes"]), (1, "n1"))
+        self.assertEqual(got["per_node"], "n1 1 new 0 restarts; n2 0 new 0 restarts; n3 0 new 0 restarts")
+        # not excused: the same stream counts it as any restart
+        plain = measure.watch_figures(rolled)
+        self.assertEqual((plain["max_unavailable"], plain["restarts"], plain["touched"]), (2, 1, 2))
+        self.assertNotIn("max_unavailable_all", plain)
+        # the excused pod deleted by the rollout is a node without kube-proxy
+        deleted = listed(*THREE) + stopped + [ev("MODIFIED", pod("u3", "n3", is_ready=False, deleting=True, restarts=1)),
+                                              ev("MODIFIED", pod("u2", "n2", deleting=True))]
+        self.assertEqual(measure.watch_figures(deleted, {"u3"})["max_unavailable"], 2)
+
 
 class NewPod(unittest.TestCase):
     BEFORE = {"u1", "u2", "u3"}
@@ -365,6 +390,15 @@ class Configz(unittest.TestCase):
     # the shape of kube-proxy 1.34's /configz on the tier's hosts (2026-11-28)
     RUNNING = ('{"kubeproxy.config.k8s.io": {"Mode": "iptables", "DetectLocal": {"ClusterCIDRs": ["10.233.64.0/18"]}, '
                '"MinSyncPeriod": "2s", "Linux": {"Conntrack": {"MaxPerCore": %d, "Min": 131072}}}}')
+
+    def test_what_one_kube_proxy_runs(self):
+        self.assertEqual(measure.running_fields(json.loads(self.RUNNING % 32768)),
+                         "mode=iptables clusterCIDR=10.233.64.0/18 iptables.minSyncPeriod=2s conntrack.maxPerCore=32768")
+        # an older kube-proxy serves the versioned config
+        versioned = {"kubeproxy.config.k8s.io": {"mode": "nftables", "clusterCIDR": "10.0.0.0/8",
+                                                 "iptables": {"minSyncPeriod": "1s"}, "conntrack": {"maxPerCore": 0}}}
+        self.assertEqual(measure.running_fields(versioned),
+                         "mode=nftables clusterCIDR=10.0.0.0/8 iptables.minSyncPeriod=1s conntrack.maxPerCore=0")
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,

@@ -69,7 +69,12 @@
 #              (0002: no forced delete). tool: one rollout, each pod replaced
 #              once, within maxUnavailable, no kubeadm write of kube-proxy's
 #              DaemonSet or ConfigMap, canary first, no kube-proxy pod newer
-#              than a kube-apiserver, one kube-proxy-sync run
+#              than a kube-apiserver, one kube-proxy-sync run. Every mode,
+#              recorded: once the rollout began, the last node still on a
+#              pod the step began with has its kube-proxy container stopped,
+#              as a reboot would (restart_mid), and what it came back on
+#              (pod, image, ConfigMap, /configz); that pod is left out of
+#              the figures and counted apart
 #     breaking cluster.yml with kube_proxy_conntrack_max_per_core back at
 #              kubespray's default, which kube-proxy exits on here; the
 #              nodes whose kube-proxy it replaced or restarted, the most
@@ -87,7 +92,8 @@
 #              recorded (kubespray's "Update kube-proxy configmap after
 #              upgrade" writes the setting). tool: fails at 0004's task,
 #              rolled back, only the canary touched, the ConfigMap as before,
-#              and a pod started afterwards runs
+#              and a pod started afterwards runs. A kube-proxy stopped
+#              mid-rollout, as in upgrade
 #     egress   the packets that tried to leave the tier's network in the
 #              mode (hack/kind/egress.sh); must be 0
 #   nodes, rerun, check, limit, settings, upgrade and breaking end with kube-proxy's own
@@ -871,6 +877,67 @@ service_mid() {
   done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
 }
 
+# restart_mid NAME WATCH BEFORE: once WATCH holds a kube-proxy pod the step
+# began without (a rollout began; measure.py new-pod, until the file
+# /run/kps-mid-NAME.stop), kube-proxy's container on the last host whose pod
+# is still one of BEFORE's ("NODE UID" lines) and not being deleted is
+# stopped (crictl stop), as a reboot of that node would: the kubelet starts
+# it again in the same pod, from the pod's template and the ConfigMap as the
+# kubelet has it then. Writes RESTART_FILE (uid=UID, node=NODE) for
+# cluster_watched, and prints one line: what it came back on (the pod, the
+# same or one the rollout made meanwhile, its image, the ConfigMap it
+# mounts, what its /configz runs: measure.py running), or why no container
+# was stopped.
+restart_mid() {
+  local name="$1" watch="$2" before="$3" rc=0 now host="" uid cid new="" deadline started info pod_uid image cm runs
+  "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}" "/run/kps-mid-${name}.stop" || rc=$?
+  case "${rc}" in
+    0) ;;
+    3) echo "not made: no kube-proxy pod replaced"; return 0 ;;
+    *) echo "not made: measure.py new-pod failed (exit ${rc})"; return 1 ;;
+  esac
+  # the pods now, those being deleted left out: "NODE UID"
+  now="$(cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-proxy \
+    -o jsonpath="{range .items[*]}{.spec.nodeName} {.metadata.uid} {.metadata.deletionTimestamp}{\"\\n\"}{end}"' |
+    awk 'NF == 2 {print $1, $2}')" || { echo "not made: kube-proxy's pods could not be listed"; return 1; }
+  while read -r node _; do
+    if grep -qx "${node} .*" <<<"$(comm -12 <(sort "${before}") <(sort <<<"${now}"))"; then host="${node}"; fi
+  done < <(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env")
+  [[ -n "${host}" ]] || { echo "not made: no node's kube-proxy pod was still one the step began with"; return 0; }
+  uid="$(awk -v n="${host}" '$1 == n {print $2}' "${before}")"
+  cid="$(docker exec "${host}" crictl ps --name kube-proxy --state running --label "io.kubernetes.pod.uid=${uid}" -q | head -n1)"
+  [[ -n "${cid}" ]] || { echo "not made: ${host} runs no kube-proxy container of pod ${uid}"; return 1; }
+  started=${SECONDS}
+  docker exec "${host}" crictl stop "${cid}" >/dev/null || { echo "not made: crictl stop ${cid} on ${host} failed"; return 1; }
+  printf 'uid=%s\nnode=%s\n' "${uid}" "${host}" >"${RESTART_FILE}"
+  # the kube-proxy container running on the host next, of any pod
+  deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    new="$(docker exec "${host}" crictl ps --name kube-proxy --state running -q | grep -vx "${cid}" | head -n1 || true)"
+    [[ -z "${new}" ]] || break
+    sleep 0.5
+  done
+  local short="${host#"${KS_PREFIX:-kps-ks}"-}"
+  [[ -n "${new}" ]] || { echo "${short}: kube-proxy stopped as a reboot would, not running again within 120 s"; return 0; }
+  info="$(docker exec "${host}" crictl inspect "${new}" | "${VENV}/bin/python" -c '
+import json, sys
+s = json.load(sys.stdin)["status"]
+print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).get("image", "?"))')" || info="? ?"
+  read -r pod_uid image <<<"${info}"
+  cm="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy \
+    -o jsonpath='{range .items[?(@.metadata.uid==\"${pod_uid}\")]}{.spec.volumes[*].configMap.name}{end}'")" || cm="?"
+  # its /configz once it answers (30 s)
+  deadline=$((SECONDS + 30))
+  until docker exec "${host}" curl -fsS --max-time 2 http://127.0.0.1:10249/configz >"${LOGS}/${name}.restart-configz.json" 2>/dev/null; do
+    ((SECONDS < deadline)) || break
+    sleep 1
+  done
+  runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.restart-configz.json" 2>/dev/null)" ||
+    runs="no /configz within 30 s"
+  echo "${short}'s kube-proxy stopped once the rollout began, as a reboot would: running again after $((SECONDS - started)) s in $(
+    [[ "${pod_uid}" == "${uid}" ]] && echo "the same pod (one the step began with)" || echo "a pod the rollout made meanwhile"), image ${image##*/}, ConfigMap ${cm:-?}, running ${runs}"
+}
+
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
 # MODE TREE [settings [PLAYBOOK [ARG...]]] with kube-proxy's pods watched
 # from the control plane; records the pods it replaced (by UID), the
@@ -880,7 +947,9 @@ service_mid() {
 # PER_NODE, TOUCHED and TOUCHED_NODES (the nodes where a pod was made or a
 # container restarted). WATCH_ALL=1 watches every pod of kube-system (the
 # kube-apiserver pods too: the upgrade's CANARY_FIRST, CANARY_NODE, SKEW and
-# SKEW_DETAIL). MAY_FAIL=1: a failed playbook is measured as well, its exit
+# SKEW_DETAIL). RESTART_MID=1: restart_mid too, its line a figure, and the
+# pod it stopped excused from the figures (measure.py watch UID), counted
+# apart in MAX_UNAVAILABLE_ALL and EXCUSED_RESTARTS. MAY_FAIL=1: a failed playbook is measured as well, its exit
 # code left in PLAYBOOK_RC (otherwise the step fails with it), and a rollout
 # that does not end after it is measured as it is.
 cluster_watched() {
@@ -917,16 +986,25 @@ cluster_watched() {
   rm -f "/run/kps-mid-${name}.stop"
   printf '%s\n' "${before}" >"${LOGS}/${name}.before"
   service_mid "${name}" "${out}" "${LOGS}/${name}.before" >"${LOGS}/${name}.mid.log" 2>&1 &
-  local mid_pid=$!
+  local mid_pid=$! restart_pid=""
+  RESTART_FILE="${LOGS}/${name}.restart"
+  rm -f "${RESTART_FILE}" "${LOGS}/${name}.restart.log"
+  if ((${RESTART_MID:-0})); then
+    restart_mid "${name}" "${out}" "${LOGS}/${name}.before" >"${LOGS}/${name}.restart.log" 2>&1 &
+    restart_pid=$!
+  fi
   PLAYBOOK_RC=0
   cluster "${mode}" "${tree}" "$@" || PLAYBOOK_RC=$?
   # the Service made mid-rollout: its hosts' times (at most 120 s after it
   # was made), or not made (no rollout)
   touch "/run/kps-mid-${name}.stop"
   deadline=$((SECONDS + 180))
-  while kill -0 "${mid_pid}" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
-  kill "${mid_pid}" 2>/dev/null || true
-  wait "${mid_pid}" 2>/dev/null || true
+  while { kill -0 "${mid_pid}" || { [[ -n "${restart_pid}" ]] && kill -0 "${restart_pid}"; }; } 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
+  kill "${mid_pid}" ${restart_pid} 2>/dev/null || true
+  wait "${mid_pid}" ${restart_pid} 2>/dev/null || true
+  if [[ -n "${restart_pid}" ]]; then
+    figure "${name}" "a kube-proxy stopped mid-rollout (as a node reboot): $(tail -n1 "${LOGS}/${name}.restart.log" 2>/dev/null | sed "s/${KS_PREFIX:-kps-ks}-//g")"
+  fi
   local mid
   mid="$(grep -E '^[^ ]+ ([0-9.]+|-) ([0-9.]+|-)$' "${LOGS}/${name}.mid.log" | paste -sd';' | sed 's/;/; /g' || true)"
   if [[ -n "${mid}" ]]; then
@@ -961,6 +1039,9 @@ cluster_watched() {
   trap - EXIT
   local key value
   RESTARTS='' CANARY_FIRST='' CANARY_NODE='' SKEW='' SKEW_DETAIL='' PER_NODE='' TOUCHED='' TOUCHED_NODES=''
+  MAX_UNAVAILABLE_ALL='' EXCUSED_RESTARTS=''
+  local excused
+  excused="$(sed -n 's/^uid=//p' "${RESTART_FILE}" 2>/dev/null || true)"
   while IFS='=' read -r key value; do
     case "${key}" in
       new) NEW="${value}" ;;
@@ -976,8 +1057,10 @@ cluster_watched() {
       per_node) PER_NODE="${value}" ;;
       touched) TOUCHED="${value}" ;;
       touched_nodes) TOUCHED_NODES="${value}" ;;
+      max_unavailable_all) MAX_UNAVAILABLE_ALL="${value}" ;;
+      excused_restarts) EXCUSED_RESTARTS="${value}" ;;
     esac
-  done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}" | tee "${FIGURES}/${name}.watch")
+  done < <("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" watch "${out}" ${excused:+"${excused}"} | tee "${FIGURES}/${name}.watch")
   [[ -n "${NEW:-}" && -n "${MAX_PER_NODE:-}" && -n "${MAX_UNAVAILABLE:-}" && -n "${REVISIONS:-}" && -n "${TOUCHED}" ]] || { echo "no figures from ${out}"; return 1; }
   REPLACED="$(comm -23 <(printf '%s\n' "${before}") <(printf '%s\n' "${after}") | wc -l)"
   ROLLOUTS=$((rev_after - rev_before))
@@ -988,6 +1071,9 @@ cluster_watched() {
   figure "${name}" "most nodes without a Ready kube-proxy at once: ${MAX_UNAVAILABLE}"
   figure "${name}" "kube-proxy container restarts in place (no pod replaced): ${RESTARTS:-?}"
   figure "${name}" "per node, kube-proxy pods made and container restarts: $(sed "s/${KS_PREFIX:-kps-ks}-//g" <<<"${PER_NODE:-?}")"
+  if [[ -n "${excused}" ]]; then
+    figure "${name}" "the kube-proxy stopped on purpose, left out above: its container restarts ${EXCUSED_RESTARTS:-?}; with it, most nodes without a Ready kube-proxy at once ${MAX_UNAVAILABLE_ALL:-?}"
+  fi
   if ((${GAPS:-0} > 0)); then
     figure "${name}" "the watch started again ${GAPS} times (its connection to the API server ended): what happened while it was down is not seen"
   fi
@@ -1261,7 +1347,7 @@ ran_before() {
 # holds it (kubeadm skips the addon), and the pod started afterwards runs.
 breaking_upgrade() {
   local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
-  MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
+  RESTART_MID=1 MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
   figure "${name}" "upgrade-cluster.yml at ${UPGRADE_TO} with ${BREAK_VAR}: ${BREAK_VALUE}: exit code ${PLAYBOOK_RC}"
   figure "${name}" "nodes whose kube-proxy was replaced or restarted: ${TOUCHED} of ${TOTAL}$(touched_nodes)"
   cm="$(cp_ssh 'kubectl -n kube-system get configmap kube-proxy -o jsonpath="{.data.config\.conf}"' |
@@ -1361,7 +1447,7 @@ upgrade() {
   # the API server's clock: managedFields and the audit log are stamped by it
   # and by the control planes (containers on this machine's clock)
   since="$(cp_ssh 'date -u +%Y-%m-%dT%H:%M:%SZ')"
-  WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
+  RESTART_MID=1 WATCH_ALL=1 cluster_watched "$1" "$2" upgrade settings upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
   image="$(ds_field ".spec.template.spec.containers[0].image")"
   kubelets="$(cp_ssh 'kubectl get nodes -o jsonpath="{range .items[*]}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}"')"
   figure "upgrade-$1" "${UPGRADE_FROM} to ${UPGRADE_TO}: kube-proxy ${image##*/}, kubelets $(sort <<<"${kubelets}" | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}'); the DaemonSet's maxUnavailable: ${budget}"
