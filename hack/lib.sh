@@ -96,6 +96,11 @@ ks_dns() {
   esac
 }
 
+# KS_POD_SUBNET: the kubespray tier's pod subnet, kubespray's default
+# kube_pods_subnet, which hack/kubespray/inventory.sh sets and
+# hack/kubespray/hosts.sh routes from the file server.
+KS_POD_SUBNET=10.233.64.0/18
+
 # The architectures the collection carries as binary modules and `make
 # release` publishes, by GOARCH: every one a kubespray control plane can
 # have, as kubespray's kubeadm checksums and image_arch name them: amd64,

@@ -129,6 +129,16 @@ up() {
     printf 'CONTROL_PLANES=%s\n' "${KS_CONTROL_PLANES}"
     for h in "${hosts[@]}"; do printf 'HOST=%s %s\n' "${h}" "$(ip_of "${h}")"; done
   } >"${KS_DIR}/hosts.env"
+  # The pod network masquerades nothing (hack/kind/cni/kps-cni): a pod's
+  # packet to the file server, CoreDNS's upstream (KS_DNS=coredns), keeps
+  # the pod's address, and the file server would send its answer (an ICMP
+  # port unreachable: it serves no DNS) to Docker's gateway, out of the
+  # tier's network, where the egress rule drops and counts it. So the file
+  # server routes the pod subnet through the first host, which routes each
+  # node's podCIDR.
+  nsenter -t "$(docker inspect -f '{{.State.Pid}}' "${KS_PREFIX}-files")" -n \
+    ip route replace "${KS_POD_SUBNET}" via "$(ip_of "${hosts[0]}")" ||
+    die "the file server's route to the pod subnet ${KS_POD_SUBNET} could not be set (nsenter, as root)"
   deadline=$((SECONDS + 120))
   for h in "${hosts[@]}"; do
     until ssh_host "$(ip_of "${h}")" timeout 30 systemctl is-system-running --wait >/dev/null 2>&1 ||

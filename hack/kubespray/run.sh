@@ -1164,8 +1164,8 @@ written() {
 # docs/kubespray.md tells an operator to take. Every mode that passes it:
 # nothing written (written, before and after), untouched, /configz as
 # before. tool: 0004's task changed (it would write), what its result
-# showed names SETTING_FIELD and a restart, and its diff has the field's
-# old and new value. toolfree: the playbook passes. unpatched: recorded,
+# showed says the ConfigMap's config.conf would change and the DaemonSet
+# restart, and its diff has SETTING_FIELD's old and new value. toolfree: the playbook passes. unpatched: recorded,
 # the playbook's failure too.
 check() {
   local before after shown leaf="${SETTING_FIELD##*.}"
@@ -1191,8 +1191,11 @@ check() {
     sync_task "check-$1" changed >/dev/null
     shown="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" shown "${LOGS}/check-$1.log" "Kube-proxy-sync | Show the result")"
     figure "check-$1" "0004's result shown: $(paste -sd';' <<<"${shown}" | cut -c1-400)"
-    if ! grep -q "would change (.*${SETTING_FIELD}" <<<"${shown}" || ! grep -q 'would restart daemonset' <<<"${shown}"; then
-      echo "0004's result must say the ConfigMap would change (${SETTING_FIELD}) and the DaemonSet would restart; it showed: ${shown}"
+    # the message names the data key that would change (config.conf), the
+    # diff the field
+    if ! grep -q "configmap kube-system/kube-proxy would change (config.conf)" <<<"${shown}" ||
+      ! grep -q 'would restart daemonset kube-system/kube-proxy' <<<"${shown}"; then
+      echo "0004's result must say kube-proxy's ConfigMap would change (config.conf) and its DaemonSet would restart; it showed: ${shown}"
       return 1
     fi
     if ! grep -Eq "^\+ *${leaf}: ${SETTING_VALUE}\$" <<<"${shown}" || ! grep -Eq "^- *${leaf}: " <<<"${shown}"; then
