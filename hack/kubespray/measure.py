@@ -449,10 +449,16 @@ def versioned(doc, field):
     return value, value
 
 
+def running_value(running, field, internal):
+    """FIELD of a kube-proxy's /configz config: the versioned name where it
+    serves the versioned form (it has "mode"), INTERNAL where the internal."""
+    return get(running, field if "mode" in running else internal)
+
+
 def running_fields(configz_doc):
     """FIELD=VALUE of what a kube-proxy runs, from its /configz."""
     running = configz_doc["kubeproxy.config.k8s.io"]
-    return " ".join(f"{field}={get(running, field if 'mode' in running else internal)}" for field, internal in FIELDS)
+    return " ".join(f"{field}={running_value(running, field, internal)}" for field, internal in FIELDS)
 
 
 def configz(args):
@@ -477,7 +483,7 @@ def configz(args):
         with open(path, encoding="utf-8") as f:
             running = json.load(f)["kubeproxy.config.k8s.io"]
         for field, internal in FIELDS:
-            run = get(running, field if "mode" in running else internal)  # as running_fields
+            run = running_value(running, field, internal)
             (cm, cm_text), (ks, ks_text) = versioned(configmap, field), versioned(rendered[0], field)
             verdict = "ok"
             if not same(run, cm):
@@ -499,6 +505,13 @@ BANNER = re.compile(r"^(TASK|RUNNING HANDLER) \[(.*)\]|^PLAY ")
 RESULT = re.compile(r"^(ok|changed|fatal|failed|skipping): \[([^\]\s]+)[^\]]*\](?:.*? => (\{.*\}))?\s*$")
 
 
+def is_task(banner, name):
+    """Whether the BANNER match opens the task NAME (with or without its
+    role's prefix)."""
+    title = banner.group(2) or ""
+    return banner.group(1) == "TASK" and (title == name or title.endswith(" : " + name))
+
+
 def task_results(lines, name):
     """STATUS HOST [rolled_back=BOOL] [msg=TEXT] of each result of the task
     NAME, in the order of the log."""
@@ -506,8 +519,7 @@ def task_results(lines, name):
     for line in lines:
         banner = BANNER.match(line)
         if banner:
-            title = banner.group(2) or ""
-            inside = banner.group(1) == "TASK" and (title == name or title.endswith(" : " + name))
+            inside = is_task(banner, name)
             continue
         result = RESULT.match(line) if inside else None
         if not result:
@@ -538,8 +550,7 @@ def task_shown(lines, name):
             continue
         banner = BANNER.match(line)
         if banner:
-            title = banner.group(2) or ""
-            inside = banner.group(1) == "TASK" and (title == name or title.endswith(" : " + name))
+            inside = is_task(banner, name)
             continue
         if inside and SHOWN.match(line):
             body = ["{"]
