@@ -15,9 +15,11 @@
   evidence.py page RUNS_DIR OUT.md [--verify]
       Every RUNS_DIR/*.json (one a run, as assemble writes it) as a page:
       the runs (date, commits, layout, modes, duration, passed or where it
-      stopped), then per step a table with a row per figure and a column
-      per mode, each cell the median, the range (min-max) and n, over the
-      runs that have the figure. With no run, the page says so. Sorted
+      stopped), then per layout: where both tool-free and tool runs are,
+      whether the tool-free fix is enough at each step (its medians against
+      the tool's on the figures of JUDGED), and per step a table with a row
+      per figure and a column per mode, each cell the median, the range
+      (min-max) and n, over the runs that have the figure. With no run, the page says so. Sorted
       throughout: the same runs give the same page, byte for byte.
       --verify writes nothing: exit 1, showing the difference, when OUT.md
       is not what it would write (hack/verify/generated.sh, make verify).
@@ -280,6 +282,114 @@ ROWS = (
 )
 
 
+# Figures read from a step's figure lines at page time (run.sh's own words),
+# so that runs recorded before them count too.
+CONFIGZ = re.compile(r"^/configz( FAILED)?: ")
+RESTARTED = re.compile(r"^a kube-proxy stopped mid-rollout \(as a node reboot\): (.*)$")
+STARTED_AFTER = re.compile(r"^a kube-proxy pod started afterwards on \S+ (.*)$")
+
+
+def _figure(s, pattern):
+    """The last of the step's figure lines PATTERN matches, as its match;
+    None when none does."""
+    found = [m for m in (pattern.match(line) for line in s.get("figures") or []) if m]
+    return found[-1] if found else None
+
+
+def _inventory_reached(s):
+    """1 when the step's last /configz figure says every kube-proxy runs
+    kubespray's variables, from the ConfigMap it mounts; 0 when not (a
+    value not kubespray's, a pod on an older write, or the check failed)."""
+    m = _figure(s, CONFIGZ)
+    if m is None:
+        return None
+    line = m.string
+    stale = m.group(1) or "; not kubespray's variable:" in line or ", not all the ConfigMap's" in line
+    return 0 if stale else 1
+
+
+def _restart_served(s):
+    """1 when the kube-proxy stopped mid-rollout ran again and served its
+    /configz, 0 when it did not (within run.sh's 120 s and 30 s)."""
+    m = _figure(s, RESTARTED)
+    if m is None or "not made" in m.group(1):
+        return None
+    return 1 if "running again after" in m.group(1) and "no /configz within" not in m.group(1) else 0
+
+
+def _started_after_runs(s):
+    """1 when a kube-proxy pod started after the step (breaking-upgrade's)
+    runs, 0 when it exits or is neither Ready nor restarted."""
+    m = _figure(s, STARTED_AFTER)
+    if m is None or "not measured" in m.group(1):
+        return None
+    return 1 if ": runs (" in m.group(1) else 0
+
+
+def _unavailable_all(s):
+    v = _watch("max_unavailable_all")(s)
+    return v if v is not None else _watch("max_unavailable")(s)
+
+
+ROW = dict(ROWS)
+LOWER, HIGHER = "lower", "higher"
+# What the tool-free fix is judged by against the tool: label, a step's
+# value, which is better, and the steps (as run.sh names them; None: every
+# step) where the figure judges.
+JUDGED = (
+    ("kube-proxy pods made (a rerun or a look needs none)", _watch("new"), LOWER, ("rerun", "check", "limit")),
+    ("every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no)", _inventory_reached, HIGHER,
+     ("settings", "upgrade")),
+    ("most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted)", _unavailable_all, LOWER, None),
+    ("pods made while an API server was older (skew)", _watch("skew"), LOWER, None),
+    ("TCP failed tries", ROW["TCP failed tries"], LOWER, None),
+    ("UDP answers lost", ROW["UDP answers lost"], LOWER, None),
+    ("DNS answers lost or wrong", ROW["DNS answers lost or wrong"], LOWER, None),
+    ("nodes whose kube-proxy was replaced or restarted with the breaking value in the inventory", _watch("touched"),
+     LOWER, ("breaking", "breaking-upgrade")),
+    ("the kube-proxy stopped mid-rollout served again (1 yes, 0 no)", _restart_served, HIGHER, None),
+    ("a kube-proxy pod started after the step runs (1 yes, 0 it exits)", _started_after_runs, HIGHER,
+     ("breaking-upgrade",)),
+)
+
+
+def base_step(name):
+    return name[:-len(CARRIES)] if name.endswith(CARRIES) else name
+
+
+def enough_lines(have, steps):
+    """The page's lines saying, per step, whether the tool-free fix is
+    enough: HAVE is {step: {mode: [step of each run]}}."""
+    lines = ["", "### Where the tool-free fix is enough", "",
+             "Tool-free is enough at a step when, with both modes measured there, its median is no worse than",
+             "the tool's on every figure judged at that step (a figure one of them lacks is left out):", ""]
+    lines += [f"- {label}, {'lower' if better_is == LOWER else 'higher'} is better: "
+              + (f"at {', '.join(only)}" if only else "at every step") for label, _, better_is, only in JUDGED]
+    lines += ["",
+             "| step | runs: unpatched, tool-free, tool | tool-free enough? | where the tool does better: tool-free's median against the tool's | where tool-free does better |",
+             "| --- | --- | --- | --- | --- |"]
+    for step in steps:
+        runs = ", ".join(str(len(have[step].get(m, []))) for m in MODES)
+        if not have[step].get("toolfree") or not have[step].get("tool"):
+            lines.append(f"| {step} | {runs} | not measured in both | – | – |")
+            continue
+        worse, better = [], []
+        for label, value, better_is, only in JUDGED:
+            if only is not None and base_step(step) not in only:
+                continue
+            med = {}
+            for m in ("toolfree", "tool"):
+                values = [v for v in (value(s) for s in have[step][m]) if v is not None]
+                med[m] = statistics.median(values) if values else None
+            if med["toolfree"] is None or med["tool"] is None or med["toolfree"] == med["tool"]:
+                continue
+            tool_wins = (med["tool"] < med["toolfree"]) == (better_is == LOWER)
+            (worse if tool_wins else better).append(f"{label}: {fmt(med['toolfree'])} against {fmt(med['tool'])}")
+        verdict = "no" if worse else "yes"
+        lines.append(f"| {step} | {runs} | {verdict} | {'; '.join(worse) or '–'} | {'; '.join(better) or '–'} |")
+    return lines
+
+
 def fmt(value):
     """A number as the page shows it: an int plainly, else up to 2 decimals."""
     if isinstance(value, int) or float(value).is_integer():
@@ -372,8 +482,13 @@ def step_tables(runs):
     modes = sorted({m for _, doc in runs for m in doc["modes"]}, key=mode_order)
     named = [{m: {n: steps[s] for n, s in table_steps(list(steps)).items()} for m, steps in doc["modes"].items()}
              for _, doc in runs]
-    for step in sorted({n for run in named for m in run.values() for n in m}, key=table_order):
-        have = {m: [run[m][step] for run in named if step in run.get(m, {})] for m in modes}
+    steps = sorted({n for run in named for m in run.values() for n in m}, key=table_order)
+    every = {step: {m: [run[m][step] for run in named if step in run.get(m, {})] for m in modes} for step in steps}
+    judged = [step for step in steps if step not in ("hosts", "cluster", "nodes", "egress")]
+    if judged and {"toolfree", "tool"} <= set(modes):
+        lines += enough_lines(every, judged)
+    for step in steps:
+        have = every[step]
         lines += ["", f"### {step}", "", "| figure | " + " | ".join(modes) + " |",
                   "| --- |" + " --- |" * len(modes)]
         ran = [f"{sum(s['passed'] for s in have[m])} of {len(have[m])}" if have[m] else "–" for m in modes]

@@ -197,7 +197,7 @@ class Page(unittest.TestCase):
                                   "balancer haproxy, DNS none, Kubernetes v1.34.3 to v1.34.4 (1) | tool unpatched "
                                   "| passed |")
         self.assertTrue(runs[2].endswith("| stopped at settings-tool |"))
-        self.assertEqual(text.count("\n### "), 2)
+        self.assertEqual(text.count("\n### "), 2, "no section on the tool-free fix without a tool-free run")
         self.assertLess(text.index("\n### settings\n"), text.index("\n### upgrade\n"))
         self.assertIn("| figure | unpatched | tool |", text)
         self.assertEqual(self.row(text, "settings", "passed, of the runs that ran it"), ["3 of 3", "2 of 3"])
@@ -306,6 +306,59 @@ class Page(unittest.TestCase):
         self.assertEqual(self.row(text, "upgrade", "most nodes without a Ready kube-proxy at once"), ["1 (n=1)"])
         self.assertEqual(self.row(text, "upgrade", "container restarts of the kube-proxy stopped mid-rollout"), ["1 (n=1)"])
         self.assertIsNone(self.row(text, "settings", stopped), "a step that stopped none has no such row")
+
+    def enough(self, text, layout_step):
+        section = text.split("\n### Where the tool-free fix is enough\n", 1)[1].split("\n### ", 1)[0]
+        for line in section.splitlines():
+            if line.startswith(f"| {layout_step} |"):
+                return [c.strip() for c in line.strip("|").split("|")][1:]
+        return None
+
+    def test_where_the_tool_free_fix_is_enough(self):
+        w = {"nodes": 3, "new": 0, "restarts": 0, "max_unavailable": 0, "touched": 0}
+
+        def with_figures(s, *lines):
+            s["figures"] = list(lines)
+            return s
+        restarted = "a kube-proxy stopped mid-rollout (as a node reboot): w2's kube-proxy stopped once the rollout began"
+        for i in range(2):
+            self.add(f"r{i}.json", summary(f"2026-12-0{i + 1}T00:00:00Z", "c", True, {
+                "toolfree": {
+                    "rerun": step(10, watch=w),
+                    "settings": with_figures(step(10, watch=w), "/configz: a=1 b=2; not kubespray's variable: b"),
+                    "breaking": step(10, watch=w),
+                    "breaking-upgrade": with_figures(
+                        step(10, watch=dict(w, new=3, touched=3, max_unavailable=1, max_unavailable_all=2)),
+                        restarted + ", as a reboot would: running again after 3 s in the same pod, running no /configz within 30 s",
+                        "a kube-proxy pod started afterwards on w2 (as after a reboot or a drain): exits (restarted 4 times within 90 s), no service proxy on that node")},
+                "tool": {
+                    "rerun": step(10, watch=w),
+                    "settings": with_figures(step(10, watch=dict(w, new=3, max_unavailable=1)), "/configz FAILED: x", "/configz: a=1 b=3"),
+                    "breaking": step(10, watch=dict(w, new=2, touched=1, max_unavailable=1)),
+                    "breaking-upgrade": with_figures(
+                        step(10, watch=dict(w, new=2, touched=1, max_unavailable=1, max_unavailable_all=2)),
+                        restarted + ", as a reboot would: running again after 7 s in the same pod, running mode=iptables",
+                        "a kube-proxy pod started afterwards on w2 (as after a reboot or a drain): runs (Ready, no restart in 90 s)")}}))
+        self.add("r9.json", summary("2026-12-09T00:00:00Z", "c", True, {"tool": {"limit": step(10, watch=w)}}))
+        text = self.page()
+        self.assertEqual(self.enough(text, "rerun"), ["0, 2, 2", "yes", "–", "–"])
+        # cluster.yml leaves the running ConfigMap alone without the tool: its last /configz line says so
+        self.assertEqual(self.enough(text, "settings"), [
+            "0, 2, 2", "no",
+            "every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no): 0 against 1",
+            "most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted): 0 against 1"])
+        # with nothing applied, nothing breaks: tool-free does better there
+        self.assertEqual(self.enough(text, "breaking"), [
+            "0, 2, 2", "yes", "–",
+            "most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted): 0 against 1; "
+            "nodes whose kube-proxy was replaced or restarted with the breaking value in the inventory: 0 against 1"])
+        self.assertEqual(self.enough(text, "breaking-upgrade"), [
+            "0, 2, 2", "no",
+            "nodes whose kube-proxy was replaced or restarted with the breaking value in the inventory: 3 against 1; "
+            "the kube-proxy stopped mid-rollout served again (1 yes, 0 no): 0 against 1; "
+            "a kube-proxy pod started after the step runs (1 yes, 0 it exits): 0 against 1", "–"])
+        self.assertEqual(self.enough(text, "limit"), ["0, 0, 1", "not measured in both", "–", "–"])
+        self.assertIsNone(self.enough(text, "hosts"))
 
     def test_even_median(self):
         for i, seconds in enumerate([10, 11, 20, 40]):
