@@ -941,6 +941,29 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
     [[ "${pod_uid}" == "${uid}" ]] && echo "the same pod (one the step began with)" || echo "a pod the rollout made meanwhile"), image ${image##*/}, ConfigMap ${cm:-?}, running ${runs}"
 }
 
+# restart_judged NAME: with the tool, the kube-proxy restart_mid stopped in
+# step NAME ran again and served its /configz, and, back in the pod the step
+# began with, on that pod's immutable copy (kube-proxy-HASH, its own config)
+# rather than the object the run writes. A restart that was not made (no pod
+# replaced, or none old left) is only recorded.
+restart_judged() {
+  local line
+  line="$(tail -n1 "${LOGS}/$1.restart.log" 2>/dev/null || true)"
+  case "${line}" in
+    "not made: no kube-proxy pod replaced" | "not made: no node's kube-proxy pod was still"*) return 0 ;;
+    *"running again after "*" in the same pod "*", ConfigMap kube-proxy-"[0-9a-f]*", running "*) ;;
+    *"running again after "*" in a pod the rollout made meanwhile,"*) ;;
+    *)
+      echo "the kube-proxy stopped mid-rollout must run again on the config it began with (its pod's immutable copy): ${line:-nothing recorded}"
+      return 1
+      ;;
+  esac
+  if [[ "${line}" == *"no /configz within"* ]]; then
+    echo "the kube-proxy stopped mid-rollout ran again but served no /configz: ${line}"
+    return 1
+  fi
+}
+
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
 # MODE TREE [settings [PLAYBOOK [ARG...]]] with kube-proxy's pods watched
 # from the control plane; records the pods it replaced (by UID), the
@@ -1359,7 +1382,8 @@ ran_before() {
 # with a load balancer: 0002 then restarts kube-proxy, whose rollout status
 # fails). tool: the playbook fails at 0004's SYNC_TASK, rolled back, only
 # the canary touched, every node runs BREAK_BEFORE, the ConfigMap still
-# holds it (kubeadm skips the addon), and the pod started afterwards runs.
+# holds it (kubeadm skips the addon), the kube-proxy stopped mid-rollout back
+# on its own config (restart_judged), and the pod started afterwards runs.
 breaking_upgrade() {
   local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
   RESTART_MID=1 MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
@@ -1383,6 +1407,7 @@ breaking_upgrade() {
       return 1
     fi
     ran_before "$1" breaking-upgrade || return 1
+    restart_judged "${name}" || return 1
   fi
   node="$(sed -n 's/^HOST=//p' "${KS_DIR}/hosts.env" | tail -n1 | cut -d' ' -f1)"
   short="${node#"${KS_PREFIX:-kps-ks}"-}"
@@ -1449,7 +1474,8 @@ egress() {
 # changed, one rollout, the new image's, each pod replaced once, within
 # maxUnavailable; no kubeadm write of either object; canary first; no pod
 # newer than an API server; one run of kube-proxy-sync that restarted, with
-# the canary strategy, its canary the first pod replaced, to the new image.
+# the canary strategy, its canary the first pod replaced, to the new image;
+# the kube-proxy stopped mid-rollout back on its own config (restart_judged).
 # toolfree and tool: kubeadm's kube-proxy addon, as the upgraded kubeadm
 # renders it from the cluster's config, in place afterwards (DaemonSet
 # template and RBAC; hack/kubespray/measure.py addon); unpatched: recorded.
@@ -1514,6 +1540,7 @@ upgrade() {
   sync_task "upgrade-$1" changed >/dev/null
   configz "$1" upgrade "${SETTING_FIELD}=${SETTING_VALUE}"
   rolled_once "the tool's upgrade" "${budget}"
+  restart_judged "upgrade-$1"
   if grep -E '^(DaemonSet|ConfigMap)/kube-proxy kubeadm ' <<<"${writes}"; then
     echo "kubeadm wrote kube-proxy's DaemonSet or ConfigMap during the tool's upgrade; under kube_proxy_rollout_method: kube-proxy-sync only kube-proxy-sync may (0004 skips kubeadm's addon/kube-proxy)"
     return 1
