@@ -326,11 +326,6 @@ def _started_after_runs(s):
     return 1 if ": runs (" in m.group(1) else 0
 
 
-def _unavailable_all(s):
-    v = _watch("max_unavailable_all")(s)
-    return v if v is not None else _watch("max_unavailable")(s)
-
-
 ROW = dict(ROWS)
 LOWER, HIGHER = "lower", "higher"
 # What the tool-free fix is judged by against the tool: label, a step's
@@ -340,7 +335,8 @@ JUDGED = (
     ("kube-proxy pods made (a rerun or a look needs none)", _watch("new"), LOWER, ("rerun", "check", "limit")),
     ("every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no)", _inventory_reached, HIGHER,
      ("settings", "upgrade")),
-    ("most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted)", _unavailable_all, LOWER, None),
+    # the kube-proxy the tier stops mid-rollout is judged by the row of its own
+    ("most nodes without a Ready kube-proxy at once", _watch("max_unavailable"), LOWER, None),
     ("pods made while an API server was older (skew)", _watch("skew"), LOWER, None),
     ("TCP failed tries", ROW["TCP failed tries"], LOWER, None),
     ("UDP answers lost", ROW["UDP answers lost"], LOWER, None),
@@ -361,19 +357,21 @@ def enough_lines(have, steps):
     """The page's lines saying, per step, whether the tool-free fix is
     enough: HAVE is {step: {mode: [step of each run]}}."""
     lines = ["", "### Where the tool-free fix is enough", "",
-             "Tool-free is enough at a step when, with both modes measured there, its median is no worse than",
-             "the tool's on every figure judged at that step (a figure one of them lacks is left out):", ""]
+             "Tool-free is enough at a step when its median is no worse than the tool's on every figure judged",
+             "there that both modes' runs have; a figure only one of them has leaves the step unjudged. The runs",
+             "column counts the runs passed, of those that ran the step (a failed one's figures count too). Judged:", ""]
     lines += [f"- {label}, {'lower' if better_is == LOWER else 'higher'} is better: "
               + (f"at {', '.join(only)}" if only else "at every step") for label, _, better_is, only in JUDGED]
     lines += ["",
-             "| step | runs: unpatched, tool-free, tool | tool-free enough? | where the tool does better: tool-free's median against the tool's | where tool-free does better |",
+             "| step | runs passed: unpatched; tool-free; tool | tool-free enough? | where the tool does better: tool-free's median against the tool's | where tool-free does better |",
              "| --- | --- | --- | --- | --- |"]
     for step in steps:
-        runs = ", ".join(str(len(have[step].get(m, []))) for m in MODES)
+        runs = "; ".join(f"{sum(s['passed'] for s in have[step][m])} of {len(have[step][m])}" if have[step].get(m) else "–"
+                         for m in MODES)
         if not have[step].get("toolfree") or not have[step].get("tool"):
             lines.append(f"| {step} | {runs} | not measured in both | – | – |")
             continue
-        worse, better = [], []
+        worse, better, one_sided = [], [], []
         for label, value, better_is, only in JUDGED:
             if only is not None and base_step(step) not in only:
                 continue
@@ -381,11 +379,13 @@ def enough_lines(have, steps):
             for m in ("toolfree", "tool"):
                 values = [v for v in (value(s) for s in have[step][m]) if v is not None]
                 med[m] = statistics.median(values) if values else None
+            if (med["toolfree"] is None) != (med["tool"] is None):
+                one_sided.append(f"{label} ({'tool-free' if med['toolfree'] is not None else 'the tool'} only)")
             if med["toolfree"] is None or med["tool"] is None or med["toolfree"] == med["tool"]:
                 continue
             tool_wins = (med["tool"] < med["toolfree"]) == (better_is == LOWER)
             (worse if tool_wins else better).append(f"{label}: {fmt(med['toolfree'])} against {fmt(med['tool'])}")
-        verdict = "no" if worse else "yes"
+        verdict = "no" if worse else f"not judged: {'; '.join(one_sided)}" if one_sided else "yes"
         lines.append(f"| {step} | {runs} | {verdict} | {'; '.join(worse) or '–'} | {'; '.join(better) or '–'} |")
     return lines
 

@@ -320,45 +320,67 @@ class Page(unittest.TestCase):
         def with_figures(s, *lines):
             s["figures"] = list(lines)
             return s
-        restarted = "a kube-proxy stopped mid-rollout (as a node reboot): w2's kube-proxy stopped once the rollout began"
+        # run.sh's restart_mid line, as the figure has it (9962a77's upgrade-tool), and one whose pod exits
+        stopped = "a kube-proxy stopped mid-rollout (as a node reboot): w2's kube-proxy stopped once the rollout began, as a reboot would: running again after "
+        served = stopped + "7 s in the same pod (one the step began with), image kube-proxy:v1.35.4, ConfigMap kube-proxy-45bb4e0da8, running mode=iptables clusterCIDR=10.233.64.0/18 iptables.minSyncPeriod=2s conntrack.maxPerCore=0"
+        exited = stopped + "3 s in the same pod (one the step began with), image kube-proxy:v1.35.4, ConfigMap kube-proxy, running no /configz within 30 s"
         for i in range(2):
             self.add(f"r{i}.json", summary(f"2026-12-0{i + 1}T00:00:00Z", "c", True, {
                 "toolfree": {
                     "rerun": step(10, watch=w),
                     "settings": with_figures(step(10, watch=w), "/configz: a=1 b=2; not kubespray's variable: b"),
+                    "upgrade": with_figures(step(10, watch=dict(w, new=3, max_unavailable=1)),
+                                            "/configz: a=1 b=3, not all the ConfigMap's (a pod started before its last write)"),
                     "breaking": step(10, watch=w),
                     "breaking-upgrade": with_figures(
-                        step(10, watch=dict(w, new=3, touched=3, max_unavailable=1, max_unavailable_all=2)),
-                        restarted + ", as a reboot would: running again after 3 s in the same pod, running no /configz within 30 s",
+                        step(10, watch=dict(w, new=3, touched=3, max_unavailable=1, max_unavailable_all=2)), exited,
                         "a kube-proxy pod started afterwards on w2 (as after a reboot or a drain): exits (restarted 4 times within 90 s), no service proxy on that node")},
                 "tool": {
                     "rerun": step(10, watch=w),
                     "settings": with_figures(step(10, watch=dict(w, new=3, max_unavailable=1)), "/configz FAILED: x", "/configz: a=1 b=3"),
+                    "upgrade": with_figures(step(10, watch=dict(w, new=3, max_unavailable=1)), served, "/configz: a=1 b=3"),
                     "breaking": step(10, watch=dict(w, new=2, touched=1, max_unavailable=1)),
                     "breaking-upgrade": with_figures(
-                        step(10, watch=dict(w, new=2, touched=1, max_unavailable=1, max_unavailable_all=2)),
-                        restarted + ", as a reboot would: running again after 7 s in the same pod, running mode=iptables",
+                        step(10, watch=dict(w, new=2, touched=1, max_unavailable=1, max_unavailable_all=2)), served,
                         "a kube-proxy pod started afterwards on w2 (as after a reboot or a drain): runs (Ready, no restart in 90 s)")}}))
-        self.add("r9.json", summary("2026-12-09T00:00:00Z", "c", True, {"tool": {"limit": step(10, watch=w)}}))
+        self.add("r9.json", summary("2026-12-09T00:00:00Z", "c", False, {"tool": {"limit": step(10, False, watch=w),
+                                                                                 "rerun": step(10, False, watch=w)}}))
         text = self.page()
-        self.assertEqual(self.enough(text, "rerun"), ["0, 2, 2", "yes", "–", "–"])
+        self.assertEqual(self.enough(text, "rerun"), ["–; 2 of 2; 2 of 3", "yes", "–", "–"])
         # cluster.yml leaves the running ConfigMap alone without the tool: its last /configz line says so
         self.assertEqual(self.enough(text, "settings"), [
-            "0, 2, 2", "no",
+            "–; 2 of 2; 2 of 2", "no",
             "every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no): 0 against 1",
-            "most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted): 0 against 1"])
+            "most nodes without a Ready kube-proxy at once: 0 against 1"])
+        # a pod on an older write is not the inventory's either; the restart only the tool has leaves it unjudged
+        self.assertEqual(self.enough(text, "upgrade"), [
+            "–; 2 of 2; 2 of 2",
+            "no", "every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no): 0 against 1", "–"])
         # with nothing applied, nothing breaks: tool-free does better there
         self.assertEqual(self.enough(text, "breaking"), [
-            "0, 2, 2", "yes", "–",
-            "most nodes without a Ready kube-proxy at once (the one stopped mid-rollout counted): 0 against 1; "
+            "–; 2 of 2; 2 of 2", "yes", "–",
+            "most nodes without a Ready kube-proxy at once: 0 against 1; "
             "nodes whose kube-proxy was replaced or restarted with the breaking value in the inventory: 0 against 1"])
         self.assertEqual(self.enough(text, "breaking-upgrade"), [
-            "0, 2, 2", "no",
+            "–; 2 of 2; 2 of 2", "no",
             "nodes whose kube-proxy was replaced or restarted with the breaking value in the inventory: 3 against 1; "
             "the kube-proxy stopped mid-rollout served again (1 yes, 0 no): 0 against 1; "
             "a kube-proxy pod started after the step runs (1 yes, 0 it exits): 0 against 1", "–"])
-        self.assertEqual(self.enough(text, "limit"), ["0, 0, 1", "not measured in both", "–", "–"])
+        self.assertEqual(self.enough(text, "limit"), ["–; –; 0 of 1", "not measured in both", "–", "–"])
         self.assertIsNone(self.enough(text, "hosts"))
+
+    def test_a_figure_one_mode_lacks_leaves_the_step_unjudged(self):
+        w = {"nodes": 3, "new": 3, "restarts": 0, "max_unavailable": 1, "touched": 3}
+        tool = step(10, watch=w)
+        tool["figures"] = ["a kube-proxy stopped mid-rollout (as a node reboot): w2's kube-proxy stopped once the "
+                           "rollout began, as a reboot would: running again after 7 s in a pod the rollout made "
+                           "meanwhile, image kube-proxy:v1.36.3, ConfigMap kube-proxy-45bb4e0da8, running mode=iptables"]
+        not_made = step(10, watch=w)
+        not_made["figures"] = ["a kube-proxy stopped mid-rollout (as a node reboot): not made: no kube-proxy pod replaced"]
+        self.add("r.json", summary("2026-12-01T00:00:00Z", "c", True, {
+            "toolfree": {"upgrade": not_made}, "tool": {"upgrade": tool}}))
+        self.assertEqual(self.enough(self.page(), "upgrade, with the settings change (no settings step before it)")[1],
+                         "not judged: the kube-proxy stopped mid-rollout served again (1 yes, 0 no) (the tool only)")
 
     def test_even_median(self):
         for i, seconds in enumerate([10, 11, 20, 40]):

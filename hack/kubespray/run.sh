@@ -942,24 +942,29 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
 }
 
 # restart_judged NAME: with the tool, the kube-proxy restart_mid stopped in
-# step NAME ran again and served its /configz, and, back in the pod the step
-# began with, on that pod's immutable copy (kube-proxy-HASH, its own config)
-# rather than the object the run writes. A restart that was not made (no pod
+# step NAME ran again and served its /configz, and, if back in the pod the
+# step began with, on that pod's immutable copy (kube-proxy-HASH, its own
+# config) rather than the object the run writes. A restart that was not made (no pod
 # replaced, or none old left) is only recorded.
 restart_judged() {
   local line
   line="$(tail -n1 "${LOGS}/$1.restart.log" 2>/dev/null || true)"
   case "${line}" in
     "not made: no kube-proxy pod replaced" | "not made: no node's kube-proxy pod was still"*) return 0 ;;
-    *"running again after "*" in the same pod "*", ConfigMap kube-proxy-"[0-9a-f]*", running "*) ;;
-    *"running again after "*" in a pod the rollout made meanwhile,"*) ;;
+    *"running again after "*) ;;
     *)
-      echo "the kube-proxy stopped mid-rollout must run again on the config it began with (its pod's immutable copy): ${line:-nothing recorded}"
+      echo "the kube-proxy stopped mid-rollout in $1 did not run again, or the stop was not made: ${line:-nothing recorded}"
       return 1
       ;;
   esac
   if [[ "${line}" == *"no /configz within"* ]]; then
     echo "the kube-proxy stopped mid-rollout ran again but served no /configz: ${line}"
+    return 1
+  fi
+  # back in its old pod: on that pod's copy (the tier's cluster step left
+  # every pod on one: 0004's first run restarts onto it)
+  if [[ "${line}" == *" in the same pod "* && ! "${line}" =~ ,\ ConfigMap\ kube-proxy-[0-9a-f]{10},\  ]]; then
+    echo "the kube-proxy stopped mid-rollout ran again in its old pod, but not on that pod's immutable copy (kube-proxy-HASH): ${line}"
     return 1
   fi
 }
@@ -1382,8 +1387,9 @@ ran_before() {
 # with a load balancer: 0002 then restarts kube-proxy, whose rollout status
 # fails). tool: the playbook fails at 0004's SYNC_TASK, rolled back, only
 # the canary touched, every node runs BREAK_BEFORE, the ConfigMap still
-# holds it (kubeadm skips the addon), the kube-proxy stopped mid-rollout back
-# on its own config (restart_judged), and the pod started afterwards runs.
+# holds it (kubeadm skips the addon), the kube-proxy stopped mid-rollout
+# running again, and if in its old pod on that pod's own config
+# (restart_judged), and the pod started afterwards runs.
 breaking_upgrade() {
   local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
   RESTART_MID=1 MAY_FAIL=1 cluster_watched "$1" "$2" breaking-upgrade breaking upgrade-cluster.yml -e "kube_version=${UPGRADE_TO#v}"
@@ -1475,7 +1481,8 @@ egress() {
 # maxUnavailable; no kubeadm write of either object; canary first; no pod
 # newer than an API server; one run of kube-proxy-sync that restarted, with
 # the canary strategy, its canary the first pod replaced, to the new image;
-# the kube-proxy stopped mid-rollout back on its own config (restart_judged).
+# the kube-proxy stopped mid-rollout running again, and if in its old pod on
+# that pod's own config (restart_judged).
 # toolfree and tool: kubeadm's kube-proxy addon, as the upgraded kubeadm
 # renders it from the cluster's config, in place afterwards (DaemonSet
 # template and RBAC; hack/kubespray/measure.py addon); unpatched: recorded.
