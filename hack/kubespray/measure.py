@@ -32,8 +32,11 @@
       tier stopped on purpose mid-rollout, as a reboot of their node would
       (run.sh's restart_mid): their restarts are not in restarts, per_node
       or touched, and their not being Ready (but while deleted) not in
-      max_unavailable; excused_restarts and max_unavailable_all (every pod
-      as it is) count them.
+      max_unavailable, nor their node's time without a Ready pod when the
+      DaemonSet controller deleted them while not Ready (it replaces an
+      unavailable old pod at once, outside maxUnavailable, as after a
+      reboot) until a pod there is Ready again; excused_restarts and
+      max_unavailable_all (every pod as it is) count them.
 
   measure.py new-pod WATCH.json BEFORE STOP
       Follows WATCH.json as it is written (what was added, twice a second;
@@ -241,7 +244,10 @@ def watch_figures(events, excused=()):
     excused: UIDs of pods whose container the tier stopped on purpose, as a
     node's reboot would (run.sh's restart_mid): their restarts, and their
     not being Ready but while they are deleted, are left out of the figures
-    and counted apart (excused_restarts, max_unavailable_all)."""
+    and counted apart (excused_restarts, max_unavailable_all). Deleted
+    while not Ready (the DaemonSet controller replaces an unavailable old
+    pod at once, outside maxUnavailable), its node is left out until a pod
+    there is Ready again."""
     live, seen, initial, nodes, worst, worst_all = {}, {}, set(), set(), 0, 0
     revision, gaps = {}, 0
     listing, relist = True, None
@@ -253,9 +259,14 @@ def watch_figures(events, excused=()):
     apiservers, created, ready_at, skew = {}, [], {}, []
     saw_apiserver = False
 
+    # nodes whose excused pod the DaemonSet controller deleted while it was
+    # not Ready (it replaces an unavailable old pod outside maxUnavailable, as
+    # after a real reboot): excused until a pod there is Ready again
+    excused_nodes = set()
+
     def unavailable(excuse=True):
         up = {n for n, r in live.values() if r[0 if excuse else 1]}
-        return len(nodes - up)
+        return len(nodes - up - (excused_nodes if excuse else set()))
 
     def readiness(uid, pod):
         # (as counted, as it is): an excused pod counts as Ready unless deleted
@@ -298,6 +309,10 @@ def watch_figures(events, excused=()):
             ready_at[uid] = len(created)
         restarts_first.setdefault(uid, restart_count(pod))
         restarts_max[uid] = max(restarts_max.get(uid, 0), restart_count(pod))
+        if uid in excused and pod["metadata"].get("deletionTimestamp") and uid in live and not live[uid][1][1]:
+            excused_nodes.add(node)
+        elif uid not in excused and ready(pod):
+            excused_nodes.discard(node)
         seen[uid] = node
         revision[uid] = pod["metadata"].get("labels", {}).get("controller-revision-hash", "?")
         nodes.add(node)

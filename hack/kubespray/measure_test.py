@@ -153,10 +153,33 @@ class WatchFigures(unittest.TestCase):
         plain = measure.watch_figures(rolled)
         self.assertEqual((plain["max_unavailable"], plain["restarts"], plain["touched"]), (2, 1, 2))
         self.assertNotIn("max_unavailable_all", plain)
-        # the excused pod deleted by the rollout is a node without kube-proxy
-        deleted = listed(*THREE) + stopped + [ev("MODIFIED", pod("u3", "n3", is_ready=False, deleting=True, restarts=1)),
+        # the excused pod, Ready again, deleted by the rollout is a node
+        # without kube-proxy
+        deleted = listed(*THREE) + stopped + [ev("MODIFIED", pod("u3", "n3", restarts=1)),
+                                              ev("MODIFIED", pod("u3", "n3", deleting=True, restarts=1)),
                                               ev("MODIFIED", pod("u2", "n2", deleting=True))]
         self.assertEqual(measure.watch_figures(deleted, {"u3"})["max_unavailable"], 2)
+
+    def test_an_excused_pod_replaced_while_not_ready_excuses_its_node_until_a_pod_there_is_ready(self):
+        # 2026-11-30's tool-free upgrade: n1's pod replaced by the rollout,
+        # n3's stopped (restart_mid); the DaemonSet controller deleted n3's at
+        # once for being unavailable (outside maxUnavailable), and n3 had no
+        # Ready kube-proxy until its new pod was Ready: that is the stop's
+        stopped = listed(*THREE) + [
+            ev("MODIFIED", pod("u1", "n1", deleting=True)),
+            ev("DELETED", pod("u1", "n1", deleting=True)),
+            ev("ADDED", pod("v1", "n1", is_ready=False, revision="b")),
+            ev("MODIFIED", pod("u3", "n3", is_ready=False, restarts=1)),
+            ev("MODIFIED", pod("u3", "n3", is_ready=False, deleting=True, restarts=1)),
+            ev("DELETED", pod("u3", "n3", is_ready=False, deleting=True, restarts=1)),
+            ev("ADDED", pod("v3", "n3", is_ready=False, revision="b")),
+        ]
+        got = measure.watch_figures(stopped, {"u3"})
+        self.assertEqual((got["max_unavailable"], got["max_unavailable_all"]), (1, 2))
+        # once a pod there is Ready, n3 counts again
+        later = stopped + [ev("MODIFIED", pod("v3", "n3", revision="b")),
+                           ev("MODIFIED", pod("v3", "n3", is_ready=False, revision="b"))]
+        self.assertEqual(measure.watch_figures(later, {"u3"})["max_unavailable"], 2)
 
 
 class NewPod(unittest.TestCase):
