@@ -335,6 +335,7 @@ JUDGED = (
     ("kube-proxy pods made (a rerun or a look needs none)", _watch("new"), LOWER, ("rerun", "check", "limit")),
     ("every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no)", _inventory_reached, HIGHER,
      ("settings", "upgrade")),
+    ("kube-proxy pods made per node (an upgrade needs one each)", _per_node, LOWER, ("upgrade",)),
     # the kube-proxy the tier stops mid-rollout is judged by the row of its own
     ("most nodes without a Ready kube-proxy at once", _watch("max_unavailable"), LOWER, None),
     ("pods made while an API server was older (skew)", _watch("skew"), LOWER, None),

@@ -329,7 +329,7 @@ class Page(unittest.TestCase):
                 "toolfree": {
                     "rerun": step(10, watch=w),
                     "settings": with_figures(step(10, watch=w), "/configz: a=1 b=2; not kubespray's variable: b"),
-                    "upgrade": with_figures(step(10, watch=dict(w, new=3, max_unavailable=1)),
+                    "upgrade": with_figures(step(10, watch=dict(w, new=6, max_unavailable=1)),
                                             "/configz: a=1 b=3, not all the ConfigMap's (a pod started before its last write)"),
                     "breaking": step(10, watch=w),
                     "breaking-upgrade": with_figures(
@@ -355,7 +355,8 @@ class Page(unittest.TestCase):
         # a pod on an older write is not the inventory's either; the restart only the tool has leaves it unjudged
         self.assertEqual(self.enough(text, "upgrade"), [
             "–; 2 of 2; 2 of 2",
-            "no", "every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no): 0 against 1", "–"])
+            "no", "every kube-proxy runs the inventory's kube_proxy_* values afterwards (1 yes, 0 no): 0 against 1; "
+            "kube-proxy pods made per node (an upgrade needs one each): 2 against 1", "–"])
         # with nothing applied, nothing breaks: tool-free does better there
         self.assertEqual(self.enough(text, "breaking"), [
             "–; 2 of 2; 2 of 2", "yes", "–",
