@@ -19,8 +19,9 @@
       whether the tool-free fix is enough at each step (its medians against
       the tool's on the figures of JUDGED), and per step a table with a row
       per figure and a column per mode, each cell the median, the range
-      (min-max) and n, over the runs that have the figure. With no run, the page says so. Sorted
-      throughout: the same runs give the same page, byte for byte.
+      (min-max) and n, over the runs that have the figure. With no run,
+      the page says so. Sorted throughout: the same runs give the same
+      page, byte for byte.
       --verify writes nothing: exit 1, showing the difference, when OUT.md
       is not what it would write (hack/verify/generated.sh, make verify).
 
@@ -364,7 +365,8 @@ def enough_lines(have, steps):
     lines += [f"- {label}, {'lower' if better_is == LOWER else 'higher'} is better: "
               + (f"at {', '.join(only)}" if only else "at every step") for label, _, better_is, only in JUDGED]
     lines += ["",
-             "| step | runs passed: unpatched; tool-free; tool | tool-free enough? | where the tool does better: tool-free's median against the tool's | where tool-free does better |",
+             "| step | runs passed: unpatched; tool-free; tool | tool-free enough? "
+             "| where the tool does better: tool-free's median against the tool's | where tool-free does better |",
              "| --- | --- | --- | --- | --- |"]
     for step in steps:
         runs = "; ".join(f"{sum(s['passed'] for s in have[step][m])} of {len(have[step][m])}" if have[step].get(m) else "–"
