@@ -100,6 +100,11 @@ ks_dns() {
 # kube_pods_subnet, which hack/kubespray/inventory.sh sets and
 # hack/kubespray/hosts.sh routes from the file server.
 KS_POD_SUBNET=10.233.64.0/18
+# KS_SERVICE_SUBNET: its Service subnet, kubespray's default
+# kube_service_addresses, which hack/kubespray/inventory.sh sets. No route
+# leads to either outside the tier's network: hack/kubespray/hosts.sh counts
+# the packets to them that leave it apart (hack/kind/egress.sh).
+KS_SERVICE_SUBNET=10.233.0.0/18
 
 # The architectures the collection carries as binary modules and `make
 # release` publishes, by GOARCH: every one a kubespray control plane can

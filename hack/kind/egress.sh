@@ -6,11 +6,21 @@
 # A rule in front of it logs such packets to the kernel log (at most 20 a
 # minute), so a count above 0 can say where they went.
 #
-#   hack/kind/egress.sh add NETWORK      install the rules (idempotent)
+# CIDR...: the cluster's own address ranges that no route leads to outside
+# the network (kubespray's pod and Service subnets). A packet to one of them
+# that leaves the bridge comes from a host whose service proxy or routes are
+# out of date; it is dropped and counted apart (count NETWORK unrouted), in
+# front of the logging rule, so that the log keeps the other ones.
+#
+#   hack/kind/egress.sh add NETWORK [CIDR...]
+#                                        install the rules (idempotent)
 #   hack/kind/egress.sh check NETWORK    exit 1, saying why, when the
 #                                        counting rule is not in place
 #                                        (count then prints 0 whatever left)
-#   hack/kind/egress.sh count NETWORK    print the packets counted so far
+#   hack/kind/egress.sh count NETWORK    print the packets counted so far,
+#                                        but those to a CIDR
+#   hack/kind/egress.sh count NETWORK unrouted
+#                                        print those to a CIDR
 #   hack/kind/egress.sh where NETWORK    print the ones logged: source,
 #                                        destination, protocol, port
 #   hack/kind/egress.sh remove NETWORK   remove the rules (idempotent)
@@ -20,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 action="${1:-}" network="${2:-}"
 [[ -n "${network}" ]] || die "usage: hack/kind/egress.sh add|check|count|where|remove NETWORK"
+shift 2
 docker_env
 
 bridge() {
@@ -29,6 +40,8 @@ bridge() {
 }
 comment() { printf 'kps-egress-%s' "${network}"; }
 rule() { printf '%s\n' -i "$1" ! -o "$1" -m comment --comment "$(comment)" -j DROP; }
+unrouted() { printf 'kps-egress-unrouted-%s' "${network}"; }
+unrouted_rule() { printf '%s\n' -i "$1" ! -o "$1" -d "$2" -m comment --comment "$(unrouted)" -j DROP; }
 logged() { printf 'kps-egress-log-%s' "${network}"; }
 prefix() { printf 'kps-egress-%s: ' "${network}"; }
 log_rule() {
@@ -47,6 +60,10 @@ case "${action}" in
     cut -d' ' -f1 /proc/uptime >"${CACHE_DIR}/kind/egress-since"
     mapfile -t l < <(log_rule "${br}")
     iptables -C DOCKER-USER "${l[@]}" 2>/dev/null || iptables -I DOCKER-USER 1 "${l[@]}"
+    for cidr in "$@"; do
+      mapfile -t u < <(unrouted_rule "${br}" "${cidr}")
+      iptables -C DOCKER-USER "${u[@]}" 2>/dev/null || iptables -I DOCKER-USER 1 "${u[@]}"
+    done
     ;;
   check)
     rules="$(iptables -L DOCKER-USER -n 2>&1)" ||
@@ -55,8 +72,13 @@ case "${action}" in
       die "no rule in the host's DOCKER-USER chain counts the packets that leave docker network '${network}': make kind-up installs it (hack/kind/egress.sh add ${network}, as root)"
     ;;
   count)
+    case "${1:-}" in
+      '') c="$(comment)" ;;
+      unrouted) c="$(unrouted)" ;;
+      *) die "usage: hack/kind/egress.sh count NETWORK [unrouted]" ;;
+    esac
     iptables -L DOCKER-USER -v -x -n 2>/dev/null |
-      awk -v c="$(comment)" 'index($0, "/* " c " */") {n += $1} END {print n + 0}'
+      awk -v c="${c}" 'index($0, "/* " c " */") {n += $1} END {print n + 0}'
     ;;
   where)
     # the kernel log's lines of the LOG rule since add, reduced to what
@@ -74,7 +96,8 @@ case "${action}" in
     while read -r num; do
       iptables -D DOCKER-USER "${num}"
     done < <(iptables -L DOCKER-USER -n --line-numbers 2>/dev/null |
-      awk -v c="$(comment)" -v l="$(logged)" 'index($0, "/* " c " */") || index($0, "/* " l " */") {print $1}' | sort -rn)
+      awk -v c="$(comment)" -v l="$(logged)" -v u="$(unrouted)" '
+        index($0, "/* " c " */") || index($0, "/* " l " */") || index($0, "/* " u " */") {print $1}' | sort -rn)
     ;;
   *) die "usage: hack/kind/egress.sh add|check|count|where|remove NETWORK" ;;
 esac

@@ -61,12 +61,6 @@ RUN_KEYS = {
     "upgrade_to": str,
 }
 REQUIRED = ("started", "ended", "exit_code")
-# figures read from a step's figure lines (run.sh's own words)
-FROM_TEXT = {
-    "replaced": re.compile(r"^kube-proxy pods replaced (\d+) of \d+"),
-    "rollouts": re.compile(r"^rollouts of the DaemonSet: (-?\d+)"),
-    "egress_packets": re.compile(r"^packets that tried to leave the \S+ network: (\d+)$"),
-}
 
 
 def number(text):
@@ -127,23 +121,10 @@ def read_traffic(path):
     return sorted(out, key=lambda t: (t["host"], t["target"]))
 
 
-def from_text(lines):
-    out = {}
-    for line in lines:
-        for key, pattern in FROM_TEXT.items():
-            m = pattern.match(line)
-            if m and key not in out:
-                out[key] = int(m.group(1))
-    return out
-
-
 def read_step(figures, name):
     seconds, passed = read_time(os.path.join(figures, name + ".time"))
     lines = read_lines(os.path.join(figures, name)) or []
     step = {"seconds": seconds, "passed": passed, "figures": lines}
-    parsed = from_text(lines)
-    if parsed:
-        step["parsed"] = parsed
     watch = read_watch(os.path.join(figures, name + ".watch"))
     if watch is not None:
         step["watch"] = watch
@@ -260,8 +241,8 @@ ROWS = (
     ("wall time, s", lambda s: s["seconds"]),
     ("pods made per node", _per_node),
     ("pods made", _watch("new")),
-    ("pods replaced", lambda s: s.get("parsed", {}).get("replaced")),
-    ("rollouts of the DaemonSet", lambda s: s.get("parsed", {}).get("rollouts")),
+    ("pods replaced", lambda s: _count(s, REPLACED)),
+    ("rollouts of the DaemonSet", lambda s: _count(s, ROLLOUTS)),
     ("container restarts in place", _watch("restarts")),
     ("most nodes without a Ready kube-proxy at once", _watch("max_unavailable")),
     ("nodes touched (a pod made or a container restarted)", _watch("touched")),
@@ -279,12 +260,17 @@ ROWS = (
     ("DNS queries (kube-dns's ClusterIP, all hosts)", _traffic("DNS", lambda t: sum(x["tries"] for x in t))),
     ("DNS answers lost or wrong", _traffic("DNS", lambda t: sum(x["failed"] for x in t))),
     ("DNS longest gap, s (the worst host)", _traffic("DNS", lambda t: max(x["longest_gap"] for x in t))),
-    ("packets that tried to leave the network", lambda s: s.get("parsed", {}).get("egress_packets")),
+    ("packets that tried to leave the network", lambda s: _count(s, EGRESS)),
+    ("of them to the cluster's pod or Service addresses", lambda s: _count(s, UNROUTED)),
 )
 
 
 # Figures read from a step's figure lines at page time (run.sh's own words),
-# so that runs recorded before them count too.
+# so that runs recorded before a reader was written count too.
+REPLACED = re.compile(r"^kube-proxy pods replaced (\d+) of \d+")
+ROLLOUTS = re.compile(r"^rollouts of the DaemonSet: (-?\d+)")
+EGRESS = re.compile(r"^packets that tried to leave the \S+ network: (\d+)")
+UNROUTED = re.compile(r"^packets that tried to leave the \S+ network: \d+, of them to the cluster's pod or Service addresses: (\d+)")
 CONFIGZ = re.compile(r"^/configz( FAILED)?: ")
 RESTARTED = re.compile(r"^a kube-proxy stopped mid-rollout \(as a node reboot\): (.*)$")
 STARTED_AFTER = re.compile(r"^a kube-proxy pod started afterwards on \S+ (.*)$")
@@ -295,6 +281,13 @@ def _figure(s, pattern):
     None when none does."""
     found = [m for m in (pattern.match(line) for line in s.get("figures") or []) if m]
     return found[-1] if found else None
+
+
+def _count(s, pattern):
+    """The number PATTERN's first group reads from the step's last figure
+    line it matches; None when none does."""
+    m = _figure(s, pattern)
+    return None if m is None else int(m.group(1))
 
 
 def _inventory_reached(s):

@@ -80,9 +80,10 @@ class Assemble(unittest.TestCase):
         self.assertEqual(rerun["traffic"], [
             {"host": "kps-ks-cp1", "target": "cluster", "tries": 100, "failed": 4, "longest_gap": 3.1},
             {"host": "kps-ks-cp1", "target": "nodeport", "tries": 98, "failed": 0, "longest_gap": 0.52}])
-        self.assertEqual(rerun["parsed"], {"replaced": 3, "rollouts": 0})
         self.assertEqual(len(rerun["figures"]), 2)
-        self.assertEqual(doc["modes"]["unpatched"]["egress"]["parsed"], {"egress_packets": 0})
+        self.assertEqual(evidence.ROW["pods replaced"](rerun), 3)
+        self.assertEqual(evidence.ROW["rollouts of the DaemonSet"](rerun), 0)
+        self.assertEqual(evidence.ROW["packets that tried to leave the network"](doc["modes"]["unpatched"]["egress"]), 0)
         settings = doc["modes"]["tool"]["settings"]
         self.assertEqual(settings, {"seconds": 500, "passed": False,
                                     "figures": ["traffic: not measured (no answer)"]})
@@ -120,15 +121,13 @@ class Assemble(unittest.TestCase):
         self.assertFalse(os.path.exists(out + ".tmp"))
 
 
-def step(seconds, passed=True, watch=None, traffic=None, parsed=None):
-    s = {"seconds": seconds, "passed": passed, "figures": []}
+def step(seconds, passed=True, watch=None, traffic=None, figures=()):
+    s = {"seconds": seconds, "passed": passed, "figures": list(figures)}
     if watch is not None:
         s["watch"] = watch
     if traffic is not None:
         s["traffic"] = [{"host": h, "target": t, "tries": n, "failed": f, "longest_gap": g}
                         for h, t, n, f, g in traffic]
-    if parsed is not None:
-        s["parsed"] = parsed
     return s
 
 
@@ -175,13 +174,13 @@ class Page(unittest.TestCase):
                                            traffic=[("cp1", "cluster", 100, 4, 3.5), ("w1", "cluster", 90, 1, 1.25),
                                                     ("w1", "udp", 90, 7, 4.25)])},
             "tool": {"settings": step(500, watch=w, traffic=[("cp1", "cluster", 100, 0, 0.5)],
-                                      parsed={"rollouts": 1}),
+                                      figures=["rollouts of the DaemonSet: 1"]),
                      "upgrade": step(900, watch=dict(w, skew=0))}}))
         self.add("2026-12-01-aaaaaaa.json", summary("2026-12-01T09:00:00Z", "aaaaaaadddd", True, {
             "unpatched": {"settings": step(300, watch=dict(w, new=3, max_unavailable=2),
                                            traffic=[("cp1", "cluster", 100, 2, 2.0)])},
             "tool": {"settings": step(510, watch=w, traffic=[("cp1", "cluster", 100, 0, 0.7)],
-                                      parsed={"rollouts": 1})}}))
+                                      figures=["rollouts of the DaemonSet: 1"])}}))
         # stopped at tool's settings: no watch, and no upgrade step at all
         self.add("2026-12-03-ccccccc.json", summary("2026-12-03T09:00:00Z", "cccccccdddd", False, {
             "unpatched": {"settings": step(350, watch=dict(w, new=9, max_unavailable=3),
@@ -306,6 +305,16 @@ class Page(unittest.TestCase):
         self.assertEqual(self.row(text, "upgrade", "most nodes without a Ready kube-proxy at once"), ["1 (n=1)"])
         self.assertEqual(self.row(text, "upgrade", "container restarts of the kube-proxy stopped mid-rollout"), ["1 (n=1)"])
         self.assertIsNone(self.row(text, "settings", stopped), "a step that stopped none has no such row")
+
+    def test_egress_to_the_cluster_addresses_has_a_row_of_its_own(self):
+        self.add("a.json", summary("2026-12-01T00:00:00Z", "a", True, {"toolfree": {"egress": step(1, figures=[
+            "packets that tried to leave the kps-kubespray network: 180, of them to the cluster's pod or Service addresses: 177"])}}))
+        self.add("b.json", summary("2026-11-01T00:00:00Z", "b", False, {"toolfree": {"egress": step(1, figures=[
+            "packets that tried to leave the kps-kubespray network: 177"])}}))
+        text = self.page()
+        self.assertEqual(self.row(text, "egress", "packets that tried to leave the network"), ["178.5 (177–180, n=2)"])
+        self.assertEqual(self.row(text, "egress", "of them to the cluster's pod or Service addresses"), ["177 (n=1)"],
+                         "a run recorded before the split has no figure for it")
 
     def enough(self, text, layout_step):
         section = text.split("\n### Where the tool-free fix is enough\n", 1)[1].split("\n### ", 1)[0]

@@ -8,6 +8,8 @@
 #                                  KS_WORKERS workers (w1...)
 #   hack/kubespray/hosts.sh down   remove all of them and the network;
 #                                  report packets that tried to leave it
+#                                  (exit 1 if any but those to the pod or
+#                                  Service subnet did: hack/kind/egress.sh)
 #
 # up writes .cache/kubespray/hosts.env (names, addresses, files_repo, the
 # file server's UDP echo port, registry_host) for hack/kubespray/inventory.sh
@@ -50,9 +52,10 @@ ssh_host() {
 
 down() {
   docker info >/dev/null 2>&1 || return 0
-  local egress=0 ids
+  local egress=0 unrouted=0 ids
   if docker network inspect "${KS_NETWORK}" >/dev/null 2>&1; then
     egress="$("${REPO_ROOT}/hack/kind/egress.sh" count "${KS_NETWORK}")"
+    unrouted="$("${REPO_ROOT}/hack/kind/egress.sh" count "${KS_NETWORK}" unrouted)"
     "${REPO_ROOT}/hack/kind/egress.sh" remove "${KS_NETWORK}"
   fi
   ids="$(docker ps -aq --filter "label=${LABEL}")"
@@ -64,7 +67,7 @@ down() {
   fi
   docker network rm "${KS_NETWORK}" >/dev/null 2>&1 || true
   rm -f "${KS_DIR}/hosts.env"
-  log "packets that tried to leave the ${KS_NETWORK} network: ${egress}"
+  log "packets that tried to leave the ${KS_NETWORK} network: $((egress + unrouted)), of them to the cluster's pod or Service addresses: ${unrouted}"
   [[ "${egress}" == 0 ]]
 }
 
@@ -77,7 +80,7 @@ up() {
   if ! docker network inspect "${KS_NETWORK}" >/dev/null 2>&1; then
     docker network create --label "${LABEL}" "${KS_NETWORK}" >/dev/null
   fi
-  "${REPO_ROOT}/hack/kind/egress.sh" add "${KS_NETWORK}"
+  "${REPO_ROOT}/hack/kind/egress.sh" add "${KS_NETWORK}" "${KS_POD_SUBNET}" "${KS_SERVICE_SUBNET}"
   local common=(--detach --network "${KS_NETWORK}" --label "${LABEL}" --pull never)
 
   # files_repo: busybox httpd over .cache/kubespray/files, read-only; beside

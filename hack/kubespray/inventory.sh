@@ -217,10 +217,11 @@ ${lb_vars}
 containerd_extra_runtime_args:
   restrict_oom_score_adj: true
 containerd_base_runtime_spec_rlimit_nofile: ${nofile}
-# the project's pod network, on kubespray's default pod subnet (the file
-# server routes it: hack/kubespray/hosts.sh).
+# the project's pod network, on kubespray's default pod and Service subnets
+# (the file server routes the pods': hack/kubespray/hosts.sh).
 kube_network_plugin: custom_cni
 kube_pods_subnet: ${KS_POD_SUBNET}
+kube_service_addresses: ${KS_SERVICE_SUBNET}
 custom_cni_manifests:
   - "${dir}/kps-cni.yaml.j2"
 EOF
