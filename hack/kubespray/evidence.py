@@ -261,7 +261,7 @@ ROWS = (
     ("DNS answers lost or wrong", _traffic("DNS", lambda t: sum(x["failed"] for x in t))),
     ("DNS longest gap, s (the worst host)", _traffic("DNS", lambda t: max(x["longest_gap"] for x in t))),
     ("packets that tried to leave the network", lambda s: _count(s, EGRESS)),
-    ("of them to the cluster's pod or Service addresses", lambda s: _count(s, UNROUTED)),
+    ("of them from a host to the cluster's pod or Service addresses (its rules stale)", lambda s: _count(s, UNROUTED)),
 )
 
 
@@ -270,7 +270,7 @@ ROWS = (
 REPLACED = re.compile(r"^kube-proxy pods replaced (\d+) of \d+")
 ROLLOUTS = re.compile(r"^rollouts of the DaemonSet: (-?\d+)")
 EGRESS = re.compile(r"^packets that tried to leave the \S+ network: (\d+)")
-UNROUTED = re.compile(r"^packets that tried to leave the \S+ network: \d+, of them to the cluster's pod or Service addresses: (\d+)")
+UNROUTED = re.compile(r"^packets that tried to leave the \S+ network: \d+, of them from a host to the cluster's pod or Service addresses: (\d+)")
 CONFIGZ = re.compile(r"^/configz( FAILED)?: ")
 RESTARTED = re.compile(r"^a kube-proxy stopped mid-rollout \(as a node reboot\): (.*)$")
 STARTED_AFTER = re.compile(r"^a kube-proxy pod started afterwards on \S+ (.*)$")

@@ -3,6 +3,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -308,13 +309,26 @@ class Page(unittest.TestCase):
 
     def test_egress_to_the_cluster_addresses_has_a_row_of_its_own(self):
         self.add("a.json", summary("2026-12-01T00:00:00Z", "a", True, {"toolfree": {"egress": step(1, figures=[
-            "packets that tried to leave the kps-kubespray network: 180, of them to the cluster's pod or Service addresses: 177"])}}))
+            "packets that tried to leave the kps-kubespray network: 180, of them from a host to the cluster's pod or Service "
+            "addresses: 177 (20 logged from cp1 to 10.233.65.4 UDP/53)"])}}))
         self.add("b.json", summary("2026-11-01T00:00:00Z", "b", False, {"toolfree": {"egress": step(1, figures=[
             "packets that tried to leave the kps-kubespray network: 177"])}}))
         text = self.page()
         self.assertEqual(self.row(text, "egress", "packets that tried to leave the network"), ["178.5 (177–180, n=2)"])
-        self.assertEqual(self.row(text, "egress", "of them to the cluster's pod or Service addresses"), ["177 (n=1)"],
+        unrouted = "of them from a host to the cluster's pod or Service addresses (its rules stale)"
+        self.assertEqual(self.row(text, "egress", unrouted), ["177 (n=1)"],
                          "a run recorded before the split has no figure for it")
+
+    def test_the_figure_lines_read_are_the_ones_run_sh_writes(self):
+        # run.sh's egress figure, its words up to the first variable, as the
+        # readers take them
+        with open(os.path.join(os.path.dirname(__file__), "run.sh"), encoding="utf-8") as f:
+            script = f.read()
+        for pattern in (evidence.EGRESS, evidence.UNROUTED, evidence.REPLACED, evidence.ROLLOUTS):
+            words = re.split(r"\\S\+|\(|\\d", pattern.pattern.lstrip("^"))[0]
+            self.assertIn(words, script, f"{pattern.pattern}: run.sh writes no such figure")
+        egress = next(line for line in script.splitlines() if 'figure "egress-$1"' in line)
+        self.assertIn(", of them from a host to the cluster's pod or Service addresses: ${unrouted}", egress)
 
     def enough(self, text, layout_step):
         section = text.split("\n### Where the tool-free fix is enough\n", 1)[1].split("\n### ", 1)[0]

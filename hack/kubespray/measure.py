@@ -48,6 +48,11 @@
   measure.py running CONFIGZ.json
       What one kube-proxy runs, from its /configz: `FIELD=VALUE` of each
       field configz compares (below), on one line.
+
+  measure.py same-config BEFORE.json AFTER.json
+      Whether two /configz of a kube-proxy hold the same config, every
+      field: prints `same` and exits 0, or `differs: FIELD, ...` (dotted
+      paths, at most 5 named) and exits 1.
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -476,6 +481,21 @@ def running_fields(configz_doc):
     return " ".join(f"{field}={running_value(running, field, internal)}" for field, internal in FIELDS)
 
 
+def config_differences(before, after, path=""):
+    """The dotted paths where two values of a /configz's config differ,
+    sorted; [] when they are the same."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(set(before) | set(after)):
+            sub = f"{path}.{key}" if path else key
+            if key not in before or key not in after:
+                out.append(sub)
+            else:
+                out += config_differences(before[key], after[key], sub)
+        return out
+    return [] if before == after else [path or "(the whole config)"]
+
+
 def configz(args):
     sep = args.index("--")
     kubeadm_config, config_conf, settings = args[0], args[1], args[2:sep]
@@ -750,6 +770,14 @@ if __name__ == "__main__":
     elif len(sys.argv) == 3 and sys.argv[1] == "running":
         with open(sys.argv[2], encoding="utf-8") as f:
             print(running_fields(json.load(f)))
+    elif len(sys.argv) == 4 and sys.argv[1] == "same-config":
+        docs = []
+        for path in sys.argv[2:4]:
+            with open(path, encoding="utf-8") as f:
+                docs.append(json.load(f)["kubeproxy.config.k8s.io"])
+        differ = config_differences(*docs)
+        print("differs: " + ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "") if differ else "same")
+        sys.exit(1 if differ else 0)
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             msg = task_shown(f.read().splitlines(), sys.argv[3])

@@ -423,6 +423,18 @@ class Configz(unittest.TestCase):
         self.assertEqual(measure.running_fields(versioned),
                          "mode=nftables clusterCIDR=10.0.0.0/8 iptables.minSyncPeriod=1s conntrack.maxPerCore=0")
 
+    def test_the_same_config_every_field(self):
+        before = json.loads(self.RUNNING % 0)["kubeproxy.config.k8s.io"]
+        self.assertEqual(measure.config_differences(before, json.loads(self.RUNNING % 0)["kubeproxy.config.k8s.io"]), [])
+        after = json.loads(self.RUNNING % 0)["kubeproxy.config.k8s.io"]
+        after["Linux"]["Conntrack"]["Min"] = 0
+        del after["MinSyncPeriod"]
+        after["Extra"] = {"x": 1}
+        # a field running_fields does not show counts too
+        self.assertEqual(measure.running_fields({"kubeproxy.config.k8s.io": after}).split()[0], "mode=iptables")
+        self.assertEqual(measure.config_differences(before, after), ["Extra", "Linux.Conntrack.Min", "MinSyncPeriod"])
+        self.assertEqual(measure.config_differences(before, [before]), ["(the whole config)"])
+
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,
                                      "stale=ok", "conntrack.maxPerCore=32768")

@@ -95,8 +95,8 @@
 #              and a pod started afterwards runs. A kube-proxy stopped
 #              mid-rollout, as in upgrade
 #     egress   the packets that tried to leave the tier's network in the
-#              mode (hack/kind/egress.sh); must be 0, but those to the
-#              cluster's pod or Service subnet (counted apart)
+#              mode (hack/kind/egress.sh); must be 0, but a host's to the
+#              cluster's pod or Service subnet (counted apart, a figure)
 #   nodes, rerun, check, limit, settings, upgrade and breaking end with kube-proxy's own
 #   /configz on every node against kubespray's variables (mode, clusterCIDR,
 #   minSyncPeriod, conntrack.maxPerCore) and the ConfigMap the DaemonSet
@@ -709,7 +709,7 @@ traffic_start() {
   fi
   # no try before the host's kube-proxy has the Service in its rules (a
   # connection to the ClusterIP would leave the tier's network unrouted, and
-  # the egress step counts it), and should the rules lack it later, none
+  # the egress step counts it apart), and should the rules lack it later, none
   # leaves the host (reject_on_hosts); the same for kube-dns's ClusterIP
   reject_on_hosts "${cip}" ${udp:+udp} || return 1
   if [[ -n "${dns_ip}" ]]; then reject_on_hosts "${dns_ip}" udp || return 1; fi
@@ -887,10 +887,11 @@ service_mid() {
 # kubelet has it then. Writes RESTART_FILE (uid=UID, node=NODE) for
 # cluster_watched, and prints one line: what it came back on (the pod, the
 # same or one the rollout made meanwhile, its image, the ConfigMap it
-# mounts, what its /configz runs: measure.py running, and whether that is
-# what it ran just before the stop), or why no container was stopped.
+# mounts and whether that is immutable, what its /configz runs: measure.py
+# running, and whether that is, every field, what it ran just before the
+# stop: measure.py same-config), or why no container was stopped.
 restart_mid() {
-  local name="$1" watch="$2" before="$3" rc=0 now still host="" uid cid new="" deadline started info pod_uid image cm runs ran
+  local name="$1" watch="$2" before="$3" rc=0 now still host="" uid cid new="" deadline started info pod_uid image cm runs same
   "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" new-pod "${watch}" "${before}" "/run/kps-mid-${name}.stop" || rc=$?
   case "${rc}" in
     0) ;;
@@ -911,10 +912,13 @@ restart_mid() {
   uid="$(awk -v n="${host}" '$1 == n {print $2}' "${before}")"
   cid="$(docker exec "${host}" crictl ps --name kube-proxy --state running --label "io.kubernetes.pod.uid=${uid}" -q | head -n1)"
   [[ -n "${cid}" ]] || { echo "not made: ${host} runs no kube-proxy container of pod ${uid}"; return 1; }
-  # what it runs just before the stop
-  ran="$(docker exec "${host}" curl -fsS --max-time 2 http://127.0.0.1:10249/configz >"${LOGS}/${name}.before-configz.json" &&
-    "${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json")" ||
-    ran="unknown (no /configz)"
+  # what it runs just before the stop (10 s)
+  rm -f "${LOGS}/${name}.before-configz.json"
+  deadline=$((SECONDS + 10))
+  until docker exec "${host}" curl -fsS --max-time 2 http://127.0.0.1:10249/configz >"${LOGS}/${name}.before-configz.json" 2>/dev/null; do
+    ((SECONDS < deadline)) || { rm -f "${LOGS}/${name}.before-configz.json"; break; }
+    sleep 1
+  done
   started=${SECONDS}
   docker exec "${host}" crictl stop "${cid}" >/dev/null || { echo "not made: crictl stop ${cid} on ${host} failed"; return 1; }
   printf 'uid=%s\nnode=%s\n' "${uid}" "${host}" >"${RESTART_FILE}"
@@ -934,6 +938,10 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
   read -r pod_uid image <<<"${info}"
   cm="$(cp_ssh "kubectl -n kube-system get pods -l k8s-app=kube-proxy \
     -o jsonpath='{range .items[?(@.metadata.uid==\"${pod_uid}\")]}{.spec.volumes[*].configMap.name}{end}'")" || cm="?"
+  if [[ "${cm}" =~ ^[a-z0-9.-]+$ ]] &&
+    [[ "$(cp_ssh "kubectl -n kube-system get configmap ${cm} -o jsonpath='{.immutable}'" 2>/dev/null)" == true ]]; then
+    cm+=" (immutable)"
+  fi
   # its /configz once it answers (30 s)
   deadline=$((SECONDS + 30))
   until docker exec "${host}" curl -fsS --max-time 2 http://127.0.0.1:10249/configz >"${LOGS}/${name}.restart-configz.json" 2>/dev/null; do
@@ -942,16 +950,26 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
   done
   runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.restart-configz.json" 2>/dev/null)" ||
     runs="no /configz within 30 s"
+  if [[ ! -s "${LOGS}/${name}.before-configz.json" ]]; then
+    same="before the stop: unknown, its /configz did not answer in 10 s"
+  elif [[ "${runs}" == "no /configz"* ]]; then
+    same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?')"
+  elif same="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" same-config \
+    "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" 2>&1)"; then
+    same="as before the stop"
+  else
+    same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?'); ${same}"
+  fi
   echo "${short}'s kube-proxy stopped once the rollout began, as a reboot would: running again after $((SECONDS - started)) s in $(
-    [[ "${pod_uid}" == "${uid}" ]] && echo "the same pod (one the step began with)" || echo "a pod the rollout made meanwhile"), image ${image##*/}, ConfigMap ${cm:-?}, running ${runs} ($(
-    [[ "${runs}" == "${ran}" ]] && echo "as before the stop" || echo "before the stop: ${ran}"))"
+    [[ "${pod_uid}" == "${uid}" ]] && echo "the same pod (one the step began with)" || echo "a pod the rollout made meanwhile"), image ${image##*/}, ConfigMap ${cm:-?}, running ${runs} (${same})"
 }
 
 # restart_judged NAME: with the tool, the kube-proxy restart_mid stopped in
 # step NAME ran again and served its /configz, and, if back in the pod the
-# step began with, on the config it ran just before the stop (that pod's
-# immutable copy, kube-proxy-HASH) rather than what the run is rolling out.
-# A restart that was not made (no pod replaced, or none old left) is only
+# step began with, from an immutable ConfigMap (the copy kube-proxy-sync
+# made, which no later write can change) and on the config it ran just
+# before the stop, every field, rather than what the run is rolling out. A
+# restart that was not made (no pod replaced, or none old left) is only
 # recorded.
 restart_judged() {
   local line
@@ -968,11 +986,24 @@ restart_judged() {
     echo "the kube-proxy stopped mid-rollout ran again but served no /configz: ${line}"
     return 1
   fi
-  # back in its old pod: on the config it ran before the stop
-  if [[ "${line}" == *" in the same pod "* && "${line}" != *" (as before the stop)" ]]; then
-    echo "the kube-proxy stopped mid-rollout ran again in its old pod, but not on the config it ran before the stop: ${line}"
+  [[ "${line}" == *" in the same pod "* ]] || return 0
+  # back in its old pod: from an immutable ConfigMap, on the config it ran
+  # before the stop
+  if [[ "${line}" != *" (immutable), running "* ]]; then
+    echo "the kube-proxy stopped mid-rollout ran again in its old pod, but its ConfigMap is not immutable (a later write would reach it): ${line}"
     return 1
   fi
+  case "${line}" in
+    *" (as before the stop)") ;;
+    *"(before the stop: unknown"*)
+      echo "the kube-proxy stopped mid-rollout ran again in its old pod, but what it ran before the stop is unknown (no /configz then): ${line}"
+      return 1
+      ;;
+    *)
+      echo "the kube-proxy stopped mid-rollout ran again in its old pod, but not on the config it ran before the stop: ${line}"
+      return 1
+      ;;
+  esac
 }
 
 # cluster_watched MODE TREE STEP [settings [PLAYBOOK [ARG...]]]: cluster
@@ -1394,7 +1425,7 @@ ran_before() {
 # fails). tool: the playbook fails at 0004's SYNC_TASK, rolled back, only
 # the canary touched, every node runs BREAK_BEFORE, the ConfigMap still
 # holds it (kubeadm skips the addon), the kube-proxy stopped mid-rollout
-# running again, and if in its old pod on that pod's own config
+# running again, and if in its old pod on the config it ran before the stop
 # (restart_judged), and the pod started afterwards runs.
 breaking_upgrade() {
   local name="breaking-upgrade-$1" cm node short old deadline state="" restarts outcome
@@ -1457,16 +1488,26 @@ breaking_upgrade() {
 # egress MODE: the packets that tried to leave the tier's network since
 # hosts-MODE made it (hack/kind/egress.sh counts and drops them; hosts.sh
 # down removes the counter with the network, so each mode counts its own).
-# Every address the tier uses is on that network: they must be 0, but those
-# to the cluster's pod or Service subnet, which are counted apart. Such a
-# packet left a host that had no route for it: a host whose service proxy
-# still sends a Service's traffic to a pod that is gone, as tool-free's
-# breaking-upgrade left cp1 at cc99200 (a figure, not a failure).
+# Every address the tier uses is on that network: they must be 0, but a
+# host's to the cluster's pod or Service subnet, which are counted apart
+# (hosts.sh): such a packet left a host whose rules sent it where no route
+# leads, as cp1's, left by a kube-proxy that could not run, sent DNS to a
+# CoreDNS pod address in tool-free's breaking-upgrade at cc99200. A figure,
+# with the hosts and destinations the kernel log has, not a failure.
 egress() {
-  local network="${KS_NETWORK:-kps-kubespray}" n unrouted
+  local network="${KS_NETWORK:-kps-kubespray}" n unrouted where=""
   n="$("${REPO_ROOT}/hack/kind/egress.sh" count "${network}")"
   unrouted="$("${REPO_ROOT}/hack/kind/egress.sh" count "${network}" unrouted)"
-  figure "egress-$1" "packets that tried to leave the ${network} network: $((n + unrouted)), of them to the cluster's pod or Service addresses: ${unrouted}"
+  if ((unrouted > 0)); then
+    # "N logged from HOST to ADDRESS PROTO/PORT", the host by name
+    where="$("${REPO_ROOT}/hack/kind/egress.sh" where "${network}" unrouted |
+      awk -v prefix="${KS_PREFIX:-kps-ks}-" 'NR == FNR {if ($1 ~ /^HOST=/) name[$2] = substr($1, 6); next}
+        {delete f; for (i = 1; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
+         h = (f["SRC"] in name) ? name[f["SRC"]] : f["SRC"]; sub("^" prefix, "", h)
+         print h " to " f["DST"] " " f["PROTO"] "/" f["DPT"]}' "${KS_DIR}/hosts.env" - |
+      sort | uniq -c | sort -rn | awk 'NR <= 5 {n = $1; $1 = ""; printf "%s%d logged from%s", (NR > 1 ? ", " : ""), n, $0}')" || true
+  fi
+  figure "egress-$1" "packets that tried to leave the ${network} network: $((n + unrouted)), of them from a host to the cluster's pod or Service addresses: ${unrouted}${where:+ (${where})}"
   if [[ "${n}" != 0 ]]; then
     echo "${n} packets tried to leave the ${network} network (dropped): something in the ${1} run reached for an address outside the tier; the kernel log has (at most 20 a minute; count, source, destination, protocol, ports):"
     "${REPO_ROOT}/hack/kind/egress.sh" where "${network}" | sort | uniq -c | sort -rn | head -20
@@ -1494,7 +1535,7 @@ egress() {
 # newer than an API server; one run of kube-proxy-sync that restarted, with
 # the canary strategy, its canary the first pod replaced, to the new image;
 # the kube-proxy stopped mid-rollout running again, and if in its old pod on
-# that pod's own config (restart_judged).
+# the config it ran before the stop (restart_judged).
 # toolfree and tool: kubeadm's kube-proxy addon, as the upgraded kubeadm
 # renders it from the cluster's config, in place afterwards (DaemonSet
 # template and RBAC; hack/kubespray/measure.py addon); unpatched: recorded.
