@@ -52,7 +52,12 @@
   measure.py same-config BEFORE.json AFTER.json
       Whether two /configz of a kube-proxy hold the same config, every
       field: prints `same` and exits 0, or `differs: FIELD, ...` (dotted
-      paths, at most 5 named) and exits 1.
+      paths, at most 5 named) and exits 1. kube-proxy serves its config
+      in the internal form (`Mode`, `MinSyncPeriod`) or the versioned one
+      (`mode`, `iptables.minSyncPeriod`), and one binary was seen serving
+      each, before and after a restart (the tier's hosts, 2026-11-30): a
+      pair in two forms is compared on the fields both carry, the internal
+      ones by their versioned names (`comparable`).
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -481,6 +486,48 @@ def running_fields(configz_doc):
     return " ".join(f"{field}={running_value(running, field, internal)}" for field, internal in FIELDS)
 
 
+def leaves(doc, path=""):
+    """{dotted path: value} of a config's leaves, each segment lower-cased;
+    a list a leaf of its own."""
+    if not isinstance(doc, dict):
+        return {path: doc}
+    out = {}
+    for key, value in doc.items():
+        out.update(leaves(value, f"{path}.{key.lower()}" if path else key.lower()))
+    return out
+
+
+# internal form's leaf paths (lower-cased) that the versioned form holds
+# elsewhere: prefix -> prefix; "{mode}" is the config's proxy mode
+INTERNAL_AS_VERSIONED = (
+    ("linux.conntrack.", "conntrack."),
+    ("linux.masqueradeall", "{mode}.masqueradeall"),
+    ("linux.oomscoreadj", "oomscoreadj"),
+    ("syncperiod", "{mode}.syncperiod"),
+    ("minsyncperiod", "{mode}.minsyncperiod"),
+    ("detectlocal.clustercidrs", "clustercidr"),
+    ("windows.runasservice", "windowsrunasservice"),
+)
+
+
+def comparable(config):
+    """The config's leaves by versioned, lower-cased paths: an internal
+    form's (it has "Mode") renamed by INTERNAL_AS_VERSIONED, a list of
+    CIDRs as the comma-joined string the versioned clusterCIDR is."""
+    flat = leaves(config)
+    if "Mode" not in config:
+        return flat
+    mode = str(config.get("Mode") or "iptables").lower()
+    out = {}
+    for path, value in flat.items():
+        for internal, versioned in INTERNAL_AS_VERSIONED:
+            if path == internal or (internal.endswith(".") and path.startswith(internal)):
+                path = versioned.replace("{mode}", mode) + path[len(internal):]
+                break
+        out[path] = ",".join(map(str, value)) if path == "clustercidr" and isinstance(value, list) else value
+    return out
+
+
 def config_differences(before, after, path=""):
     """The dotted paths where two values of a /configz's config differ,
     sorted; [] when they are the same."""
@@ -775,7 +822,15 @@ if __name__ == "__main__":
         for path in sys.argv[2:4]:
             with open(path, encoding="utf-8") as f:
                 docs.append(json.load(f)["kubeproxy.config.k8s.io"])
-        differ = config_differences(*docs)
+        if ("Mode" in docs[0]) == ("Mode" in docs[1]):
+            differ = config_differences(*docs)
+        else:
+            flat = [comparable(d) for d in docs]
+            both = set(flat[0]) & set(flat[1])
+            differ = sorted(k for k in both if flat[0][k] != flat[1][k])
+            if not differ:
+                print(f"same (the {len(both)} fields both forms carry)")
+                sys.exit(0)
         print("differs: " + ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "") if differ else "same")
         sys.exit(1 if differ else 0)
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -434,6 +435,42 @@ class Configz(unittest.TestCase):
         self.assertEqual(measure.running_fields({"kubeproxy.config.k8s.io": after}).split()[0], "mode=iptables")
         self.assertEqual(measure.config_differences(before, after), ["Extra", "Linux.Conntrack.Min", "MinSyncPeriod"])
         self.assertEqual(measure.config_differences(before, [before]), ["(the whole config)"])
+
+    # one kube-proxy v1.35.4's /configz before and after a restart on the
+    # tier's hosts (2026-11-30), cut to some fields: internal, then versioned
+    INTERNAL = {"Mode": "iptables", "MinSyncPeriod": "1s", "SyncPeriod": "30s",
+                "DetectLocal": {"BridgeInterface": "", "ClusterCIDRs": ["10.233.64.0/18"]},
+                "Linux": {"Conntrack": {"MaxPerCore": 0, "Min": 131072}, "MasqueradeAll": False},
+                "ClientConnection": {"Kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "QPS": 5}}
+    VERSIONED = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "iptables",
+                 "clusterCIDR": "10.233.64.0/18", "detectLocal": {"bridgeInterface": ""},
+                 "iptables": {"masqueradeAll": False, "syncPeriod": "30s", "minSyncPeriod": "1s"},
+                 "nftables": {"minSyncPeriod": "0s"}, "conntrack": {"maxPerCore": 0, "min": 131072},
+                 "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "qps": 5}}
+
+    def same_config(self, before, after):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        paths = []
+        for name, config in (("before", before), ("after", after)):
+            paths.append(os.path.join(d, name + ".json"))
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                json.dump({"kubeproxy.config.k8s.io": config}, f)
+        out = subprocess.run([sys.executable, measure.__file__, "same-config", *paths],
+                             capture_output=True, text=True, check=False)
+        return out.returncode, out.stdout.strip()
+
+    def test_the_same_config_in_two_forms(self):
+        self.assertEqual(self.same_config(self.INTERNAL, self.VERSIONED), (0, "same (the 10 fields both forms carry)"))
+        changed = json.loads(json.dumps(self.VERSIONED))
+        changed["iptables"]["minSyncPeriod"] = "2s"
+        changed["conntrack"]["maxPerCore"] = 32768
+        self.assertEqual(self.same_config(self.INTERNAL, changed),
+                         (1, "differs: conntrack.maxpercore, iptables.minsyncperiod"))
+        # the same form: every field, the versioned's apiVersion too
+        other = dict(self.VERSIONED, apiVersion="v2")
+        self.assertEqual(self.same_config(self.VERSIONED, other), (1, "differs: apiVersion"))
+        self.assertEqual(self.same_config(self.VERSIONED, self.VERSIONED), (0, "same"))
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,
