@@ -261,7 +261,7 @@ ROWS = (
     ("DNS answers lost or wrong", _traffic("DNS", lambda t: sum(x["failed"] for x in t))),
     ("DNS longest gap, s (the worst host)", _traffic("DNS", lambda t: max(x["longest_gap"] for x in t))),
     ("packets that tried to leave the network", lambda s: _count(s, EGRESS)),
-    ("of them from a host to the cluster's pod or Service addresses (its rules stale)", lambda s: _count(s, UNROUTED)),
+    ("of them from a host to the cluster's pod or Service addresses (no route there)", lambda s: _count(s, UNROUTED)),
 )
 
 

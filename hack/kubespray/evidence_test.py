@@ -315,7 +315,7 @@ class Page(unittest.TestCase):
             "packets that tried to leave the kps-kubespray network: 177"])}}))
         text = self.page()
         self.assertEqual(self.row(text, "egress", "packets that tried to leave the network"), ["178.5 (177–180, n=2)"])
-        unrouted = "of them from a host to the cluster's pod or Service addresses (its rules stale)"
+        unrouted = "of them from a host to the cluster's pod or Service addresses (no route there)"
         self.assertEqual(self.row(text, "egress", unrouted), ["177 (n=1)"],
                          "a run recorded before the split has no figure for it")
 

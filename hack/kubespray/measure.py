@@ -53,11 +53,13 @@
       Whether two /configz of a kube-proxy hold the same config, every
       field: prints `same` and exits 0, or `differs: FIELD, ...` (dotted
       paths, at most 5 named) and exits 1. kube-proxy serves its config
-      in the internal form (`Mode`, `MinSyncPeriod`) or the versioned one
-      (`mode`, `iptables.minSyncPeriod`), and one binary was seen serving
-      each, before and after a restart (the tier's hosts, 2026-11-30): a
-      pair in two forms is compared on the fields both carry, the internal
-      ones by their versioned names (`comparable`).
+      in the internal form (`Mode`, `MinSyncPeriod`; v1.35.4 on the tier's
+      hosts) or the versioned one (`mode`, `iptables.minSyncPeriod`; what
+      answered after v1.36.3 rolled out, 2026-11-30): a pair in two forms
+      is compared on the fields both carry, the internal ones by their
+      versioned, lower-cased names (`comparable`), and prints `same (the N
+      fields both forms carry)`; `not comparable: ...` (exit 1) when those
+      lack mode, clusterCIDR, minSyncPeriod or conntrack.maxPerCore.
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -501,7 +503,7 @@ def leaves(doc, path=""):
 # elsewhere: prefix -> prefix; "{mode}" is the config's proxy mode
 INTERNAL_AS_VERSIONED = (
     ("linux.conntrack.", "conntrack."),
-    ("linux.masqueradeall", "{mode}.masqueradeall"),
+    ("linux.masqueradeall", "{masquerade}.masqueradeall"),
     ("linux.oomscoreadj", "oomscoreadj"),
     ("syncperiod", "{mode}.syncperiod"),
     ("minsyncperiod", "{mode}.minsyncperiod"),
@@ -522,7 +524,10 @@ def comparable(config):
     for path, value in flat.items():
         for internal, versioned in INTERNAL_AS_VERSIONED:
             if path == internal or (internal.endswith(".") and path.startswith(internal)):
-                path = versioned.replace("{mode}", mode) + path[len(internal):]
+                # kube-proxy's conversion: masqueradeAll is nftables' in
+                # nftables mode, iptables' in every other
+                masquerade = "nftables" if mode == "nftables" else "iptables"
+                path = versioned.replace("{mode}", mode).replace("{masquerade}", masquerade) + path[len(internal):]
                 break
         out[path] = ",".join(map(str, value)) if path == "clustercidr" and isinstance(value, list) else value
     return out
@@ -827,6 +832,12 @@ if __name__ == "__main__":
         else:
             flat = [comparable(d) for d in docs]
             both = set(flat[0]) & set(flat[1])
+            # the fields the tier reads must be among them
+            mode = str(flat[0].get("mode") or flat[1].get("mode") or "iptables").lower()
+            need = {"mode", "clustercidr", f"{mode}.minsyncperiod", "conntrack.maxpercore"}
+            if not need <= both:
+                print("not comparable: the two forms do not both carry " + ", ".join(sorted(need - both)))
+                sys.exit(1)
             differ = sorted(k for k in both if flat[0][k] != flat[1][k])
             if not differ:
                 print(f"same (the {len(both)} fields both forms carry)")

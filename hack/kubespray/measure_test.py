@@ -471,6 +471,16 @@ class Configz(unittest.TestCase):
         other = dict(self.VERSIONED, apiVersion="v2")
         self.assertEqual(self.same_config(self.VERSIONED, other), (1, "differs: apiVersion"))
         self.assertEqual(self.same_config(self.VERSIONED, self.VERSIONED), (0, "same"))
+        # too little in common is no match
+        self.assertEqual(self.same_config({"Mode": "iptables", "HostnameOverride": "n1"}, {"hostnameOverride": "n1"}),
+                         (1, "not comparable: the two forms do not both carry clustercidr, conntrack.maxpercore, "
+                             "iptables.minsyncperiod, mode"))
+
+    def test_masquerade_all_by_mode_in_two_forms(self):
+        ipvs = dict(self.INTERNAL, Mode="ipvs", Linux={"Conntrack": {"MaxPerCore": 0}, "MasqueradeAll": True})
+        versioned = dict(self.VERSIONED, mode="ipvs", ipvs={"minSyncPeriod": "1s"},
+                         iptables={"masqueradeAll": False}, conntrack={"maxPerCore": 0})
+        self.assertEqual(self.same_config(ipvs, versioned), (1, "differs: iptables.masqueradeall"))
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,

@@ -73,8 +73,11 @@
 #              recorded: once the rollout began, the last node still on a
 #              pod the step began with has its kube-proxy container stopped,
 #              as a reboot would (restart_mid), and what it came back on
-#              (pod, image, ConfigMap, /configz); that pod is left out of
-#              the figures and counted apart
+#              (pod, image, ConfigMap and whether it is immutable,
+#              /configz, and whether that is what it ran before the stop);
+#              that pod is left out of the figures and counted apart. tool:
+#              back in its old pod, it must run that config from an
+#              immutable ConfigMap (restart_judged)
 #     breaking cluster.yml with kube_proxy_conntrack_max_per_core back at
 #              kubespray's default, which kube-proxy exits on here; the
 #              nodes whose kube-proxy it replaced or restarted, the most
@@ -942,7 +945,10 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
     [[ "$(cp_ssh "kubectl -n kube-system get configmap ${cm} -o jsonpath='{.immutable}'" 2>/dev/null)" == true ]]; then
     cm+=" (immutable)"
   fi
-  # its /configz once it answers (30 s)
+  # its /configz once it answers (30 s); kube-proxy binds it on the host,
+  # so it is this container's only while no other kube-proxy container
+  # runs there (the rollout may replace its pod meanwhile: the DaemonSet
+  # controller deletes an old pod that is not Ready at once)
   deadline=$((SECONDS + 30))
   until docker exec "${host}" curl -fsS --max-time 2 http://127.0.0.1:10249/configz >"${LOGS}/${name}.restart-configz.json" 2>/dev/null; do
     ((SECONDS < deadline)) || break
@@ -950,13 +956,16 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
   done
   runs="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.restart-configz.json" 2>/dev/null)" ||
     runs="no /configz within 30 s"
-  if [[ ! -s "${LOGS}/${name}.before-configz.json" ]]; then
+  if [[ "$(docker exec "${host}" crictl ps --name kube-proxy --state running -q 2>/dev/null)" != "${new}" ]]; then
+    same="not compared: another kube-proxy container ran on the host by then (the pod replaced meanwhile), so the /configz may be its"
+  elif [[ ! -s "${LOGS}/${name}.before-configz.json" ]]; then
     same="before the stop: unknown, its /configz did not answer in 10 s"
   elif [[ "${runs}" == "no /configz"* ]]; then
     same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?')"
   elif same="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" same-config \
     "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" 2>&1)"; then
-    same="as before the stop"
+    # "same", or "same (the N fields both forms carry)"
+    same="as before the stop${same#same}"
   else
     same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?'); ${same}"
   fi
@@ -966,11 +975,12 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
 
 # restart_judged NAME: with the tool, the kube-proxy restart_mid stopped in
 # step NAME ran again and served its /configz, and, if back in the pod the
-# step began with, from an immutable ConfigMap (the copy kube-proxy-sync
-# made, which no later write can change) and on the config it ran just
-# before the stop, every field, rather than what the run is rolling out. A
-# restart that was not made (no pod replaced, or none old left) is only
-# recorded.
+# step began with, from an immutable ConfigMap (which no later write can
+# change) and on the config it ran just before the stop (every field, or
+# in two forms those both carry: measure.py same-config), rather than what
+# the run is rolling out. A restart that was not made (no pod replaced, or
+# none old left), or whose /configz another kube-proxy container may have
+# served, is only recorded.
 restart_judged() {
   local line
   line="$(tail -n1 "${LOGS}/$1.restart.log" 2>/dev/null || true)"
@@ -994,7 +1004,8 @@ restart_judged() {
     return 1
   fi
   case "${line}" in
-    *" (as before the stop)") ;;
+    *" (as before the stop"*) ;;
+    *"(not compared: another kube-proxy container"*) ;;
     *"(before the stop: unknown"*)
       echo "the kube-proxy stopped mid-rollout ran again in its old pod, but what it ran before the stop is unknown (no /configz then): ${line}"
       return 1
@@ -1490,10 +1501,11 @@ breaking_upgrade() {
 # down removes the counter with the network, so each mode counts its own).
 # Every address the tier uses is on that network: they must be 0, but a
 # host's to the cluster's pod or Service subnet, which are counted apart
-# (hosts.sh): such a packet left a host whose rules sent it where no route
-# leads, as cp1's, left by a kube-proxy that could not run, sent DNS to a
-# CoreDNS pod address in tool-free's breaking-upgrade at cc99200. A figure,
-# with the hosts and destinations the kernel log has, not a failure.
+# (hosts.sh): such a packet left a host whose rules or routes sent it where
+# no route leads; read as stale rules of a kube-proxy that could not run
+# when cp1 sent DNS to a CoreDNS pod address in tool-free's breaking-upgrade
+# at cc99200. A figure, with the hosts and destinations the kernel log has,
+# not a failure.
 egress() {
   local network="${KS_NETWORK:-kps-kubespray}" n unrouted where=""
   n="$("${REPO_ROOT}/hack/kind/egress.sh" count "${network}")"
