@@ -11,7 +11,8 @@
 # Service subnets), which no route leads to outside the network. Such a
 # packet left a host whose rules or routes send it nowhere, as a service
 # proxy's stale rules do; it is dropped, counted apart and logged with a
-# prefix of its own (unrouted), so that it is a figure, not a reach out.
+# prefix of its own (unrouted; at most 20 a minute for each source and
+# CIDR), so that it is a figure, not a reach out.
 #
 #   hack/kind/egress.sh add NETWORK      install the rules (idempotent)
 #   hack/kind/egress.sh unrouted NETWORK SOURCES CIDRS
