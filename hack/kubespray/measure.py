@@ -512,23 +512,29 @@ INTERNAL_AS_VERSIONED = (
 )
 
 
+def as_versioned(path, mode):
+    """An internal form's lower-cased leaf PATH by its versioned name
+    (INTERNAL_AS_VERSIONED) in proxy MODE."""
+    # kube-proxy's conversion: masqueradeAll is nftables' in nftables mode,
+    # iptables' in every other
+    masquerade = "nftables" if mode == "nftables" else "iptables"
+    for internal, versioned in INTERNAL_AS_VERSIONED:
+        if path == internal or (internal.endswith(".") and path.startswith(internal)):
+            return versioned.replace("{mode}", mode).replace("{masquerade}", masquerade) + path[len(internal):]
+    return path
+
+
 def comparable(config):
     """The config's leaves by versioned, lower-cased paths: an internal
-    form's (it has "Mode") renamed by INTERNAL_AS_VERSIONED, a list of
-    CIDRs as the comma-joined string the versioned clusterCIDR is."""
+    form's (it has "Mode") renamed by as_versioned, a list of CIDRs as the
+    comma-joined string the versioned clusterCIDR is."""
     flat = leaves(config)
     if "Mode" not in config:
         return flat
     mode = str(config.get("Mode") or "iptables").lower()
     out = {}
     for path, value in flat.items():
-        for internal, versioned in INTERNAL_AS_VERSIONED:
-            if path == internal or (internal.endswith(".") and path.startswith(internal)):
-                # kube-proxy's conversion: masqueradeAll is nftables' in
-                # nftables mode, iptables' in every other
-                masquerade = "nftables" if mode == "nftables" else "iptables"
-                path = versioned.replace("{mode}", mode).replace("{masquerade}", masquerade) + path[len(internal):]
-                break
+        path = as_versioned(path, mode)
         out[path] = ",".join(map(str, value)) if path == "clustercidr" and isinstance(value, list) else value
     return out
 
@@ -546,6 +552,27 @@ def config_differences(before, after, path=""):
                 out += config_differences(before[key], after[key], sub)
         return out
     return [] if before == after else [path or "(the whole config)"]
+
+
+def same_config(before, after):
+    """(same, text) of two /configz configs of one kube-proxy: every field
+    when both are in one form; in two forms, the fields both carry, which
+    must hold the ones FIELDS reads."""
+    if ("Mode" in before) == ("Mode" in after):
+        differ = config_differences(before, after)
+        if not differ:
+            return True, "same"
+    else:
+        flat = [comparable(before), comparable(after)]
+        both = set(flat[0]) & set(flat[1])
+        mode = str(flat[0].get("mode") or flat[1].get("mode") or "iptables").lower()
+        need = {as_versioned(internal.lower(), mode) for _, internal in FIELDS}
+        if not need <= both:
+            return False, "not comparable: the two forms do not both carry " + ", ".join(sorted(need - both))
+        differ = sorted(k for k in both if flat[0][k] != flat[1][k])
+        if not differ:
+            return True, f"same (the {len(both)} fields both forms carry)"
+    return False, "differs: " + ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "")
 
 
 def configz(args):
@@ -827,23 +854,9 @@ if __name__ == "__main__":
         for path in sys.argv[2:4]:
             with open(path, encoding="utf-8") as f:
                 docs.append(json.load(f)["kubeproxy.config.k8s.io"])
-        if ("Mode" in docs[0]) == ("Mode" in docs[1]):
-            differ = config_differences(*docs)
-        else:
-            flat = [comparable(d) for d in docs]
-            both = set(flat[0]) & set(flat[1])
-            # the fields the tier reads must be among them
-            mode = str(flat[0].get("mode") or flat[1].get("mode") or "iptables").lower()
-            need = {"mode", "clustercidr", f"{mode}.minsyncperiod", "conntrack.maxpercore"}
-            if not need <= both:
-                print("not comparable: the two forms do not both carry " + ", ".join(sorted(need - both)))
-                sys.exit(1)
-            differ = sorted(k for k in both if flat[0][k] != flat[1][k])
-            if not differ:
-                print(f"same (the {len(both)} fields both forms carry)")
-                sys.exit(0)
-        print("differs: " + ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "") if differ else "same")
-        sys.exit(1 if differ else 0)
+        matched, text = same_config(*docs)
+        print(text)
+        sys.exit(0 if matched else 1)
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             msg = task_shown(f.read().splitlines(), sys.argv[3])

@@ -448,39 +448,48 @@ class Configz(unittest.TestCase):
                  "nftables": {"minSyncPeriod": "0s"}, "conntrack": {"maxPerCore": 0, "min": 131072},
                  "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "qps": 5}}
 
-    def same_config(self, before, after):
+    def test_the_same_config_in_two_forms(self):
+        self.assertEqual(measure.same_config(self.INTERNAL, self.VERSIONED), (True, "same (the 10 fields both forms carry)"))
+        changed = json.loads(json.dumps(self.VERSIONED))
+        changed["iptables"]["minSyncPeriod"] = "2s"
+        changed["conntrack"]["maxPerCore"] = 32768
+        self.assertEqual(measure.same_config(self.INTERNAL, changed),
+                         (False, "differs: conntrack.maxpercore, iptables.minsyncperiod"))
+        # the same form: every field, the versioned's apiVersion too
+        other = dict(self.VERSIONED, apiVersion="v2")
+        self.assertEqual(measure.same_config(self.VERSIONED, other), (False, "differs: apiVersion"))
+        self.assertEqual(measure.same_config(self.VERSIONED, self.VERSIONED), (True, "same"))
+        # too little in common is no match
+        self.assertEqual(measure.same_config({"Mode": "iptables", "HostnameOverride": "n1"}, {"hostnameOverride": "n1"}),
+                         (False, "not comparable: the two forms do not both carry clustercidr, conntrack.maxpercore, "
+                             "iptables.minsyncperiod, mode"))
+        # the fields FIELDS reads, in the config's own mode
+        versioned = dict(self.VERSIONED, mode="nftables")
+        del versioned["nftables"]
+        self.assertEqual(measure.same_config(dict(self.INTERNAL, Mode="nftables"), versioned),
+                         (False, "not comparable: the two forms do not both carry nftables.minsyncperiod"))
+
+    def test_same_config_on_the_command_line(self):
+        # run.sh reads the printed text and the exit code
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         paths = []
-        for name, config in (("before", before), ("after", after)):
+        for name, config in (("before", self.INTERNAL), ("after", dict(self.VERSIONED, mode="nftables"))):
             paths.append(os.path.join(d, name + ".json"))
             with open(paths[-1], "w", encoding="utf-8") as f:
                 json.dump({"kubeproxy.config.k8s.io": config}, f)
         out = subprocess.run([sys.executable, measure.__file__, "same-config", *paths],
                              capture_output=True, text=True, check=False)
-        return out.returncode, out.stdout.strip()
-
-    def test_the_same_config_in_two_forms(self):
-        self.assertEqual(self.same_config(self.INTERNAL, self.VERSIONED), (0, "same (the 10 fields both forms carry)"))
-        changed = json.loads(json.dumps(self.VERSIONED))
-        changed["iptables"]["minSyncPeriod"] = "2s"
-        changed["conntrack"]["maxPerCore"] = 32768
-        self.assertEqual(self.same_config(self.INTERNAL, changed),
-                         (1, "differs: conntrack.maxpercore, iptables.minsyncperiod"))
-        # the same form: every field, the versioned's apiVersion too
-        other = dict(self.VERSIONED, apiVersion="v2")
-        self.assertEqual(self.same_config(self.VERSIONED, other), (1, "differs: apiVersion"))
-        self.assertEqual(self.same_config(self.VERSIONED, self.VERSIONED), (0, "same"))
-        # too little in common is no match
-        self.assertEqual(self.same_config({"Mode": "iptables", "HostnameOverride": "n1"}, {"hostnameOverride": "n1"}),
-                         (1, "not comparable: the two forms do not both carry clustercidr, conntrack.maxpercore, "
-                             "iptables.minsyncperiod, mode"))
+        self.assertEqual((out.returncode, out.stdout), (1, "differs: mode\n"))
+        out = subprocess.run([sys.executable, measure.__file__, "same-config", paths[0], paths[0]],
+                             capture_output=True, text=True, check=False)
+        self.assertEqual((out.returncode, out.stdout), (0, "same\n"))
 
     def test_masquerade_all_by_mode_in_two_forms(self):
         ipvs = dict(self.INTERNAL, Mode="ipvs", Linux={"Conntrack": {"MaxPerCore": 0}, "MasqueradeAll": True})
         versioned = dict(self.VERSIONED, mode="ipvs", ipvs={"minSyncPeriod": "1s"},
                          iptables={"masqueradeAll": False}, conntrack={"maxPerCore": 0})
-        self.assertEqual(self.same_config(ipvs, versioned), (1, "differs: iptables.masqueradeall"))
+        self.assertEqual(measure.same_config(ipvs, versioned), (False, "differs: iptables.masqueradeall"))
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,
