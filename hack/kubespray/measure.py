@@ -50,16 +50,14 @@
       field configz compares (below), on one line.
 
   measure.py same-config BEFORE.json AFTER.json
-      Whether two /configz of a kube-proxy hold the same config, every
-      field: prints `same` and exits 0, or `differs: FIELD, ...` (dotted
-      paths, at most 5 named) and exits 1. kube-proxy serves its config
-      in the internal form (`Mode`, `MinSyncPeriod`; v1.35.4 on the tier's
-      hosts) or the versioned one (`mode`, `iptables.minSyncPeriod`; what
-      answered after v1.36.3 rolled out, 2026-11-30): a pair in two forms
-      is compared on the fields both carry, the internal ones by their
-      versioned, lower-cased names (`comparable`), and prints `same (the N
-      fields both forms carry)`; `not comparable: ...` (exit 1) when those
-      lack mode, clusterCIDR, minSyncPeriod or conntrack.maxPerCore.
+      Whether two /configz of one kube-proxy container, before and after
+      its restart, hold the same config, every field: prints `same` and
+      exits 0, or `differs: FIELD, ...` (dotted paths, at most 5 named)
+      and exits 1. kube-proxy up to 1.35 serves its internal config there
+      (`Mode`, `MinSyncPeriod`), from 1.36 the versioned one (`mode`,
+      `iptables.minSyncPeriod`; kubernetes#136044), and a container keeps
+      its image across a restart: a pair in two forms was answered by two
+      versions, so prints `not compared: ...` and exits 3.
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -141,10 +139,11 @@ import yaml
 from evidence import UDP_TARGETS
 
 # The fields compared: the versioned name (kubespray's KubeProxyConfiguration,
-# the ConfigMap), and where kube-proxy's /configz has it. kube-proxy 1.34
-# serves its internal config there (Go field names; the cluster CIDRs as a
-# list, one minSyncPeriod for every mode, conntrack under Linux); an older
-# one, the versioned.
+# the ConfigMap), and where kube-proxy's /configz has it. kube-proxy 1.31 to
+# 1.35 serve their internal config there (Go field names; the cluster CIDRs
+# as a list, one minSyncPeriod for every mode, conntrack under Linux), 1.36
+# and later the versioned one (kubernetes#136044). Older internal layouts
+# are not read.
 FIELDS = (
     ("mode", "Mode"),
     ("clusterCIDR", "DetectLocal.ClusterCIDRs"),
@@ -488,55 +487,11 @@ def running_fields(configz_doc):
     return " ".join(f"{field}={running_value(running, field, internal)}" for field, internal in FIELDS)
 
 
-def leaves(doc, path=""):
-    """{dotted path: value} of a config's leaves, each segment lower-cased;
-    a list a leaf of its own."""
-    if not isinstance(doc, dict):
-        return {path: doc}
-    out = {}
-    for key, value in doc.items():
-        out.update(leaves(value, f"{path}.{key.lower()}" if path else key.lower()))
-    return out
-
-
-# internal form's leaf paths (lower-cased) that the versioned form holds
-# elsewhere: prefix -> prefix; "{mode}" is the config's proxy mode
-INTERNAL_AS_VERSIONED = (
-    ("linux.conntrack.", "conntrack."),
-    ("linux.masqueradeall", "{masquerade}.masqueradeall"),
-    ("linux.oomscoreadj", "oomscoreadj"),
-    ("syncperiod", "{mode}.syncperiod"),
-    ("minsyncperiod", "{mode}.minsyncperiod"),
-    ("detectlocal.clustercidrs", "clustercidr"),
-    ("windows.runasservice", "windowsrunasservice"),
-)
-
-
-def as_versioned(path, mode):
-    """An internal form's lower-cased leaf PATH by its versioned name
-    (INTERNAL_AS_VERSIONED) in proxy MODE."""
-    # kube-proxy's conversion: masqueradeAll is nftables' in nftables mode,
-    # iptables' in every other
-    masquerade = "nftables" if mode == "nftables" else "iptables"
-    for internal, versioned in INTERNAL_AS_VERSIONED:
-        if path == internal or (internal.endswith(".") and path.startswith(internal)):
-            return versioned.replace("{mode}", mode).replace("{masquerade}", masquerade) + path[len(internal):]
-    return path
-
-
-def comparable(config):
-    """The config's leaves by versioned, lower-cased paths: an internal
-    form's (it has "Mode") renamed by as_versioned, a list of CIDRs as the
-    comma-joined string the versioned clusterCIDR is."""
-    flat = leaves(config)
-    if "Mode" not in config:
-        return flat
-    mode = str(config.get("Mode") or "iptables").lower()
-    out = {}
-    for path, value in flat.items():
-        path = as_versioned(path, mode)
-        out[path] = ",".join(map(str, value)) if path == "clustercidr" and isinstance(value, list) else value
-    return out
+def form(config):
+    """The form of a /configz config: kube-proxy up to 1.35 serves its
+    internal config (Go field names, "Mode"), from 1.36 the versioned one
+    ("mode", with apiVersion and kind; kubernetes#136044)."""
+    return "internal" if "Mode" in config else "versioned"
 
 
 def config_differences(before, after, path=""):
@@ -555,23 +510,18 @@ def config_differences(before, after, path=""):
 
 
 def same_config(before, after):
-    """(same, text) of two /configz configs of one kube-proxy: every field
-    when both are in one form; in two forms, the fields both carry, which
-    must hold the ones FIELDS reads."""
-    if ("Mode" in before) == ("Mode" in after):
-        differ = config_differences(before, after)
-        if not differ:
-            return True, "same"
-    else:
-        flat = [comparable(before), comparable(after)]
-        both = set(flat[0]) & set(flat[1])
-        mode = str(flat[0].get("mode") or flat[1].get("mode") or "iptables").lower()
-        need = {as_versioned(internal.lower(), mode) for _, internal in FIELDS}
-        if not need <= both:
-            return False, "not comparable: the two forms do not both carry " + ", ".join(sorted(need - both))
-        differ = sorted(k for k in both if flat[0][k] != flat[1][k])
-        if not differ:
-            return True, f"same (the {len(both)} fields both forms carry)"
+    """(same, text) of two /configz configs read from one kube-proxy
+    container before and after its restart: every field. A container keeps
+    its image across a restart, so a pair in two forms was served by two
+    kube-proxy versions: same is None, not compared."""
+    forms = form(before), form(after)
+    if forms[0] != forms[1]:
+        return None, (f"not compared: another kube-proxy version answered (/configz in the {forms[0]} form before "
+                      f"the stop, the {forms[1]} after; kube-proxy serves its internal config up to 1.35, the "
+                      "versioned from 1.36)")
+    differ = config_differences(before, after)
+    if not differ:
+        return True, "same"
     return False, "differs: " + ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "")
 
 
@@ -856,7 +806,7 @@ if __name__ == "__main__":
                 docs.append(json.load(f)["kubeproxy.config.k8s.io"])
         matched, text = same_config(*docs)
         print(text)
-        sys.exit(0 if matched else 1)
+        sys.exit({True: 0, False: 1, None: 3}[matched])
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":
         with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
             msg = task_shown(f.read().splitlines(), sys.argv[3])

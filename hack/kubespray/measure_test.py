@@ -436,8 +436,9 @@ class Configz(unittest.TestCase):
         self.assertEqual(measure.config_differences(before, after), ["Extra", "Linux.Conntrack.Min", "MinSyncPeriod"])
         self.assertEqual(measure.config_differences(before, [before]), ["(the whole config)"])
 
-    # one kube-proxy v1.35.4's /configz before and after a restart on the
-    # tier's hosts (2026-11-30), cut to some fields: internal, then versioned
+    # the /configz read before a kube-proxy v1.35.4's stop and after its
+    # restart on the tier's hosts (2026-11-30), cut to some fields: internal,
+    # then versioned, so answered by a v1.36 pod made on that host meanwhile
     INTERNAL = {"Mode": "iptables", "MinSyncPeriod": "1s", "SyncPeriod": "30s",
                 "DetectLocal": {"BridgeInterface": "", "ClusterCIDRs": ["10.233.64.0/18"]},
                 "Linux": {"Conntrack": {"MaxPerCore": 0, "Min": 131072}, "MasqueradeAll": False},
@@ -448,48 +449,47 @@ class Configz(unittest.TestCase):
                  "nftables": {"minSyncPeriod": "0s"}, "conntrack": {"maxPerCore": 0, "min": 131072},
                  "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "qps": 5}}
 
-    def test_the_same_config_in_two_forms(self):
-        self.assertEqual(measure.same_config(self.INTERNAL, self.VERSIONED), (True, "same (the 10 fields both forms carry)"))
-        changed = json.loads(json.dumps(self.VERSIONED))
-        changed["iptables"]["minSyncPeriod"] = "2s"
-        changed["conntrack"]["maxPerCore"] = 32768
-        self.assertEqual(measure.same_config(self.INTERNAL, changed),
-                         (False, "differs: conntrack.maxpercore, iptables.minsyncperiod"))
-        # the same form: every field, the versioned's apiVersion too
+    def test_the_same_config_in_one_form(self):
+        self.assertEqual(measure.same_config(self.INTERNAL, json.loads(json.dumps(self.INTERNAL))), (True, "same"))
+        self.assertEqual(measure.same_config(self.VERSIONED, self.VERSIONED), (True, "same"))
+        # every field, the versioned's apiVersion too
         other = dict(self.VERSIONED, apiVersion="v2")
         self.assertEqual(measure.same_config(self.VERSIONED, other), (False, "differs: apiVersion"))
-        self.assertEqual(measure.same_config(self.VERSIONED, self.VERSIONED), (True, "same"))
-        # too little in common is no match
-        self.assertEqual(measure.same_config({"Mode": "iptables", "HostnameOverride": "n1"}, {"hostnameOverride": "n1"}),
-                         (False, "not comparable: the two forms do not both carry clustercidr, conntrack.maxpercore, "
-                             "iptables.minsyncperiod, mode"))
-        # the fields FIELDS reads, in the config's own mode
-        versioned = dict(self.VERSIONED, mode="nftables")
-        del versioned["nftables"]
-        self.assertEqual(measure.same_config(dict(self.INTERNAL, Mode="nftables"), versioned),
-                         (False, "not comparable: the two forms do not both carry nftables.minsyncperiod"))
+        changed = json.loads(json.dumps(self.INTERNAL))
+        changed["MinSyncPeriod"] = "2s"
+        changed["Linux"]["Conntrack"]["MaxPerCore"] = 32768
+        self.assertEqual(measure.same_config(self.INTERNAL, changed),
+                         (False, "differs: Linux.Conntrack.MaxPerCore, MinSyncPeriod"))
+
+    def test_two_forms_are_two_versions_not_compared(self):
+        # the config in both is the same; the forms say two binaries answered
+        same, text = measure.same_config(self.INTERNAL, self.VERSIONED)
+        self.assertIsNone(same)
+        self.assertTrue(text.startswith("not compared: another kube-proxy version answered (/configz in the internal "
+                                        "form before the stop, the versioned after;"), text)
+        same, text = measure.same_config(self.VERSIONED, self.INTERNAL)
+        self.assertIsNone(same)
+        self.assertIn("in the versioned form before the stop, the internal after;", text)
 
     def test_same_config_on_the_command_line(self):
         # run.sh reads the printed text and the exit code
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
-        paths = []
-        for name, config in (("before", self.INTERNAL), ("after", dict(self.VERSIONED, mode="nftables"))):
-            paths.append(os.path.join(d, name + ".json"))
-            with open(paths[-1], "w", encoding="utf-8") as f:
+        paths = {}
+        for name, config in (("internal", self.INTERNAL), ("versioned", self.VERSIONED),
+                             ("other", dict(self.VERSIONED, mode="nftables"))):
+            paths[name] = os.path.join(d, name + ".json")
+            with open(paths[name], "w", encoding="utf-8") as f:
                 json.dump({"kubeproxy.config.k8s.io": config}, f)
-        out = subprocess.run([sys.executable, measure.__file__, "same-config", *paths],
-                             capture_output=True, text=True, check=False)
-        self.assertEqual((out.returncode, out.stdout), (1, "differs: mode\n"))
-        out = subprocess.run([sys.executable, measure.__file__, "same-config", paths[0], paths[0]],
-                             capture_output=True, text=True, check=False)
-        self.assertEqual((out.returncode, out.stdout), (0, "same\n"))
 
-    def test_masquerade_all_by_mode_in_two_forms(self):
-        ipvs = dict(self.INTERNAL, Mode="ipvs", Linux={"Conntrack": {"MaxPerCore": 0}, "MasqueradeAll": True})
-        versioned = dict(self.VERSIONED, mode="ipvs", ipvs={"minSyncPeriod": "1s"},
-                         iptables={"masqueradeAll": False}, conntrack={"maxPerCore": 0})
-        self.assertEqual(measure.same_config(ipvs, versioned), (False, "differs: iptables.masqueradeall"))
+        def run(before, after):
+            out = subprocess.run([sys.executable, measure.__file__, "same-config", paths[before], paths[after]],
+                                 capture_output=True, text=True, check=False)
+            return out.returncode, out.stdout.split(" (")[0]
+
+        self.assertEqual(run("internal", "internal"), (0, "same\n"))
+        self.assertEqual(run("versioned", "other"), (1, "differs: mode\n"))
+        self.assertEqual(run("internal", "versioned"), (3, "not compared: another kube-proxy version answered"))
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,

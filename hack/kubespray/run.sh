@@ -962,12 +962,15 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
     same="before the stop: unknown, its /configz did not answer in 10 s"
   elif [[ "${runs}" == "no /configz"* ]]; then
     same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?')"
-  elif same="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" same-config \
-    "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" 2>&1)"; then
-    # "same", or "same (the N fields both forms carry)"
-    same="as before the stop${same#same}"
   else
-    same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?'); ${same}"
+    rc=0
+    same="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" same-config \
+      "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" 2>&1)" || rc=$?
+    case "${rc}" in
+      0) same="as before the stop" ;;
+      3) ;; # "not compared: another kube-proxy version answered (...)"
+      *) same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?'); ${same}" ;;
+    esac
   fi
   echo "${short}'s kube-proxy stopped once the rollout began, as a reboot would: running again after $((SECONDS - started)) s in $(
     [[ "${pod_uid}" == "${uid}" ]] && echo "the same pod (one the step began with)" || echo "a pod the rollout made meanwhile"), image ${image##*/}, ConfigMap ${cm:-?}, running ${runs} (${same})"
@@ -976,11 +979,11 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
 # restart_judged NAME: with the tool, the kube-proxy restart_mid stopped in
 # step NAME ran again and served its /configz, and, if back in the pod the
 # step began with, from an immutable ConfigMap (which no later write can
-# change) and on the config it ran just before the stop (every field, or
-# in two forms those both carry: measure.py same-config), rather than what
-# the run is rolling out. A restart that was not made (no pod replaced, or
-# none old left), or whose /configz another kube-proxy container may have
-# served, is only recorded.
+# change) and on the config it ran just before the stop (every field:
+# measure.py same-config), rather than what the run is rolling out. A
+# restart that was not made (no pod replaced, or none old left), or whose
+# /configz another kube-proxy container or version may have served, is only
+# recorded.
 restart_judged() {
   local line
   line="$(tail -n1 "${LOGS}/$1.restart.log" 2>/dev/null || true)"
@@ -1005,7 +1008,7 @@ restart_judged() {
   fi
   case "${line}" in
     *" (as before the stop"*) ;;
-    *"(not compared: another kube-proxy container"*) ;;
+    *"(not compared: another kube-proxy "*) ;;
     *"(before the stop: unknown"*)
       echo "the kube-proxy stopped mid-rollout ran again in its old pod, but what it ran before the stop is unknown (no /configz then): ${line}"
       return 1
