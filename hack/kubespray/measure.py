@@ -49,15 +49,17 @@
       What one kube-proxy runs, from its /configz: `FIELD=VALUE` of each
       field configz compares (below), on one line.
 
-  measure.py same-config BEFORE.json AFTER.json
+  measure.py same-config BEFORE.json AFTER.json [IMAGE]
       Whether two /configz of one kube-proxy container, before and after
       its restart, hold the same config, every field: prints `same` and
       exits 0, or `differs: FIELD, ...` (dotted paths, at most 5 named)
       and exits 1. kube-proxy up to 1.35 serves its internal config there
       (`Mode`, `MinSyncPeriod`), from 1.36 the versioned one (`mode`,
       `iptables.minSyncPeriod`; kubernetes#136044), and a container keeps
-      its image across a restart: a pair in two forms was answered by two
-      versions, so prints `not compared: ...` and exits 3.
+      its image across a restart: a read in another form than the
+      container's IMAGE (its tag a version) serves, or a pair in two
+      forms, was answered by another version, so prints `not compared:
+      ...` and exits 3.
   measure.py writers SINCE OBJECT.json...
       Who wrote each object since SINCE (an RFC 3339 time, the step's start by
       the API server's clock), from its managedFields: one line per entry,
@@ -475,23 +477,30 @@ def versioned(doc, field):
     return value, value
 
 
+def form(config):
+    """The form of a /configz config: kube-proxy up to 1.35 serves its
+    internal config (Go field names, "Mode"), from 1.36 the versioned one
+    ("mode", with apiVersion and kind; kubernetes#136044)."""
+    return "internal" if "Mode" in config else "versioned"
+
+
+def served_form(image):
+    """The form of /configz a kube-proxy IMAGE serves (form); None when its
+    tag is not a version."""
+    v = version(image)
+    return None if v is None else ("internal" if v[:2] < (1, 36) else "versioned")
+
+
 def running_value(running, field, internal):
-    """FIELD of a kube-proxy's /configz config: the versioned name where it
-    serves the versioned form (it has "mode"), INTERNAL where the internal."""
-    return get(running, field if "mode" in running else internal)
+    """FIELD of a kube-proxy's /configz config: by its versioned name in the
+    versioned form, by INTERNAL in the internal one."""
+    return get(running, internal if form(running) == "internal" else field)
 
 
 def running_fields(configz_doc):
     """FIELD=VALUE of what a kube-proxy runs, from its /configz."""
     running = configz_doc["kubeproxy.config.k8s.io"]
     return " ".join(f"{field}={running_value(running, field, internal)}" for field, internal in FIELDS)
-
-
-def form(config):
-    """The form of a /configz config: kube-proxy up to 1.35 serves its
-    internal config (Go field names, "Mode"), from 1.36 the versioned one
-    ("mode", with apiVersion and kind; kubernetes#136044)."""
-    return "internal" if "Mode" in config else "versioned"
 
 
 def config_differences(before, after, path=""):
@@ -509,16 +518,23 @@ def config_differences(before, after, path=""):
     return [] if before == after else [path or "(the whole config)"]
 
 
-def same_config(before, after):
+def same_config(before, after, image=None):
     """(same, text) of two /configz configs read from one kube-proxy
     container before and after its restart: every field. A container keeps
-    its image across a restart, so a pair in two forms was served by two
-    kube-proxy versions: same is None, not compared."""
+    its image across a restart, so a read in another form than the IMAGE it
+    runs serves, or a pair in two forms, was answered by another kube-proxy
+    version: same is None, not compared."""
     forms = form(before), form(after)
+    rule = "kube-proxy serves its internal config up to 1.35, the versioned from 1.36"
+    want = served_form(image) if image else None
+    for when, got in (("before the stop", forms[0]), ("after the restart", forms[1])):
+        if want is not None and got != want:
+            tag = image.rsplit("/", 1)[-1]
+            return None, (f"not compared: another kube-proxy version answered (/configz in the {got} form {when}, "
+                          f"which {tag} does not serve; {rule})")
     if forms[0] != forms[1]:
         return None, (f"not compared: another kube-proxy version answered (/configz in the {forms[0]} form before "
-                      f"the stop, the {forms[1]} after; kube-proxy serves its internal config up to 1.35, the "
-                      "versioned from 1.36)")
+                      f"the stop, the {forms[1]} after; {rule})")
     differ = config_differences(before, after)
     if not differ:
         return True, "same"
@@ -799,12 +815,12 @@ if __name__ == "__main__":
     elif len(sys.argv) == 3 and sys.argv[1] == "running":
         with open(sys.argv[2], encoding="utf-8") as f:
             print(running_fields(json.load(f)))
-    elif len(sys.argv) == 4 and sys.argv[1] == "same-config":
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "same-config":
         docs = []
         for path in sys.argv[2:4]:
             with open(path, encoding="utf-8") as f:
                 docs.append(json.load(f)["kubeproxy.config.k8s.io"])
-        matched, text = same_config(*docs)
+        matched, text = same_config(*docs, *sys.argv[4:])
         print(text)
         sys.exit({True: 0, False: 1, None: 3}[matched])
     elif len(sys.argv) == 4 and sys.argv[1] == "shown":

@@ -436,9 +436,10 @@ class Configz(unittest.TestCase):
         self.assertEqual(measure.config_differences(before, after), ["Extra", "Linux.Conntrack.Min", "MinSyncPeriod"])
         self.assertEqual(measure.config_differences(before, [before]), ["(the whole config)"])
 
-    # the /configz read before a kube-proxy v1.35.4's stop and after its
-    # restart on the tier's hosts (2026-11-30), cut to some fields: internal,
-    # then versioned, so answered by a v1.36 pod made on that host meanwhile
+    # the shapes of the /configz read before a kube-proxy v1.35.4's stop and
+    # after its restart on the tier's hosts (2026-11-30; the second answered
+    # by a v1.36.3 pod made on that host meanwhile), cut to some fields, the
+    # values made equal
     INTERNAL = {"Mode": "iptables", "MinSyncPeriod": "1s", "SyncPeriod": "30s",
                 "DetectLocal": {"BridgeInterface": "", "ClusterCIDRs": ["10.233.64.0/18"]},
                 "Linux": {"Conntrack": {"MaxPerCore": 0, "Min": 131072}, "MasqueradeAll": False},
@@ -471,6 +472,20 @@ class Configz(unittest.TestCase):
         self.assertIsNone(same)
         self.assertIn("in the versioned form before the stop, the internal after;", text)
 
+    def test_a_form_the_container_image_does_not_serve_is_not_compared(self):
+        # one form, the same config, but not the form the container's version serves
+        same, text = measure.same_config(self.VERSIONED, self.VERSIONED, "registry:5000/kube-proxy:v1.35.4")
+        self.assertIsNone(same)
+        self.assertIn("(/configz in the versioned form before the stop, which kube-proxy:v1.35.4 does not serve;", text)
+        later = dict(self.INTERNAL, Mode="ipvs")
+        same, text = measure.same_config(self.INTERNAL, later, "registry:5000/kube-proxy:v1.34.4")
+        self.assertEqual((same, text), (False, "differs: Mode"))
+        same, text = measure.same_config(self.INTERNAL, self.INTERNAL, "registry:5000/kube-proxy:v1.36.3")
+        self.assertIn("(/configz in the internal form before the stop, which kube-proxy:v1.36.3 does not serve;", text)
+        self.assertEqual(measure.same_config(self.VERSIONED, self.VERSIONED, "kube-proxy:v1.36.3"), (True, "same"))
+        # a tag that is no version tells nothing
+        self.assertEqual(measure.same_config(self.VERSIONED, self.VERSIONED, "kube-proxy:latest"), (True, "same"))
+
     def test_same_config_on_the_command_line(self):
         # run.sh reads the printed text and the exit code
         d = tempfile.mkdtemp()
@@ -490,6 +505,9 @@ class Configz(unittest.TestCase):
         self.assertEqual(run("internal", "internal"), (0, "same\n"))
         self.assertEqual(run("versioned", "other"), (1, "differs: mode\n"))
         self.assertEqual(run("internal", "versioned"), (3, "not compared: another kube-proxy version answered"))
+        out = subprocess.run([sys.executable, measure.__file__, "same-config", paths["versioned"], paths["versioned"],
+                              "registry:5000/kube-proxy:v1.35.4"], capture_output=True, text=True, check=False)
+        self.assertEqual((out.returncode, out.stdout.split(" (")[0]), (3, "not compared: another kube-proxy version answered"))
 
     def test_a_breaking_setting_rolled_back_runs_the_configmap_not_kubespray(self):
         code, out = self.run_configz(self.RENDERED % 32768, self.CONFIGMAP % 0, self.RUNNING % 0,

@@ -963,9 +963,10 @@ print(s.get("labels", {}).get("io.kubernetes.pod.uid", "?"), s.get("image", {}).
   elif [[ "${runs}" == "no /configz"* ]]; then
     same="before the stop: $("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" running "${LOGS}/${name}.before-configz.json" 2>/dev/null || echo '?')"
   else
+    # the image the container runs says which form its /configz comes in
     rc=0
     same="$("${VENV}/bin/python" "${REPO_ROOT}/hack/kubespray/measure.py" same-config \
-      "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" 2>&1)" || rc=$?
+      "${LOGS}/${name}.before-configz.json" "${LOGS}/${name}.restart-configz.json" "${image}" 2>&1)" || rc=$?
     case "${rc}" in
       0) same="as before the stop" ;;
       3) ;; # "not compared: another kube-proxy version answered (...)"
