@@ -1008,7 +1008,7 @@ restart_judged() {
     return 1
   fi
   case "${line}" in
-    *" (as before the stop"*) ;;
+    *" (as before the stop)") ;;
     *"(not compared: another kube-proxy "*) ;;
     *"(before the stop: unknown"*)
       echo "the kube-proxy stopped mid-rollout ran again in its old pod, but what it ran before the stop is unknown (no /configz then): ${line}"

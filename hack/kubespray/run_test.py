@@ -1,0 +1,89 @@
+"""Tests of run.sh's restart_judged, run in bash on the function as run.sh
+defines it (run by make test: python -m unittest)."""
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+RUN_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.sh")
+
+# restart_mid's line, as run.sh writes it, up to what it ran
+STOPPED = ("w2's kube-proxy stopped once the rollout began, as a reboot would: running again after 3 s in "
+           "the same pod (one the step began with), image kube-proxy:v1.35.4, ConfigMap kube-proxy-45bb4e0da8")
+IMMUTABLE = STOPPED + " (immutable), running mode=iptables conntrack.maxPerCore=0"
+
+
+def function(name):
+    """The text of run.sh's bash function NAME, up to its closing brace."""
+    with open(RUN_SH, encoding="utf-8") as f:
+        script = f.read()
+    found = re.search(rf"^{name}\(\) {{\n.*?^}}\n", script, re.M | re.S)
+    if not found:
+        raise AssertionError(f"run.sh defines no function {name}")
+    return found.group(0)
+
+
+class RestartJudgedTest(unittest.TestCase):
+    def judged(self, line):
+        """restart_judged's exit code and output on a restart log whose last line is LINE."""
+        with tempfile.TemporaryDirectory() as logs:
+            with open(os.path.join(logs, "upgrade-tool.restart.log"), "w", encoding="utf-8") as f:
+                f.write("an earlier line\n" + line + "\n")
+            done = subprocess.run(
+                ["bash", "-c", function("restart_judged") + 'restart_judged upgrade-tool'],
+                env={"LOGS": logs, "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout + done.stderr
+
+    def test_back_in_its_old_pod_on_the_config_before_the_stop(self):
+        self.assertEqual(self.judged(IMMUTABLE + " (as before the stop)"), (0, ""))
+
+    def test_back_in_its_old_pod_on_another_config(self):
+        rc, out = self.judged(IMMUTABLE + " (conntrack.maxPerCore: 0 before the stop, 32768 after)")
+        self.assertEqual(rc, 1)
+        self.assertIn("not on the config it ran before the stop", out)
+
+    def test_only_the_exact_words_pass(self):
+        # a line that only begins like the pass is judged on what follows
+        rc, out = self.judged(IMMUTABLE + " (as before the stop, but conntrack.maxPerCore: 0 before, 32768 after)")
+        self.assertEqual(rc, 1)
+        self.assertIn("not on the config it ran before the stop", out)
+
+    def test_back_in_its_old_pod_on_a_mutable_configmap(self):
+        rc, out = self.judged(STOPPED + ", running mode=iptables (as before the stop)")
+        self.assertEqual(rc, 1)
+        self.assertIn("is not immutable", out)
+
+    def test_what_it_ran_before_the_stop_unknown(self):
+        rc, out = self.judged(IMMUTABLE + " (before the stop: unknown, its /configz did not answer in 10 s)")
+        self.assertEqual(rc, 1)
+        self.assertIn("is unknown", out)
+
+    def test_another_kube_proxy_answered_is_only_recorded(self):
+        for why in ("another kube-proxy container ran on the host by then (the pod replaced meanwhile), so the "
+                    "/configz may be its",
+                    "another kube-proxy version answered (the versioned form after the restart, which "
+                    "kube-proxy:v1.35.4 does not serve)"):
+            self.assertEqual(self.judged(IMMUTABLE + f" (not compared: {why})"), (0, ""), why)
+
+    def test_no_configz_after_the_restart(self):
+        rc, out = self.judged(STOPPED + " (immutable), running no /configz within 30 s (before the stop: mode=iptables)")
+        self.assertEqual(rc, 1)
+        self.assertIn("served no /configz", out)
+
+    def test_in_a_pod_the_rollout_made_is_only_recorded(self):
+        line = IMMUTABLE.replace("the same pod (one the step began with)", "a pod the rollout made meanwhile")
+        self.assertEqual(self.judged(line + " (conntrack.maxPerCore: 0 before the stop, 32768 after)"), (0, ""))
+
+    def test_restart_not_made_or_not_run_again(self):
+        self.assertEqual(self.judged("not made: no kube-proxy pod replaced"), (0, ""))
+        rc, out = self.judged("w2's kube-proxy did not run again within 120 s")
+        self.assertEqual(rc, 1)
+        self.assertIn("did not run again", out)
+        rc, out = self.judged("")
+        self.assertEqual(rc, 1)
+        self.assertIn("nothing recorded", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
