@@ -95,8 +95,9 @@ func TestNoEffectChangeThenRealChangeKubeProxyRunsBoth(t *testing.T) {
 }
 
 // configz reads the running kube-proxy's configuration on node (its own
-// /configz, on the metrics port): its internal configuration, under the Go
-// field names (see runningValue).
+// /configz, on the metrics port). Up to 1.35 kube-proxy serves its internal
+// configuration there, under the Go field names; from 1.36 (kubernetes#136044)
+// the versioned v1alpha1 one (see runningValue). These tests run 1.27 to 1.34.
 func (e *env) configz(t *testing.T, node string) map[string]any {
 	t.Helper()
 	body := e.waitHTTP(t, node, 10249, "/configz", 200, 30*time.Second)
@@ -156,10 +157,11 @@ func configDiff(written, running map[string]any) []string {
 	return out
 }
 
-// runningValue finds a written (v1alpha1) field in /configz, which serves
-// kube-proxy's internal configuration: Go field names (IPVS.Scheduler for
-// ipvs.scheduler), and from 1.31 on (a top-level SyncPeriod) the mode's
-// sync periods at the top, and the Linux settings under Linux.
+// runningValue finds a written (v1alpha1) field in /configz, which up to
+// 1.35 serves kube-proxy's internal configuration: Go field names
+// (IPVS.Scheduler for ipvs.scheduler), and from 1.31 on (a top-level
+// SyncPeriod) the mode's sync periods at the top, and the Linux settings
+// under Linux. The versioned form 1.36 serves is not tried here.
 func runningValue(running map[string]any, path string) (any, bool) {
 	if _, unified := lookupFold(running, "syncPeriod"); unified {
 		moved := map[string]string{
