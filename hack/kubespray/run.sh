@@ -515,6 +515,15 @@ kube_dns_ip() {
   printf '%s\n' "${ip}"
 }
 
+# coredns_pods: every CoreDNS pod (k8s-app=kube-dns) as "IP on NODE", as
+# they are (no wait), so a step's lost DNS answers and the pod addresses its
+# packets out went to can be set against which pods held those addresses.
+coredns_pods() {
+  cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-dns \
+      -o jsonpath="{range .items[*]}{.status.podIP} on {.spec.nodeName}{\"\\n\"}{end}"' |
+    sed "s/ on ${KS_PREFIX:-kps-ks}-/ on /" | sort | paste -sd, | sed 's/,/, /g'
+}
+
 # revision: the number of kube-proxy's newest ControllerRevision (each change
 # of the DaemonSet's pod template makes one: a rollout).
 revision() {
@@ -1045,6 +1054,8 @@ cluster_watched() {
   TOTAL="$(wc -l <<<"${before}")"
   rev_before="$(revision)"
   [[ "${rev_before}" =~ ^[0-9]+$ ]] || { echo "no ControllerRevision of kube-proxy's DaemonSet before ${name}"; return 1; }
+  local dns_before=""
+  if [[ "${DNS}" == coredns ]]; then dns_before="$(coredns_pods)" || dns_before="not read"; fi
   : >"${out}"
   # The watch lists the existing pods first (as ADDED events): cluster.yml
   # starts once it has. An API server restart (upgrade-cluster.yml) ends
@@ -1085,6 +1096,11 @@ cluster_watched() {
   while { kill -0 "${mid_pid}" || { [[ -n "${restart_pid}" ]] && kill -0 "${restart_pid}"; }; } 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
   kill "${mid_pid}" ${restart_pid} 2>/dev/null || true
   wait "${mid_pid}" ${restart_pid} 2>/dev/null || true
+  if [[ "${DNS}" == coredns ]]; then
+    local dns_after
+    dns_after="$(coredns_pods)" || dns_after="not read"
+    figure "${name}" "CoreDNS pods (IP on node) before the step: ${dns_before:-none}; after: ${dns_after:-none}"
+  fi
   if [[ -n "${restart_pid}" ]]; then
     figure "${name}" "a kube-proxy stopped mid-rollout (as a node reboot): $(tail -n1 "${LOGS}/${name}.restart.log" 2>/dev/null | sed "s/${KS_PREFIX:-kps-ks}-//g")"
   fi
