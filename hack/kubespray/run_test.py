@@ -35,29 +35,29 @@ class RestartJudgedTest(unittest.TestCase):
                 env={"LOGS": logs, "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False)
         return done.returncode, done.stdout + done.stderr
 
+    def assert_fails(self, line, why):
+        """restart_judged fails the step on LINE, saying WHY."""
+        rc, out = self.judged(line)
+        self.assertEqual(rc, 1, out)
+        self.assertIn(why, out)
+
     def test_back_in_its_old_pod_on_the_config_before_the_stop(self):
         self.assertEqual(self.judged(IMMUTABLE + " (as before the stop)"), (0, ""))
 
     def test_back_in_its_old_pod_on_another_config(self):
-        rc, out = self.judged(IMMUTABLE + " (conntrack.maxPerCore: 0 before the stop, 32768 after)")
-        self.assertEqual(rc, 1)
-        self.assertIn("not on the config it ran before the stop", out)
+        self.assert_fails(IMMUTABLE + " (conntrack.maxPerCore: 0 before the stop, 32768 after)",
+                          "not on the config it ran before the stop")
 
     def test_only_the_exact_words_pass(self):
         # a line that only begins like the pass is judged on what follows
-        rc, out = self.judged(IMMUTABLE + " (as before the stop, but conntrack.maxPerCore: 0 before, 32768 after)")
-        self.assertEqual(rc, 1)
-        self.assertIn("not on the config it ran before the stop", out)
+        self.assert_fails(IMMUTABLE + " (as before the stop, but conntrack.maxPerCore: 0 before, 32768 after)",
+                          "not on the config it ran before the stop")
 
     def test_back_in_its_old_pod_on_a_mutable_configmap(self):
-        rc, out = self.judged(STOPPED + ", running mode=iptables (as before the stop)")
-        self.assertEqual(rc, 1)
-        self.assertIn("is not immutable", out)
+        self.assert_fails(STOPPED + ", running mode=iptables (as before the stop)", "is not immutable")
 
     def test_what_it_ran_before_the_stop_unknown(self):
-        rc, out = self.judged(IMMUTABLE + " (before the stop: unknown, its /configz did not answer in 10 s)")
-        self.assertEqual(rc, 1)
-        self.assertIn("is unknown", out)
+        self.assert_fails(IMMUTABLE + " (before the stop: unknown, its /configz did not answer in 10 s)", "is unknown")
 
     def test_another_kube_proxy_answered_is_only_recorded(self):
         for why in ("another kube-proxy container ran on the host by then (the pod replaced meanwhile), so the "
@@ -67,9 +67,8 @@ class RestartJudgedTest(unittest.TestCase):
             self.assertEqual(self.judged(IMMUTABLE + f" (not compared: {why})"), (0, ""), why)
 
     def test_no_configz_after_the_restart(self):
-        rc, out = self.judged(STOPPED + " (immutable), running no /configz within 30 s (before the stop: mode=iptables)")
-        self.assertEqual(rc, 1)
-        self.assertIn("served no /configz", out)
+        self.assert_fails(STOPPED + " (immutable), running no /configz within 30 s (before the stop: mode=iptables)",
+                          "served no /configz")
 
     def test_in_a_pod_the_rollout_made_is_only_recorded(self):
         line = IMMUTABLE.replace("the same pod (one the step began with)", "a pod the rollout made meanwhile")
@@ -77,12 +76,8 @@ class RestartJudgedTest(unittest.TestCase):
 
     def test_restart_not_made_or_not_run_again(self):
         self.assertEqual(self.judged("not made: no kube-proxy pod replaced"), (0, ""))
-        rc, out = self.judged("w2's kube-proxy did not run again within 120 s")
-        self.assertEqual(rc, 1)
-        self.assertIn("did not run again", out)
-        rc, out = self.judged("")
-        self.assertEqual(rc, 1)
-        self.assertIn("nothing recorded", out)
+        self.assert_fails("w2's kube-proxy did not run again within 120 s", "did not run again")
+        self.assert_fails("", "nothing recorded")
 
 
 if __name__ == "__main__":
