@@ -418,7 +418,9 @@ def load_runs(runs_dir):
 
 def layout(run):
     if run.get("upgrade", "0") not in ("0", ""):
-        versions = f"{run.get('upgrade_from', '?')} to {run.get('upgrade_to', '?')} ({run['upgrade']})"
+        # KS_UPGRADE=1 is the patch upgrade (hack/lib.sh's ks_upgrade)
+        kind = "patch" if run["upgrade"] == "1" else run["upgrade"]
+        versions = f"{run.get('upgrade_from', '?')} to {run.get('upgrade_to', '?')} ({kind})"
     else:
         versions = run.get("kubernetes", "?")
     # a run from before KS_DNS ran without DNS (dns_mode: none)

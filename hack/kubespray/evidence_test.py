@@ -194,7 +194,7 @@ class Page(unittest.TestCase):
                                                            "| [2026-12-03-ccccccc"])
         self.assertEqual(runs[0], "| [2026-12-01-aaaaaaa](runs/2026-12-01-aaaaaaa.json) | 2026-12-01T09:00:00Z | "
                                   "61 min | aaaaaaadddd | 46dbdd399aaa | control planes 1, workers 2, load "
-                                  "balancer haproxy, DNS none, Kubernetes v1.34.3 to v1.34.4 (1) | tool unpatched "
+                                  "balancer haproxy, DNS none, Kubernetes v1.34.3 to v1.34.4 (patch) | tool unpatched "
                                   "| passed |")
         self.assertTrue(runs[2].endswith("| stopped at settings-tool |"))
         self.assertEqual(text.count("\n### "), 2, "no section on the tool-free fix without a tool-free run")
@@ -252,6 +252,21 @@ class Page(unittest.TestCase):
         self.assertIn("| wall time, s | 15 (10–20, n=2) |", none)
         self.assertIn("load balancer haproxy, DNS coredns, Kubernetes", coredns[:120])
         self.assertIn("| wall time, s | 30 (n=1) |", coredns)
+
+    def test_patch_and_minor_upgrades_apart(self):
+        # KS_UPGRADE=1 (patch) and KS_UPGRADE=minor: two layouts, each
+        # named by its versions and the kind of upgrade
+        patch = summary("2026-12-01T00:00:00Z", "c", True, {"tool": {"upgrade": step(10)}})
+        minor = summary("2026-12-02T00:00:00Z", "c", True, {"tool": {"upgrade": step(30)}})
+        minor["run"].update(upgrade="minor", upgrade_from="v1.35.4", upgrade_to="v1.36.3")
+        self.add("a.json", patch)
+        self.add("b.json", minor)
+        text = self.page()
+        self.assertEqual(text.count("\n## Figures: "), 2)
+        first, second = text.split("\n## Figures: ")[1:]
+        self.assertIn("Kubernetes v1.34.3 to v1.34.4 (patch)\n", first)
+        self.assertIn("Kubernetes v1.35.4 to v1.36.3 (minor)\n", second)
+        self.assertIn("| wall time, s | 30 (n=1) |", second)
 
     def test_upgrade_with_the_settings_change_apart(self):
         # KS_STEPS=upgrade: the upgrade makes the settings change too, a
