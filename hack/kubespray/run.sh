@@ -517,11 +517,13 @@ kube_dns_ip() {
 
 # coredns_pods: every CoreDNS pod (k8s-app=kube-dns) as "IP on NODE", as
 # they are (no wait), so a step's lost DNS answers and the pod addresses its
-# packets out went to can be set against which pods held those addresses.
+# packets out went to can be set against which pods held those addresses; a
+# pod not yet given an address or a node reads "(no IP)" or "(no node)".
 coredns_pods() {
   cp_ssh 'kubectl -n kube-system get pods -l k8s-app=kube-dns \
       -o jsonpath="{range .items[*]}{.status.podIP} on {.spec.nodeName}{\"\\n\"}{end}"' |
-    sed "s/ on ${KS_PREFIX:-kps-ks}-/ on /" | sort | paste -sd, | sed 's/,/, /g'
+    sed -e "s/ on ${KS_PREFIX:-kps-ks}-/ on /" -e 's/^ on /(no IP) on /' -e 's/ on $/ on (no node)/' |
+    sort | paste -sd, | sed 's/,/, /g'
 }
 
 # revision: the number of kube-proxy's newest ControllerRevision (each change

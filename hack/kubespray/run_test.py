@@ -1,7 +1,8 @@
-"""Tests of run.sh's restart_judged, run in bash on the function as run.sh
-defines it (run by make test: python -m unittest)."""
+"""Tests of run.sh's restart_judged and coredns_pods, run in bash on the
+functions as run.sh defines them (run by make test: python -m unittest)."""
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import unittest
@@ -82,3 +83,29 @@ class RestartJudgedTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CorednsPodsTest(unittest.TestCase):
+    def pods(self, listed, rc=0, prefix="kps-ks"):
+        """coredns_pods' exit code and output when the control plane's kubectl prints LISTED and exits RC."""
+        stub = f"cp_ssh() {{ printf %s {shlex.quote(listed)}; return {rc}; }}\n"
+        done = subprocess.run(
+            ["bash", "-c", "set -euo pipefail\n" + stub + function("coredns_pods") + "coredns_pods"],
+            env={"KS_PREFIX": prefix, "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout.strip()
+
+    def test_sorted_one_line_without_the_host_prefix(self):
+        self.assertEqual(self.pods("10.233.66.2 on kps-ks-w2\n10.233.65.2 on kps-ks-w1\n"),
+                         (0, "10.233.65.2 on w1, 10.233.66.2 on w2"))
+
+    def test_another_prefix(self):
+        self.assertEqual(self.pods("10.233.65.9 on lab-cp1\n", prefix="lab"), (0, "10.233.65.9 on cp1"))
+
+    def test_a_pod_without_an_address_or_a_node_says_so(self):
+        self.assertEqual(self.pods(" on \n10.233.65.2 on kps-ks-w1\n on kps-ks-w2\n"),
+                         (0, "(no IP) on (no node), (no IP) on w2, 10.233.65.2 on w1"))
+
+    def test_the_control_plane_not_answering_is_a_failure(self):
+        # the caller records "not read" on a failure, never an empty list as if there were no pods
+        rc, _ = self.pods("", rc=124)
+        self.assertNotEqual(rc, 0)
