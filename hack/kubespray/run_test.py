@@ -81,20 +81,20 @@ class RestartJudgedTest(unittest.TestCase):
         self.assert_fails("", "nothing recorded")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class CorednsPodsTest(unittest.TestCase):
-    def pods(self, listed, rc=0, prefix="kps-ks"):
-        """coredns_pods' exit code and output when the control plane's kubectl prints LISTED and exits RC."""
+    def pods(self, listed, rc=0, prefix=None):
+        """coredns_pods' exit code and output when the control plane's kubectl prints LISTED and exits RC
+        (KS_PREFIX unset unless PREFIX)."""
         stub = f"cp_ssh() {{ printf %s {shlex.quote(listed)}; return {rc}; }}\n"
+        env = {"PATH": os.environ["PATH"]}
+        if prefix:
+            env["KS_PREFIX"] = prefix
         done = subprocess.run(
             ["bash", "-c", "set -euo pipefail\n" + stub + function("coredns_pods") + "coredns_pods"],
-            env={"KS_PREFIX": prefix, "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False)
+            env=env, capture_output=True, text=True, check=False)
         return done.returncode, done.stdout.strip()
 
-    def test_sorted_one_line_without_the_host_prefix(self):
+    def test_sorted_one_line_without_the_default_host_prefix(self):
         self.assertEqual(self.pods("10.233.66.2 on kps-ks-w2\n10.233.65.2 on kps-ks-w1\n"),
                          (0, "10.233.65.2 on w1, 10.233.66.2 on w2"))
 
@@ -109,3 +109,7 @@ class CorednsPodsTest(unittest.TestCase):
         # the caller records "not read" on a failure, never an empty list as if there were no pods
         rc, _ = self.pods("", rc=124)
         self.assertNotEqual(rc, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
